@@ -1,0 +1,55 @@
+"""The executor Protocol: everything the controller does on a node goes through it.
+
+Shaped so that local processes, an ssh host and a Slurm job fit the same calls:
+handles are serializable (a run ledger can reap them after a crash), logs are read
+by offset (streamed back over ssh, collected from a Slurm output file), and `stop`
+never relies on signals travelling over a channel (as root, sshd refuses them).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from tools.models import CommandResult, ProcessHandle
+
+
+@runtime_checkable
+class Executor(Protocol):
+    kind: str  # "local" | "ssh" | "slurm"
+
+    @property
+    def host(self) -> str:
+        """Address the controller uses to reach servers started on this node."""
+
+    def run(self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None,
+            cwd: str | None = None) -> CommandResult:
+        """Run a short command to completion on the node."""
+
+    def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
+              cwd: str | None = None) -> ProcessHandle:
+        """Start a long-lived process as the leader of a new process group, stdout and
+        stderr appended to `log_path` on the node."""
+
+    def poll(self, handle: ProcessHandle) -> int | None:
+        """Exit status if the process has ended, else None."""
+
+    def read_log(self, handle: ProcessHandle, offset: int = 0) -> tuple[str, int]:
+        """Log text from byte `offset`; returns (text, next offset)."""
+
+    def tail(self, handle: ProcessHandle, lines: int = 50) -> list[str]:
+        """The last `lines` lines of the log."""
+
+    def stop(self, handle: ProcessHandle, *, grace_s: float = 10.0) -> int | None:
+        """TERM the whole process group, KILL after `grace_s`; returns the exit status."""
+
+    def put(self, local_path: str, remote_path: str) -> None:
+        """Copy a file or directory to the node."""
+
+    def get(self, remote_path: str, local_path: str) -> None:
+        """Copy a file from the node."""
+
+    def free_port(self) -> int:
+        """A TCP port that is free on the node now."""
+
+    def close(self) -> None:
+        """Release connections (ssh master, tunnels)."""

@@ -1,0 +1,176 @@
+"""Boundary models shared by everything that touches a node.
+
+These are the contracts between `tools/` (executors, launch, load sweeps, the
+simulated node) and `campaign/` (graph, store, verdict, journal).  They are
+plain pydantic models so that every boundary validates what crosses it and so
+that the store can keep them as JSON.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class FailureClass(str, Enum):
+    """Why a launch or a measurement failed: the small triage taxonomy."""
+
+    oom = "oom"
+    assertion = "assertion"
+    unsupported_arch = "unsupported_arch"
+    jit_error = "jit_error"
+    cuda_graph_incompatible = "cuda_graph_incompatible"
+    nccl_error = "nccl_error"
+    bad_flag = "bad_flag"
+    port_in_use = "port_in_use"
+    health_timeout = "health_timeout"
+    exited = "exited"
+    patch_conflict = "patch_conflict"
+    incorrect = "incorrect"  # outputs differ from the baseline's (correctness gate)
+    hang = "hang"  # server alive but produces no tokens
+    server_error = "server_error"  # HTTP 5xx while serving
+    unreachable = "unreachable"  # node or server cannot be reached (infrastructure)
+    engine_dead = "engine_dead"  # vLLM EngineDeadError while serving
+
+
+#: failure classes caused by the infrastructure rather than by the idea under test:
+#: retried a bounded number of times instead of becoming dead ends.
+INFRASTRUCTURE_FAILURES = frozenset({FailureClass.port_in_use, FailureClass.unreachable})
+
+
+class Failure(BaseModel):
+    """A classified failure with the evidence that supports the class."""
+
+    failure_class: FailureClass
+    summary: str
+    evidence: list[str] = Field(default_factory=list)  # log lines that decided the class
+    exit_code: int | None = None
+    phase: Literal["patch", "start", "load", "correctness"] = "start"
+
+
+class Stat(BaseModel):
+    """Distribution summary in milliseconds (node time)."""
+
+    mean: float = 0.0
+    p50: float = 0.0
+    p90: float = 0.0
+    p99: float = 0.0
+
+
+class LevelResult(BaseModel):
+    """One concurrency level of one load sweep (one repeat)."""
+
+    concurrency: int
+    requests: int
+    errors: int = 0
+    output_tokens: int = 0
+    input_tokens: int = 0
+    duration_s: float = 0.0  # node time
+    output_tokens_per_s: float = 0.0
+    requests_per_s: float = 0.0
+    ttft_ms: Stat = Field(default_factory=Stat)
+    itl_ms: Stat = Field(default_factory=Stat)
+    tpot_ms: Stat = Field(default_factory=Stat)
+    e2e_ms: Stat = Field(default_factory=Stat)
+    token_source: Literal["usage", "chunks"] = "usage"
+    error_samples: list[str] = Field(default_factory=list)
+
+
+class WorkloadSpec(BaseModel):
+    """What load to put on a server: the unit two results must share to be compared."""
+
+    name: str
+    concurrency: list[int] = Field(default_factory=lambda: [1])
+    prompts: str = "fixed"  # "fixed", "diverse", or a path to a JSONL file with {"prompt": ...}
+    output_tokens: int = 256
+    requests_per_level: str | int = "2*C"  # an int, or an expression in C such as "2*C" or "max(4, C)"
+    warmup_requests: int = 1
+    prompt_tokens: int = 512  # approximate length of generated prompts
+    seed: int = 0
+    endpoint: Literal["completions", "chat"] = "completions"
+
+
+class SweepResult(BaseModel):
+    """A whole load sweep: every level of one workload against one server."""
+
+    url: str = ""
+    model: str = ""
+    workload: WorkloadSpec | None = None
+    prompt_set_hash: str = ""
+    time_scale: float = 1.0  # node seconds per wall second; all figures are node time
+    source: Literal["campaign", "sglang", "vllm"] = "campaign"
+    levels: list[LevelResult] = Field(default_factory=list)
+
+    def level(self, concurrency: int) -> LevelResult | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+
+class CommandResult(BaseModel):
+    """A finished short command on a node."""
+
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class ProcessHandle(BaseModel):
+    """A long-lived process started by an executor.  Serializable so a run ledger
+    can reap it after the controller died."""
+
+    executor: str  # the executor kind: local | ssh | slurm
+    pid: int | None = None  # pid on the node (== pgid: started as a group leader)
+    pgid: int | None = None
+    host: str = "127.0.0.1"
+    job_id: str | None = None  # Slurm job id
+    log_path: str = ""
+    started_at: float = 0.0
+    command: str = ""  # redacted command line, for the record
+
+
+class EffectiveConfig(BaseModel):
+    """The exact flags and environment a server runs with."""
+
+    flags: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class ConfigChange(BaseModel):
+    kind: Literal["flag", "env"]
+    key: str
+    before: str | int | float | bool | None = None
+    after: str | int | float | bool | None = None
+    change: Literal["added", "removed", "changed"]
+
+
+class Fingerprint(BaseModel):
+    """The environment a measurement was taken in.  `components` is what revisit
+    conditions refer to (cuda, driver, arch, engine, torch, nccl, interconnect...)."""
+
+    gpu: str = ""
+    gpu_count: int = 0
+    arch: str = ""
+    driver: str = ""
+    cuda: str = ""
+    engine: str = ""
+    engine_version: str = ""
+    engine_sha: str = ""
+    interconnect: str = ""
+    host: str = ""
+    extra: dict[str, str] = Field(default_factory=dict)
+
+    def components(self) -> dict[str, str]:
+        base = {
+            "gpu": self.gpu,
+            "gpu_count": str(self.gpu_count),
+            "arch": self.arch,
+            "driver": self.driver,
+            "cuda": self.cuda,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "engine_sha": self.engine_sha,
+            "interconnect": self.interconnect,
+        }
+        base.update(self.extra)
+        return base
