@@ -1,0 +1,101 @@
+"""Keep secrets out of everything that is recorded (database, journal, logs, handles).
+
+Every command line and environment that leaves the process for a record passes
+through here.  Redaction is by name (env vars and flags that look secret) and by
+shape (tokens with well-known prefixes), so a secret given on a command line or
+echoed by a server into its log is caught too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+
+MASK = "***"
+
+#: environment variable names whose values are secrets.
+SECRET_ENV = re.compile(
+    r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|OPENAI_API_KEY"
+    r"|.*_(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS)"
+    r"|.*(APIKEY|API_KEY|ACCESS_KEY|SECRET_KEY|AUTH_TOKEN))$",
+    re.IGNORECASE,
+)
+
+#: command-line flags whose value is a secret (`--api-key X`, `--hf-token=X`).
+#: Anchored at the end so `--max-num-batched-tokens` is not taken for a token.
+SECRET_FLAG = re.compile(r"^--?[\w-]*?(api[-_]?key|access[-_]key|secret[-_]key|token|secret|password|passwd)$",
+                         re.IGNORECASE)
+
+#: secrets recognisable by their shape alone.
+SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),  # OpenAI-style keys
+    re.compile(r"\bhf_[A-Za-z0-9]{16,}"),  # Hugging Face tokens
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    re.compile(r"(?<=Bearer )[A-Za-z0-9._~+/=\-]{8,}", re.IGNORECASE),
+    re.compile(r"(?<=Authorization: )(?!Bearer )\S{8,}", re.IGNORECASE),
+)
+
+#: values shorter than this are not replaced inside free text: replacing every "1"
+#: or "on" in a log would destroy it without protecting anything.
+_MIN_SECRET_LEN = 6
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_ENV.match(name))
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of `env` with the values of secret-looking variables masked."""
+    return {k: (MASK if is_secret_name(k) else v) for k, v in env.items()}
+
+
+def _secret_values(secrets: Mapping[str, str] | Iterable[str] | None) -> list[str]:
+    values = [v for k, v in os.environ.items() if is_secret_name(k)]
+    if isinstance(secrets, Mapping):
+        values += [v for k, v in secrets.items() if is_secret_name(k)]
+    elif secrets is not None:
+        values += list(secrets)
+    # longest first, so a secret containing another is replaced whole
+    return sorted({v for v in values if v and len(v) >= _MIN_SECRET_LEN}, key=len, reverse=True)
+
+
+def redact_text(text: str, secrets: Mapping[str, str] | Iterable[str] | None = None) -> str:
+    """Mask known secret values (from os.environ and `secrets`) and secret-shaped tokens.
+
+    `secrets` is either an environment (only its secret-named values count) or a
+    plain list of values to mask.
+    """
+    for value in _secret_values(secrets):
+        text = text.replace(value, MASK)
+    for pattern in SECRET_PATTERNS:
+        text = pattern.sub(MASK, text)
+    return text
+
+
+def redact_argv_tokens(argv: Sequence[str], secrets: Mapping[str, str] | Iterable[str] | None = None) -> list[str]:
+    """The argv with secret flag values, secret `NAME=value` assignments and
+    secret-shaped tokens masked."""
+    out: list[str] = []
+    mask_next = False
+    for token in argv:
+        if mask_next:
+            out.append(MASK)
+            mask_next = False
+            continue
+        name, eq, _value = token.partition("=")
+        if token.startswith("-") and SECRET_FLAG.match(name):
+            out.append(f"{name}={MASK}" if eq else token)
+            mask_next = not eq
+            continue
+        if eq and not token.startswith("-") and is_secret_name(name):
+            out.append(f"{name}={MASK}")
+            continue
+        out.append(redact_text(token, secrets))
+    return out
+
+
+def redact_argv(argv: Sequence[str], secrets: Mapping[str, str] | Iterable[str] | None = None) -> str:
+    """A shell-quoted, redacted command line for the record."""
+    return shlex.join(redact_argv_tokens(argv, secrets))
