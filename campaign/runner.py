@@ -1,0 +1,229 @@
+"""Run and resume campaigns: compile the graph with the SQLite checkpointer and drive it.
+
+The record (store) and the checkpoints live in two SQLite files side by side: the
+store is the source of truth for results, the checkpoint only says where the graph
+stands.  One `RunOutcome` tells the CLI what happened; the CLI alone prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from campaign.deps import Deps, EventFn, node_runtime_for
+from campaign.errors import UserError
+from campaign.playbook import HypothesisSpec, Playbook
+from campaign.playbook_load import apply_overrides, load_playbook
+
+
+@dataclass
+class RunOutcome:
+    campaign_id: str
+    status: Literal["finished", "awaiting_review", "failed", "interrupted"]
+    reason: str = ""
+    journal: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return {"finished": 0, "awaiting_review": 3, "failed": 1, "interrupted": 130}[self.status]
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGINT: stop cleanly (servers stopped by their context managers)."""
+
+
+def checkpoint_path(db_path: Path) -> Path:
+    return db_path.with_name(db_path.stem + "-checkpoints.sqlite")
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "campaign"
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    def handler(signum, frame):  # noqa: ARG001
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextmanager
+def compiled_graph(deps: Deps, db_path: Path):
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from campaign.graph import build_graph
+
+    with SqliteSaver.from_conn_string(str(checkpoint_path(db_path))) as saver:
+        saver.conn.execute("PRAGMA journal_mode=WAL")
+        yield build_graph(deps).compile(checkpointer=saver)
+
+
+def open_store(db_path: Path):
+    from campaign.store import Store
+
+    return Store(db_path)
+
+
+def build_deps(pb: Playbook, store: Any, *, db_path: Path, events: EventFn | None) -> Deps:
+    from tools.ledger import ProcessLedger
+
+    workdir = db_path.parent / "nodes"
+    ledger = ProcessLedger(db_path.parent / "ledger.jsonl")
+    nodes = [node_runtime_for(pb, spec, workdir=workdir / (spec.name or "node"), ledger=ledger, events=events)
+             for spec in pb.all_nodes()]
+    planner = None
+    if pb.planner.kind == "llm":
+        from campaign.planner_bridge import make_llm_planner
+
+        planner = make_llm_planner(pb)
+    return Deps(playbook=pb, store=store, nodes=nodes, planner=planner, journal_path=Path(pb.journal),
+                db_label=str(db_path), events=events or (lambda k, d: None))
+
+
+def reap_leftovers(db_path: Path) -> list[str]:
+    """Stop every server a dead run left behind (the run ledger), before anything starts."""
+    from tools.ledger import ProcessLedger
+
+    ledger = ProcessLedger(db_path.parent / "ledger.jsonl")
+    return ledger.reap()
+
+
+def _drive(graph, payload: Any, cid: str, store: Any) -> RunOutcome:
+    cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 10_000}
+    try:
+        with _signals_raise():
+            graph.invoke(payload, cfg)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        store.add_event(cid, "interrupted", f"stopped by {exc.__class__.__name__} {exc}")
+        return RunOutcome(cid, "interrupted", reason=str(exc) or "interrupted")
+    snap = graph.get_state(cfg)
+    row = store.get_campaign(cid)
+    if snap.next:
+        reason = row.halt_reason or "awaiting review"
+        return RunOutcome(cid, "awaiting_review", reason=reason)
+    return RunOutcome(cid, "failed" if row.status == "failed" else "finished", reason=row.halt_reason or "")
+
+
+def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None = None,
+                   new: bool = False) -> RunOutcome:
+    pb = load_playbook(playbook_path)
+    db_path = Path(db or pb.database)
+    _check_journal_writable(pb, playbook_path)
+    store = open_store(db_path)
+    existing = None if new else store.find_unfinished(pb.name)
+    if existing is not None and existing.status == "awaiting_review":
+        raise UserError(f"{playbook_path}: campaign '{existing.id}' is awaiting review: {existing.halt_reason} "
+                        f"(fix: campaign resume {existing.id} --approve | --reject)")
+    reap_leftovers(db_path)
+    if existing is not None:
+        cid = existing.id
+        pb = apply_overrides(pb, store.get_overrides(cid))
+    else:
+        cid = store.new_campaign_id(slug(pb.name))
+        store.create_campaign(cid, pb, playbook_path=str(Path(playbook_path).resolve()))
+        for pos, h in enumerate(pb.hypotheses):
+            store.add_hypothesis(cid, h, source="playbook", position=pos)
+    with store.run_lock(cid, owner=f"pid {os.getpid()}"):
+        store.mark_stale_experiments(cid)
+        deps = build_deps(pb, store, db_path=db_path, events=events)
+        with compiled_graph(deps, db_path) as graph:
+            started = graph.get_state({"configurable": {"thread_id": cid}}).values
+            payload = None if started else {"campaign_id": cid, "no_win_streak": 0, "dead_end_streak": 0,
+                                             "experiments_done": 0, "baseline_config": None}
+            out = _drive(graph, payload, cid, store)
+    out.journal = pb.journal
+    return out
+
+
+def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str = "",
+                    add_hypothesis: str | None = None, overrides: dict[str, str] | None = None,
+                    playbook_path: str | None = None, events: EventFn | None = None) -> RunOutcome:
+    from langgraph.types import Command
+
+    db_path = Path(db or ".campaign/campaign.db")
+    if not db_path.exists():
+        raise UserError(f"{db_path}: no campaign database here (fix: pass --db PATH, as given to campaign run)")
+    store = open_store(db_path)
+    row = store.get_campaign(cid)
+    pb = load_playbook(playbook_path or row.playbook_path)
+    if overrides:
+        apply_overrides(pb, {**store.get_overrides(cid), **overrides})  # validate before recording
+        store.set_overrides(cid, {**store.get_overrides(cid), **overrides})
+    pb = apply_overrides(pb, store.get_overrides(cid))
+    added: list[dict] = []
+    if add_hypothesis:
+        added = [h.model_dump() for h in _load_added(add_hypothesis, pb, store, cid)]
+    reap_leftovers(db_path)
+    with store.run_lock(cid, owner=f"pid {os.getpid()}"):
+        store.mark_stale_experiments(cid)
+        deps = build_deps(pb, store, db_path=db_path, events=events)
+        with compiled_graph(deps, db_path) as graph:
+            snap = graph.get_state({"configurable": {"thread_id": cid}})
+            if snap.next and any(t.interrupts for t in snap.tasks):
+                if decision is None:
+                    raise UserError(f"campaign {cid} is awaiting review: {row.halt_reason} "
+                                    f"(fix: add --approve or --reject)")
+                payload: Any = Command(resume={"decision": decision, "note": note, "add_hypotheses": added,
+                                               "overrides": overrides or {}, "at": time.time()})
+            elif row.status == "finished":
+                raise UserError(f"campaign {cid} is finished (fix: start a new one with campaign run PLAYBOOK)")
+            else:
+                if added:
+                    for h in added:
+                        store.add_hypothesis(cid, HypothesisSpec.model_validate(h), source="review")
+                payload = None if snap.next else {"campaign_id": cid}
+            out = _drive(graph, payload, cid, store)
+    out.journal = pb.journal
+    return out
+
+
+def _load_added(path: str, pb: Playbook, store: Any, cid: str) -> list[HypothesisSpec]:
+    import yaml
+    from pydantic import ValidationError
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{path}: no such file (fix: give a YAML file with a list of hypotheses)")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: malformed YAML: {getattr(exc, 'problem', exc)} (fix: check indentation)") from None
+    items = data.get("hypotheses", data) if isinstance(data, dict) else data
+    if isinstance(items, dict):
+        items = [items]
+    out = []
+    known = {h.name for h in store.list_hypotheses(cid)}
+    for i, raw in enumerate(items or []):
+        try:
+            h = HypothesisSpec.model_validate(raw)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(x) for x in err["loc"])
+            raise UserError(f"{path}: [{i}].{field}: {err['msg']} (fix: see the hypotheses in the playbook)") from None
+        if h.name in known:
+            raise UserError(f"{path}: [{i}].name: hypothesis '{h.name}' already exists (fix: use a new name)")
+        out.append(h)
+    return out
+
+
+def _check_journal_writable(pb: Playbook, source: str) -> None:
+    path = Path(pb.journal)
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        raise UserError(f"{source}: journal: cannot create directory '{parent}' (fix: choose a writable journal path)") from None
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"{source}: journal: '{path}' is not writable (fix: choose a writable journal path)")

@@ -1,0 +1,33 @@
+"""The graph state: small on purpose.
+
+Ids, the hypothesis in hand, counters and the halt reason live here; every
+measurement lives in the store, written before the next decision is taken, so a
+resumed graph re-reads facts instead of trusting a stale copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class Current(TypedDict, total=False):
+    hypothesis: str
+    experiment_id: str
+    attempt: int
+    rounds: int  # measurement rounds finished (one round = baseline side + candidate side)
+    side: str  # next side to measure: "baseline" | "candidate"
+    failed: bool  # launch/load failure seen: go straight to the verdict
+    infra_retries: int
+
+
+class CampaignState(TypedDict, total=False):
+    campaign_id: str
+    baseline_id: str | None  # experiment id of the current baseline measurement
+    need_baseline: str | None  # why the baseline must be (re)measured, None when it is current
+    env_changed: list[str]  # fingerprint components changed at the last check
+    current: Current | None
+    no_win_streak: int
+    dead_end_streak: int
+    experiments_done: int
+    halt: dict[str, Any] | None  # {"kind": "review"|"finish"|"fail", "reason": str}
+    finished: bool

@@ -1,0 +1,196 @@
+"""One GPU node as the campaign sees it: fingerprint it, launch a config, measure it.
+
+Glues an executor, the server launcher, the load generator and the correctness
+probe into the one operation the campaign repeats: *launch this config, run these
+workloads, stop it, tell me what happened*.  The server is stopped on every exit
+path, and every started process is written to the run ledger first, so a killed
+controller leaves nothing behind after the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel, Field
+
+from tools.config_edit import render_argv
+from tools.executors.base import Executor
+from tools.launch import LaunchFailed, LaunchRequest, ServerLauncher
+from tools.models import (
+    INFRASTRUCTURE_FAILURES,
+    EffectiveConfig,
+    Failure,
+    FailureClass,
+    Fingerprint,
+    SweepResult,
+    WorkloadSpec,
+)
+from tools.redact import redact_argv, redact_text
+
+
+class Measurement(BaseModel):
+    """What one launch of one config produced."""
+
+    sweeps: dict[str, SweepResult] = Field(default_factory=dict)
+    failure: Failure | None = None
+    outputs: list[str] | None = None  # greedy outputs for the correctness gate
+    reported: EffectiveConfig | None = None  # the config the server says it runs
+    command: str = ""
+    log_excerpt: list[str] = Field(default_factory=list)
+    node_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    time_scale: float = 1.0
+
+    @property
+    def infrastructure_fault(self) -> bool:
+        return self.failure is not None and self.failure.failure_class in INFRASTRUCTURE_FAILURES
+
+
+ProgressFn = Callable[[str, dict], None]
+
+
+class NodeRuntime:
+    """A node: its executor plus how to start the engine on it."""
+
+    def __init__(self, name: str, executor: Executor, *, command: str, model: str, health: str,
+                 startup_timeout_s: float, fmt: dict[str, object], workdir: str,
+                 fingerprint_argv: list[str] | None = None, ledger=None,
+                 progress: ProgressFn | None = None) -> None:
+        self.name = name
+        self.executor = executor
+        self.command = command
+        self.model = model
+        self.health = health
+        self.startup_timeout_s = startup_timeout_s
+        self.fmt = dict(fmt)
+        self.workdir = workdir
+        self.fingerprint_argv = fingerprint_argv
+        self.ledger = ledger
+        self.progress = progress or (lambda kind, data: None)
+
+    # ------------------------------------------------------------ environment
+    def fingerprint(self) -> Fingerprint:
+        """Read the environment on the node (nvidia-smi + version probes on real nodes)."""
+        if self.fingerprint_argv:
+            res = self.executor.run(self.fingerprint_argv, timeout=120)
+            if res.returncode == 0:
+                try:
+                    return Fingerprint.model_validate(json.loads(res.stdout.strip().splitlines()[-1]))
+                except (ValueError, IndexError):
+                    pass
+        return probe_fingerprint(self.executor)
+
+    # ------------------------------------------------------------ measurement
+    def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
+                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16) -> Measurement:
+        from tools.correctness import greedy_outputs
+        from tools.loadgen import run_sweep
+
+        port = self.executor.free_port()
+        fmt = {**self.fmt, "port": port, "model": self.model, "python": self.fmt.get("python", sys.executable)}
+        argv = render_argv(self.command, config, **fmt)
+        log_path = str(Path(self.workdir) / "logs" / f"{label}-{int(time.time() * 1000)}.log")
+        req = LaunchRequest(argv=argv, env=dict(config.env), health_path=self.health,
+                            startup_timeout_s=self.startup_timeout_s, log_path=log_path, port=port,
+                            host=self.executor.host, expect_model=self.model)
+        out = Measurement(command=redact_argv(argv))
+        t0 = time.monotonic()
+        self.progress("launch", {"label": label, "node": self.name, "command": out.command})
+        launcher = ServerLauncher(self.executor)
+        try:
+            server = launcher.launch(req, on_start=self._ledger_add) if _accepts_on_start(launcher) \
+                else launcher.launch(req)
+        except LaunchFailed as exc:
+            out.failure = exc.failure
+            out.wall_seconds = time.monotonic() - t0
+            self.progress("launch_failed", {"label": label, "class": exc.failure.failure_class.value})
+            return out
+        try:
+            with server:
+                self._ledger_add(server.handle)
+                info = _server_info(server.url)
+                out.time_scale = float(info.get("time_scale", 1.0) or 1.0)
+                if info.get("flags") is not None:
+                    out.reported = EffectiveConfig(flags=info.get("flags") or {}, env=info.get("env") or {})
+                self.progress("ready", {"label": label, "url": server.url})
+                if correctness_prompts:
+                    out.outputs = asyncio.run(greedy_outputs(server.url, correctness_prompts,
+                                                             correctness_tokens, model=self.model))
+                for wl in workloads:
+                    self.progress("sweep", {"label": label, "workload": wl.name})
+                    res = asyncio.run(run_sweep(server.url, wl, model=self.model, time_scale=out.time_scale,
+                                                progress=lambda ev: self.progress("level", {"event": ev})))
+                    out.sweeps[wl.name] = res
+                    crashed = server.check()
+                    if crashed is not None:
+                        out.failure = crashed
+                        break
+                    errors = sum(lv.errors for lv in res.levels)
+                    if errors and errors >= max(1, sum(lv.requests for lv in res.levels) // 2):
+                        samples = [s for lv in res.levels for s in lv.error_samples][:5]
+                        cls = FailureClass.hang if any("timeout" in s.lower() for s in samples) \
+                            else FailureClass.server_error
+                        out.failure = Failure(failure_class=cls, phase="load", evidence=samples,
+                                              summary=f"{errors} of the requests failed while serving")
+                        break
+                out.log_excerpt = [redact_text(x) for x in server.log_excerpt(40)]
+        finally:
+            self._ledger_remove(server.handle)
+        out.wall_seconds = time.monotonic() - t0
+        out.node_seconds = out.wall_seconds * out.time_scale
+        return out
+
+    def _ledger_add(self, handle) -> None:
+        if self.ledger is not None:
+            self.ledger.add(handle)
+
+    def _ledger_remove(self, handle) -> None:
+        if self.ledger is not None:
+            self.ledger.remove(handle)
+
+
+def _accepts_on_start(launcher: ServerLauncher) -> bool:
+    import inspect
+
+    return "on_start" in inspect.signature(launcher.launch).parameters
+
+
+def _server_info(url: str) -> dict:
+    import httpx
+
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            r = httpx.get(url + path, timeout=5)
+            if r.status_code == 200:
+                return r.json()
+        except (httpx.HTTPError, ValueError):
+            continue
+    return {}
+
+
+def probe_fingerprint(executor: Executor) -> Fingerprint:
+    """A real node's environment: nvidia-smi, nvcc and the engine's version, where present."""
+    fp = Fingerprint()
+    res = executor.run(["sh", "-c", "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader"
+                        " 2>/dev/null"], timeout=30)
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    if res.returncode == 0 and lines:
+        name, driver, cap = (x.strip() for x in (lines[0].split(",") + ["", "", ""])[:3])
+        fp.gpu, fp.driver, fp.gpu_count = name, driver, len(lines)
+        fp.arch = "sm_" + cap.replace(".", "") if cap else ""
+    else:
+        cpu = executor.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2; nproc"], timeout=30)
+        parts = [p.strip() for p in cpu.stdout.splitlines() if p.strip()]
+        fp.gpu = "cpu: " + (parts[0] if parts else "unknown")
+        fp.gpu_count = 0
+        fp.arch = "cpu"
+    nvcc = executor.run(["sh", "-c", "nvcc --version 2>/dev/null | grep -o 'release [0-9.]*'"], timeout=30)
+    fp.cuda = nvcc.stdout.replace("release", "").strip() if nvcc.returncode == 0 else ""
+    host = executor.run(["hostname"], timeout=30)
+    fp.host = host.stdout.strip()
+    return fp
