@@ -1,0 +1,311 @@
+"""The verdict: a pure function of measurements and the playbook's verdict policy.
+
+Level rule (min effect m, interval [lo, hi] of delta% at the per-level confidence):
+* tie       when the whole interval lies inside [-m, +m] (no effect worth having), or
+            when the interval straddles 0 or the point estimate is smaller than m;
+* candidate when lo > 0 and delta >= m;  baseline when hi < 0 and delta <= -m.
+Latency limit: where exactly one side meets it (mean over repeats of the chosen latency
+statistic <= max_ms), that side wins the level whatever the throughput; where neither
+meets it the throughput rule stands.
+Multiple levels: each level's interval uses confidence 1 - (1 - c) / k for k levels
+(Bonferroni), so the whole verdict holds at confidence c.
+
+Experiment rule (`decide`), first match wins: a launch/serving failure -> dead end with
+its class (infrastructure failures -> inconclusive, they are retried); failed
+correctness -> dead end `incorrect`; undeclared config differences -> inconclusive
+(confounded); candidate wins some level and loses none -> WIN; it wins some and loses
+some -> dead end naming the regimes each side wins; it loses some and wins none -> dead
+end "slower"; otherwise inconclusive "within noise".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from campaign.playbook import VerdictSpec
+from campaign.records import CorrectnessResult, LevelComparison, LevelSamples, Verdict, Winner
+from campaign.revisit import revisit_components
+from campaign.stats import DEFAULT_NOISE_FLOOR_DF, mean, relative_effect
+from tools.models import INFRASTRUCTURE_FAILURES, ConfigChange, Failure, FailureClass, LevelResult
+
+#: records hold finite numbers: an unbounded interval edge is stored as this.
+UNBOUNDED_PCT = 1e6
+
+Regime = str  # "candidate" | "baseline" | "mixed" | "tie"
+
+
+def _finite(x: float) -> float:
+    return max(-UNBOUNDED_PCT, min(UNBOUNDED_PCT, x))
+
+
+def level_confidence(confidence: float, levels: int) -> float:
+    """Bonferroni: the per-level confidence that keeps the family at `confidence`."""
+    return 1.0 - (1.0 - confidence) / max(1, levels)
+
+
+def level_winner(delta_pct: float, low_pct: float, high_pct: float, min_effect_pct: float) -> Winner:
+    """The throughput rule for one level (see module doc)."""
+    if low_pct > 0 and delta_pct >= min_effect_pct:
+        return "candidate"
+    if high_pct < 0 and delta_pct <= -min_effect_pct:
+        return "baseline"
+    return "tie"
+
+
+def _meets_limit(results: Sequence[LevelResult], spec: VerdictSpec) -> bool | None:
+    lim = spec.latency_limit
+    if lim is None or not results:
+        return None
+    return mean([getattr(getattr(r, lim.metric), lim.stat) for r in results]) <= lim.max_ms
+
+
+def compare_level(
+    workload: str,
+    concurrency: int,
+    baseline: list[LevelResult],
+    candidate: list[LevelResult],
+    spec: VerdictSpec,
+    *,
+    paired: bool,
+    noise_floor_pct: float | None = None,
+    noise_floor_df: int = DEFAULT_NOISE_FLOOR_DF,
+    confidence: float | None = None,
+) -> LevelComparison:
+    """Candidate vs baseline at one level; `confidence` defaults to the spec's."""
+    if not baseline or not candidate:
+        raise ValueError(f"{workload} C={concurrency}: both sides need at least one repeat")
+    b = [float(getattr(r, spec.metric)) for r in baseline]
+    c = [float(getattr(r, spec.metric)) for r in candidate]
+    eff = relative_effect(
+        b, c, confidence=confidence or spec.confidence, paired=paired,
+        noise_floor_pct=noise_floor_pct, noise_floor_df=noise_floor_df,
+    )
+    winner = level_winner(eff.delta_pct, eff.low_pct, eff.high_pct, spec.min_effect_pct)
+    b_ok, c_ok = _meets_limit(baseline, spec), _meets_limit(candidate, spec)
+    if b_ok is not None and c_ok is not None and b_ok != c_ok:
+        winner = "candidate" if c_ok else "baseline"
+    return LevelComparison(
+        workload=workload, concurrency=concurrency, metric=spec.metric,
+        baseline_mean=mean(b), candidate_mean=mean(c), delta_pct=_finite(eff.delta_pct),
+        ci_low_pct=_finite(eff.low_pct), ci_high_pct=_finite(eff.high_pct),
+        n_baseline=len(b), n_candidate=len(c), winner=winner,
+        baseline_meets_limit=b_ok, candidate_meets_limit=c_ok,
+    )
+
+
+def compare_levels(
+    samples: list[LevelSamples],
+    spec: VerdictSpec,
+    *,
+    paired: bool | None = None,
+    noise_floor_pct: float | None = None,
+    noise_floor_df: int = DEFAULT_NOISE_FLOOR_DF,
+) -> list[LevelComparison]:
+    """Every level, Bonferroni-corrected.  `paired=None`: spec.interleave and equal
+    repeat counts at the level (interleaved repeats come in pairs)."""
+    conf = level_confidence(spec.confidence, len(samples))
+    out = []
+    for s in samples:
+        pair = spec.interleave and len(s.baseline) == len(s.candidate) if paired is None else paired
+        out.append(compare_level(
+            s.workload, s.concurrency, s.baseline, s.candidate, spec, paired=pair,
+            noise_floor_pct=noise_floor_pct, noise_floor_df=noise_floor_df, confidence=conf,
+        ))
+    return out
+
+
+# ----------------------------------------------------------------------- decide
+def _by_workload(comparisons: Sequence[LevelComparison]) -> dict[str, list[LevelComparison]]:
+    out: dict[str, list[LevelComparison]] = {}
+    for c in comparisons:
+        out.setdefault(c.workload, []).append(c)
+    return {w: sorted(cs, key=lambda c: c.concurrency) for w, cs in out.items()}
+
+
+def regime(levels: Sequence[LevelComparison]) -> Regime:
+    wins = any(c.winner == "candidate" for c in levels)
+    losses = any(c.winner == "baseline" for c in levels)
+    return "mixed" if wins and losses else "candidate" if wins else "baseline" if losses else "tie"
+
+
+def _effect(deltas: list[float]) -> str:
+    low, high = f"{min(deltas):+.1f}%", f"{max(deltas):+.1f}%"
+    return low if low == high else f"{low} to {high}"
+
+
+def _phrase(workload: str, all_levels: list[LevelComparison], chosen: list[LevelComparison]) -> str:
+    """'parallel at every C (1-250; -56.2% to -16.3%)', 'single_stream (+7.4%)'..."""
+    eff = _effect([c.delta_pct for c in chosen])
+    if len(all_levels) == 1:
+        return f"{workload} ({eff})"
+    cs = [c.concurrency for c in chosen]
+    if len(chosen) == len(all_levels):
+        return f"{workload} at every C ({cs[0]}-{cs[-1]}; {eff})"
+    return f"{workload} at C={','.join(map(str, cs))} ({eff})"
+
+
+def _side(groups: dict[str, list[LevelComparison]], winner: Winner) -> str:
+    parts = []
+    for w, cs in groups.items():
+        chosen = [c for c in cs if c.winner == winner]
+        if chosen:
+            parts.append(_phrase(w, cs, chosen))
+    return " and ".join(parts)
+
+
+def _latency_note(groups: dict[str, list[LevelComparison]], spec: VerdictSpec) -> str:
+    lim = spec.latency_limit
+    if lim is None:
+        return ""
+    notes = []
+    for side, flag in (("candidate", "candidate_meets_limit"), ("baseline", "baseline_meets_limit")):
+        where = []
+        for w, cs in groups.items():
+            cc = [c.concurrency for c in cs if getattr(c, flag) and c.baseline_meets_limit != c.candidate_meets_limit]
+            if cc:
+                where.append(f"{w} C={','.join(map(str, cc))}")
+        if where:
+            notes.append(f"{lim.metric} {lim.stat} <= {lim.max_ms:g} ms is met only by the {side} at {', '.join(where)}")
+    return "; " + "; ".join(notes) if notes else ""
+
+
+def _setting(ch: ConfigChange) -> str:
+    if ch.change == "added":
+        return f"{ch.key} (set to {ch.after})"
+    if ch.change == "removed":
+        return f"{ch.key} (unset, was {ch.before})"
+    return f"{ch.key} ({ch.before} -> {ch.after})"
+
+
+def _confound_reason(changes: Sequence[ConfigChange]) -> str:
+    names = ", ".join(_setting(c) for c in changes)
+    verb, obj = ("differs", "it") if len(changes) == 1 else ("differ", "them")
+    return f"confounded: {names} {verb} from the baseline but the hypothesis does not declare {obj}"
+
+
+def _noise_reason(comparisons: Sequence[LevelComparison], spec: VerdictSpec) -> str:
+    width = max(max(abs(c.ci_low_pct), abs(c.ci_high_pct)) for c in comparisons)
+    if width >= UNBOUNDED_PCT or any(c.ci_low_pct <= -100 for c in comparisons):
+        return "within noise (undetermined: too few repeats to estimate the noise)"
+    return (
+        f"within noise (±{width:.1f}%): no level differs by the {spec.min_effect_pct:g}% minimum effect "
+        f"at {spec.confidence:.0%} confidence"
+    )
+
+
+def headline(comparisons: Sequence[LevelComparison], primary_workload: str | None = None) -> float | None:
+    """The primary workload's (default: the first one) delta at its lowest concurrency."""
+    groups = _by_workload(comparisons)
+    if not groups:
+        return None
+    cs = groups.get(primary_workload) if primary_workload else None
+    return (cs or next(iter(groups.values())))[0].delta_pct
+
+
+def decide(
+    comparisons: Sequence[LevelComparison],
+    spec: VerdictSpec,
+    *,
+    failure: Failure | None = None,
+    confounded_by: Sequence[ConfigChange] = (),
+    correctness: CorrectnessResult | None = None,
+    revisit_on: Sequence[str] = (),
+    primary_workload: str | None = None,
+) -> Verdict:
+    """Turn per-level comparisons into one verdict (rules in the module doc)."""
+    levels = list(comparisons)
+    groups = _by_workload(levels)
+    regimes = {w: regime(cs) for w, cs in groups.items()}
+    common = dict(
+        levels=levels, regimes=regimes, confidence=spec.confidence, correctness=correctness,
+        confounded_by=list(confounded_by), headline_delta_pct=headline(levels, primary_workload),
+    )
+    if failure is not None:
+        cls = failure.failure_class
+        summary = failure.summary.strip() or f"{cls.value} during {failure.phase}"
+        if cls in INFRASTRUCTURE_FAILURES:
+            return Verdict(kind="inconclusive", reason=f"infrastructure failure ({cls.value}): {summary}",
+                           failure_class=cls, revisit_on=list(revisit_on), **common)
+        return Verdict(kind="dead_end", reason=summary, failure_class=cls,
+                       revisit_on=revisit_components(cls, list(revisit_on)), **common)
+    if correctness is not None and not correctness.passed:
+        reason = (
+            f"incorrect: {correctness.mismatches} of {correctness.prompts} greedy outputs differ from the "
+            f"baseline's (tolerance {correctness.tolerance:.0%})"
+        )
+        return Verdict(kind="dead_end", reason=reason, failure_class=FailureClass.incorrect,
+                       revisit_on=revisit_components(FailureClass.incorrect, list(revisit_on)), **common)
+    if confounded_by:
+        return Verdict(kind="inconclusive", reason=_confound_reason(confounded_by), revisit_on=list(revisit_on), **common)
+    if not levels:
+        return Verdict(kind="inconclusive", reason="no measurements to compare", revisit_on=list(revisit_on), **common)
+
+    wins = any(c.winner == "candidate" for c in levels)
+    losses = any(c.winner == "baseline" for c in levels)
+    ties = "; no significant difference elsewhere" if any(c.winner == "tie" for c in levels) else ""
+    note = _latency_note(groups, spec)
+    declared = revisit_components(None, list(revisit_on))
+    if wins and not losses:
+        return Verdict(kind="win", reason=f"wins {_side(groups, 'candidate')}{ties}{note}", revisit_on=declared, **common)
+    if wins and losses:
+        reason = f"wins {_side(groups, 'candidate')} but loses {_side(groups, 'baseline')}{note}"
+        return Verdict(kind="dead_end", reason=reason, revisit_on=declared, **common)
+    if losses:
+        return Verdict(kind="dead_end", reason=f"slower: loses {_side(groups, 'baseline')}{ties}{note}",
+                       revisit_on=declared, **common)
+    return Verdict(kind="inconclusive", reason=_noise_reason(levels, spec), revisit_on=declared, **common)
+
+
+# --------------------------------------------------------------- adaptive repeats
+def level_settled(c: LevelComparison, min_effect_pct: float) -> bool:
+    """The interval lies inside the band [-m, m] or wholly outside it."""
+    m = min_effect_pct
+    return (c.ci_low_pct >= -m and c.ci_high_pct <= m) or c.ci_low_pct > m or c.ci_high_pct < -m
+
+
+def _futile(c: LevelComparison, spec: VerdictSpec) -> bool:
+    """Even at repeats.max, would the interval around today's estimate still straddle?"""
+    n, n_max = min(c.n_baseline, c.n_candidate), spec.repeats.max
+    if n >= n_max:
+        return True
+    if c.ci_low_pct <= -100 or c.ci_high_pct >= UNBOUNDED_PCT:
+        return False  # nothing known yet: measure
+    lo, hi = math.log1p(c.ci_low_pct / 100), math.log1p(c.ci_high_pct / 100)
+    centre, half = (lo + hi) / 2, (hi - lo) / 2 * math.sqrt(n / n_max)
+    projected = c.model_copy(update={"ci_low_pct": math.expm1(centre - half) * 100,
+                                     "ci_high_pct": math.expm1(centre + half) * 100})
+    return not level_settled(projected, spec.min_effect_pct)
+
+
+def levels_needing_repeats(comparisons: Sequence[LevelComparison], spec: VerdictSpec) -> list[LevelComparison]:
+    """Levels whose interval straddles a band edge and that more repeats could settle."""
+    return [c for c in comparisons if not level_settled(c, spec.min_effect_pct) and not _futile(c, spec)]
+
+
+def workloads_needing_repeats(comparisons: Sequence[LevelComparison], spec: VerdictSpec) -> list[str]:
+    """The workloads worth re-running (a settled workload need not be measured again)."""
+    return list(dict.fromkeys(c.workload for c in levels_needing_repeats(comparisons, spec)))
+
+
+def needs_more_repeats(
+    comparisons_or_samples: Sequence[LevelComparison] | Sequence[LevelSamples],
+    spec: VerdictSpec,
+    repeats_done: int,
+    *,
+    paired: bool | None = None,
+    noise_floor_pct: float | None = None,
+    noise_floor_df: int = DEFAULT_NOISE_FLOOR_DF,
+) -> bool:
+    """Sequential rule.  fixed: exactly repeats.min repeats.  adaptive: at least
+    repeats.min, at most repeats.max, and in between only while some level's interval
+    straddles a band edge that repeats.max repeats could still settle (futility stop)."""
+    if spec.policy == "fixed" or repeats_done < spec.repeats.min:
+        return repeats_done < spec.repeats.min
+    if repeats_done >= spec.repeats.max:
+        return False
+    items = list(comparisons_or_samples)
+    if items and isinstance(items[0], LevelSamples):
+        items = compare_levels(items, spec, paired=paired, noise_floor_pct=noise_floor_pct,  # type: ignore[arg-type]
+                               noise_floor_df=noise_floor_df)
+    return bool(levels_needing_repeats(items, spec))  # type: ignore[arg-type]
