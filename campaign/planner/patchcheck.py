@@ -1,0 +1,107 @@
+"""May a model-written patch even be shown for approval?
+
+Only files under `knobs.patches.allowed_paths` may be touched, and the diff must
+apply cleanly (`git apply --check`) to `knobs.patches.repo`.  Checking never
+changes the repository; applying happens later, after a human approved it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import subprocess
+from pathlib import Path, PurePosixPath
+
+from campaign.playbook import PatchPolicy
+
+_HEADER_PREFIXES = ("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to ")
+
+
+def _strip_side(path: str) -> str:
+    path = path.split("\t", 1)[0].strip()
+    if path.startswith('"') and path.endswith('"'):
+        path = path[1:-1]
+    if path.startswith(("a/", "b/")):
+        path = path[2:]
+    return path
+
+
+def patch_paths(diff: str) -> list[str]:
+    """Every path a unified diff names (old and new sides, renames, copies)."""
+    paths: list[str] = []
+    for line in diff.splitlines():
+        if line.startswith("diff --git "):
+            parts = line[len("diff --git ") :].split(" ")
+            if len(parts) == 2:
+                paths += [_strip_side(parts[0]), _strip_side(parts[1])]
+            continue
+        for prefix in _HEADER_PREFIXES:
+            if line.startswith(prefix):
+                rest = line[len(prefix) :]
+                if rest.strip() != "/dev/null":
+                    stripped = _strip_side(rest) if prefix in ("--- ", "+++ ") else rest.strip()
+                    paths.append(stripped)
+                break
+    seen: list[str] = []
+    for p in paths:
+        if p and p not in seen:
+            seen.append(p)
+    return seen
+
+
+def _allowed(path: str, allowed_paths: list[str]) -> bool:
+    for allowed in allowed_paths:
+        allowed = allowed.rstrip("/")
+        if path == allowed or path.startswith(allowed + "/") or fnmatch.fnmatchcase(path, allowed):
+            return True
+    return False
+
+
+def path_problems(diff: str, policy: PatchPolicy | None) -> list[str]:
+    """Why the diff may not be proposed, judging by the paths it touches (pure)."""
+    if policy is None:
+        return ["patches are not allowed: the playbook declares no knobs.patches"]
+    paths = patch_paths(diff)
+    if not paths:
+        return ["patch is not a unified diff (no ---/+++ file headers)"]
+    problems = []
+    for path in paths:
+        parts = PurePosixPath(path).parts
+        if path.startswith("/") or ".." in parts or "\\" in path:
+            problems.append(f"patch path '{path}' escapes the repository")
+        elif not _allowed(path, policy.allowed_paths):
+            problems.append(
+                f"patch touches '{path}', outside knobs.patches.allowed_paths "
+                f"({', '.join(policy.allowed_paths) or 'none'})"
+            )
+    return problems
+
+
+def apply_check(diff: str, repo: str | Path, timeout_s: float = 30.0) -> str | None:
+    """None when `git apply --check` accepts the diff in `repo`, else git's first line."""
+    repo = Path(repo)
+    if not (repo / ".git").exists():
+        return f"knobs.patches.repo '{repo}' is not a git repository"
+    text = diff if diff.endswith("\n") else diff + "\n"
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(repo), "apply", "--check", "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return "git apply --check timed out"
+    if result.returncode == 0:
+        return None
+    first = next((ln for ln in result.stderr.splitlines() if ln.strip()), f"exit {result.returncode}")
+    return f"patch does not apply: {first.strip()}"
+
+
+def patch_problems(diff: str, policy: PatchPolicy | None) -> list[str]:
+    """Path rules first (cheap, pure); `git apply --check` only for an allowed diff."""
+    problems = path_problems(diff, policy)
+    if problems or policy is None:
+        return problems
+    failure = apply_check(diff, policy.repo)
+    return [failure] if failure else []
