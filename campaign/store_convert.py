@@ -115,6 +115,7 @@ def review_record(row: ReviewRow) -> ReviewRecord:
     return ReviewRecord(
         campaign_id=row.campaign_id,
         seq=row.seq,
+        key=row.key,
         reason=row.reason,
         requested_at=row.requested_at,
         decision=row.decision,  # type: ignore[arg-type]

@@ -61,29 +61,41 @@ def open_engine(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine
         _ensure_schema(engine, path)
     except DBAPIError as exc:
         engine.dispose()
-        raise UserError(f"{path}: cannot open the database: {exc.orig} ({_fix_hint(path)})") from None
+        hint = "fix: retry once the other `campaign` process is done" if "locked" in str(exc.orig) else _fix_hint(path)
+        raise UserError(f"{path}: cannot open the database: {exc.orig} ({hint})") from None
     except UserError:
         engine.dispose()
         raise
     return engine
 
 
+def _schema_version(session: Session) -> str | None:
+    """The recorded schema version, "missing" without one, None in a file without our tables."""
+    if not inspect(session.connection()).has_table(MetaRow.__tablename__):
+        return None
+    row = session.get(MetaRow, "schema_version")
+    return row.value if row else "missing"
+
+
 def _ensure_schema(engine: Engine, path: Path) -> None:
-    """Create the tables in a new file; refuse a file written by another schema version."""
-    with write_session(engine) as session:
-        conn = session.connection()
-        if not inspect(conn).has_table(MetaRow.__tablename__):
-            for model in TABLES:
-                model.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
-            session.add(MetaRow(key="schema_version", value=str(SCHEMA_VERSION)))
-            return
-        row = session.get(MetaRow, "schema_version")
-        found = row.value if row else "missing"
-        if found != str(SCHEMA_VERSION):
-            raise UserError(
-                f"{path}: schema_version: database schema version {found}, this campaign expects {SCHEMA_VERSION} "
-                f"(fix: point `database:` in the playbook at a new file, or move {path.name} aside)"
-            )
+    """Create the tables in a new file; refuse a file written by another schema version.
+    An existing database is only read here, so opening never waits for a busy writer."""
+    with read_session(engine) as session:
+        found = _schema_version(session)
+    if found is None:
+        with write_session(engine) as session:
+            found = _schema_version(session)  # another process may have just created it
+            if found is None:
+                conn = session.connection()
+                for model in TABLES:
+                    model.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
+                session.add(MetaRow(key="schema_version", value=str(SCHEMA_VERSION)))
+                return
+    if found != str(SCHEMA_VERSION):
+        raise UserError(
+            f"{path}: schema_version: database schema version {found}, this campaign expects {SCHEMA_VERSION} "
+            f"(fix: point `database:` in the playbook at a new file, or move {path.name} aside)"
+        )
 
 
 @contextmanager

@@ -141,8 +141,10 @@ class ArtifactRow(SQLModel, table=True):
 
 class ReviewRow(SQLModel, table=True):
     __tablename__ = "reviews"
+    __table_args__ = (UniqueConstraint("campaign_id", "key"),)
     campaign_id: str = Field(primary_key=True, foreign_key="campaigns.id")
     seq: int = Field(primary_key=True)
+    key: str = ""  # what makes a gate the same gate when a resumed node asks again
     reason: str = ""
     requested_at: float
     decision: str | None = None
@@ -263,6 +265,7 @@ class RunRecord(BaseModel):
 class ReviewRecord(BaseModel):
     campaign_id: str
     seq: int
+    key: str
     reason: str
     requested_at: float
     decision: ReviewDecision | None

@@ -28,19 +28,20 @@ class ReviewLogMixin:
     _engine: Engine
 
     # ------------------------------------------------------------------ reviews
-    def request_review(self, campaign_id: str, reason: str) -> int:
-        """Open a review gate; an undecided review with the same reason is reused (its seq returned)."""
+    def request_review(self, campaign_id: str, reason: str, *, key: str | None = None) -> int:
+        """Open a review gate and return its seq.  `key` (default: the reason) names the
+        gate: asking again with the same key returns the same seq, decided or not, so a
+        gate node re-run on resume does not open a second review.  Pass a key that is
+        unique per gate occurrence (e.g. "dead-ends@12" or "patch:<hypothesis>")."""
+        k = reason if key is None else key
         with write_session(self._engine) as s:
             require_campaign(s, campaign_id)
-            pending = s.exec(
-                select(ReviewRow).where(ReviewRow.campaign_id == campaign_id, col(ReviewRow.decision).is_(None))
-            ).all()
-            for row in pending:
-                if row.reason == reason:
-                    return row.seq
+            found = s.exec(select(ReviewRow).where(ReviewRow.campaign_id == campaign_id, ReviewRow.key == k)).first()
+            if found is not None:
+                return found.seq
             last = s.exec(select(func.max(ReviewRow.seq)).where(ReviewRow.campaign_id == campaign_id)).one()
             seq = (last or 0) + 1
-            s.add(ReviewRow(campaign_id=campaign_id, seq=seq, reason=reason, requested_at=time.time()))
+            s.add(ReviewRow(campaign_id=campaign_id, seq=seq, key=k, reason=reason, requested_at=time.time()))
             return seq
 
     def decide_review(
