@@ -1,1 +1,55 @@
-"""campaign/planner"""
+"""Hypothesis sources: the playbook queue (default) and an LLM behind the `openai` client.
+
+`select_planner` picks one from the playbook and the environment.  The LLM module
+(and `openai`) is imported only when an LLM planner is really built.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from campaign.planner.base import (
+    AnalysisOutcome,
+    Planner,
+    PlannerContext,
+    PlannerUnavailable,
+    ProposalOutcome,
+    TriageOutcome,
+)
+from campaign.planner.queue import QueuePlanner, propose_or_queue
+from campaign.planner.schemas import LlmCallRecord, Proposal, Rejection
+from campaign.playbook import Playbook, PlannerSpec
+
+NO_ENDPOINT = (
+    "planner.kind is llm but no endpoint is configured (set OPENAI_BASE_URL and/or OPENAI_API_KEY, "
+    "or planner.base_url): the playbook queue drives the campaign"
+)
+
+
+def resolve_endpoint(spec: PlannerSpec, environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """(base_url, api_key): planner.base_url, else OPENAI_BASE_URL; the key from OPENAI_API_KEY only."""
+    env = os.environ if environ is None else environ
+    base_url = spec.base_url or env.get("OPENAI_BASE_URL") or None
+    api_key = env.get("OPENAI_API_KEY") or None
+    return base_url, api_key
+
+
+def select_planner(playbook: Playbook, environ: Mapping[str, str] | None = None) -> tuple[Planner, str | None]:
+    """The planner the playbook asks for, and a one-line notice when it falls back to the queue."""
+    spec = playbook.planner
+    if spec.kind == "queue":
+        return QueuePlanner(), None
+    base_url, api_key = resolve_endpoint(spec, environ)
+    if base_url is None and api_key is None:
+        return QueuePlanner(), NO_ENDPOINT
+    from campaign.planner.llm import LlmPlanner
+
+    return LlmPlanner(spec, playbook.knobs, api_key=api_key, base_url=base_url), None
+
+
+__all__ = [
+    "AnalysisOutcome", "LlmCallRecord", "NO_ENDPOINT", "Planner", "PlannerContext", "PlannerUnavailable",
+    "Proposal", "ProposalOutcome", "QueuePlanner", "Rejection", "TriageOutcome", "propose_or_queue",
+    "resolve_endpoint", "select_planner",
+]

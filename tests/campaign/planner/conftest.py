@@ -65,8 +65,8 @@ def make_view() -> CampaignView:
 def make_ctx(playbook: Playbook | None = None, view: CampaignView | None = None, **kw: object) -> PlannerContext:
     pb = playbook or make_playbook()
     v = view or make_view()
-    return PlannerContext(playbook=pb, view=v, tried=[e.hypothesis for e in v.experiments],
-                          queue=list(pb.hypotheses), **kw)
+    fields: dict[str, object] = {"tried": [e.hypothesis for e in v.experiments], "queue": list(pb.hypotheses), **kw}
+    return PlannerContext(playbook=pb, view=v, **fields)
 
 
 @pytest.fixture
