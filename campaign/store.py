@@ -28,6 +28,7 @@ from campaign.store_convert import campaign_record, canonical, fingerprint_id, h
 from campaign.store_db import BUSY_TIMEOUT_MS, open_engine, read_session, write_session
 from campaign.store_experiments import ExperimentsMixin
 from campaign.store_models import (
+    BASELINE_HYPOTHESIS,
     CampaignRecord,
     CampaignRow,
     FingerprintRow,
@@ -42,7 +43,7 @@ from campaign.store_snapshot import read_snapshot
 from campaign.store_view import ENVIRONMENT_EVENT, CampaignSnapshot, build_view, dead_ends, show_json
 from tools.models import Fingerprint
 
-__all__ = ["ImmutableRecordError", "Store", "UNSET"]
+__all__ = ["BASELINE_HYPOTHESIS", "ImmutableRecordError", "Store", "UNSET", "fingerprint_id"]
 
 
 class _Unset:

@@ -22,7 +22,6 @@ from campaign.records import (
     Verdict,
 )
 from campaign.store_models import (
-    BASELINE_HYPOTHESIS,
     CampaignRecord,
     EventRecord,
     ExperimentRecord,
@@ -133,7 +132,7 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
             candidate=fmean(cand[(wl, c)]) if (wl, c) in cand else None,
             comparison=comparisons.get((wl, c)),
         )
-        for wl, c in sorted(set(cand) | set(base) | set(comparisons), key=_sort_key(snap.workload_order()))
+        for wl, c in sorted(set(cand) | set(comparisons), key=_sort_key(snap.workload_order()))  # levels it reached
     ]
     hyp = next((h for h in snap.hypotheses if h.name == exp.hypothesis), None)
     ref = next((e for e in snap.experiments if e.id == exp.baseline_ref), None)
@@ -271,4 +270,4 @@ def _experiment_json(e: ExperimentView) -> dict[str, Any]:
     }
 
 
-__all__ = ["BASELINE_HYPOTHESIS", "CampaignSnapshot", "build_view", "config_diff", "dead_ends", "show_json"]
+__all__ = ["CampaignSnapshot", "build_view", "config_diff", "dead_ends", "show_json"]
