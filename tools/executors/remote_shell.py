@@ -1,0 +1,109 @@
+"""Pieces shared by the ssh and Slurm executors: the process watcher and log decoding.
+
+Both run a command on a machine where the controller is not its parent, so the
+exit status cannot come from `wait()`: a small Python watcher (stdlib only, the
+node's own interpreter) is the parent instead; it writes the command's pid to
+`<log>.pid` and its status to `<log>.rc`.  Python rather than `sh`: a shell's
+background job has SIGINT ignored, and a shell cannot both wait for the command
+and make it a session leader (pid == pgid, so the whole group can be stopped).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+
+#: the most log bytes one `read_log` returns; the caller pages on with the offset.
+MAX_LOG_CHUNK = 8 * 1024 * 1024
+
+#: status for a process that vanished without a recorded one (SIGKILL of the watcher, reboot).
+KILLED = -9
+
+#: the watcher.  Status in `subprocess` convention (-N for signal N), as local processes
+#: report it.  It ignores TERM/HUP so that it outlives a stop of the command's group.
+#: With `linger` it stays until the group is empty: under Slurm the job (and its
+#: GPUs) must last while orphans of the group still run, as they would elsewhere.
+WATCHER = """\
+import json, os, signal, subprocess, sys, time
+log, cwd, env, argv = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+linger = sys.argv[5] == '1'
+def put(path, text):
+    with open(path + '.tmp', 'w') as f:
+        f.write(text)
+    os.replace(path + '.tmp', path)
+full = dict(os.environ); full.update(env)
+try:
+    child = subprocess.Popen(argv, cwd=cwd or None, env=full, start_new_session=True)
+except OSError as exc:
+    print(f'{argv[0]}: not found ({exc.strerror})', flush=True)
+    put(log + '.pid', '0'); put(log + '.rc', '127'); sys.exit(127)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+put(log + '.pid', str(child.pid))
+put(log + '.rc', str(child.wait()))
+def members(pgid):
+    found = []
+    for name in os.listdir('/proc'):
+        try:
+            with open(f'/proc/{name}/stat') as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != 'Z' and int(fields[2]) == pgid:
+            found.append(name)
+    return found
+while linger and members(child.pid):  # keep the allocation while orphans of the group live
+    time.sleep(0.5)
+"""
+
+
+def rc_path(log_path: str) -> str:
+    return log_path + ".rc"
+
+
+def pid_path(log_path: str) -> str:
+    return log_path + ".pid"
+
+
+def watcher_argv(python: str, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None,
+                 cwd: str | None = None, linger: bool = False) -> list[str]:
+    """`python -c WATCHER ...`: everything passed as arguments, nothing quoted by hand."""
+    if not argv:
+        raise ValueError("empty command")
+    return [python, "-c", WATCHER, log_path, cwd or "", json.dumps(dict(env or {})), json.dumps(list(argv)),
+            "1" if linger else "0"]
+
+
+def command_line(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
+    """`env K=V argv...` as one shell line, every word quoted."""
+    if not argv:
+        raise ValueError("empty command")
+    prefix = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " if env else ""
+    return prefix + shlex.join(argv)
+
+
+def parse_status(text: str) -> int | None:
+    """The status the watcher wrote; None when empty or garbled."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def decode_complete(data: bytes) -> tuple[str, int]:
+    """Decode UTF-8, leaving an incomplete trailing character for the next read.
+
+    Returns (text, bytes consumed) so a log read by offset never splits a character.
+    """
+    cut = len(data)
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0b1100_0000 == 0b1000_0000:  # continuation byte: keep looking for the lead
+            continue
+        if byte >= 0b1100_0000:  # lead byte: is its sequence complete?
+            need = 2 if byte < 0b1110_0000 else 3 if byte < 0b1111_0000 else 4
+            if back < need:
+                cut = len(data) - back
+        break
+    return data[:cut].decode("utf-8", errors="replace"), cut

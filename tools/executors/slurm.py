@@ -1,0 +1,269 @@
+"""Run the campaign's servers as Slurm batch jobs.
+
+Each long-lived process is one batch job (`sbatch --parsable`) whose script execs
+the watcher (remote_shell.WATCHER): the command's pid, pgid and exit status land
+next to the Slurm output file, which is the log.  Jobs are followed with `squeue`
+and `scontrol show job` only: many clusters run without accounting, so no `sacct`.
+`start` returns once the job left the queue, so the handle carries the node address
+(from BatchHost) that the controller reaches the server at, and the queue wait is
+measured (`queue_wait_s`).
+
+Decisions: the controller runs on a submit host that shares the filesystem with the
+nodes (the usual Slurm setup), so logs are read and files copied directly, and short
+`run` commands are local subprocesses there (`run_mode="srun"` runs them in a short
+allocation instead: it queues, so it is not the default).  `free_port` binds on the
+submit host: with an exclusive node (the default) a port free there is free on the
+node in practice, and a clash surfaces as `port_in_use`, an infrastructure failure
+the campaign retries.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from tools.executors.local import LocalExecutor
+from tools.executors.remote_shell import KILLED, parse_status, pid_path, rc_path, watcher_argv
+from tools.models import CommandResult, ProcessHandle
+from tools.redact import redact_argv
+
+#: job states in which the job may still run its command.
+ACTIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
+                           "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "REQUEUE_HOLD", "REQUEUE_FED"})
+WAITING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+
+
+class SlurmError(RuntimeError):
+    """sbatch/scontrol/scancel failed, or a job did not leave the queue in time."""
+
+
+def parse_scontrol(text: str) -> dict[str, str]:
+    """`scontrol show ... -o` output (Key=Value words) as a dict; the first value wins."""
+    fields: dict[str, str] = {}
+    for key, value in re.findall(r"(\w+)=(\S*)", text):
+        fields.setdefault(key, value)
+    return fields
+
+
+def status_from_job(fields: dict[str, str]) -> int:
+    """Exit status of an ended job without a watcher record, in subprocess convention."""
+    code, _, sig = fields.get("ExitCode", "0:0").partition(":")
+    if sig and sig != "0":
+        return -int(sig)
+    if fields.get("JobState") in {"CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE"} and code == "0":
+        return -15
+    return int(code or 0)
+
+
+class SlurmExecutor:
+    """An `Executor` whose long-lived processes are Slurm batch jobs."""
+
+    kind = "slurm"
+
+    def __init__(self, partition: str | None = None, gres: str | None = "gpu:8", gpus: int | None = None,
+                 time_limit: str = "01:00:00", exclusive: bool = True, workdir: str = "/tmp/campaign-slurm",
+                 python: str = "python3", slurm_conf: str | None = None, job_name_prefix: str = "campaign",
+                 queue_timeout_s: float = 3600.0, run_mode: Literal["local", "srun"] = "local") -> None:
+        self.partition, self.gres, self.gpus = partition, gres, gpus
+        self.time_limit, self.exclusive = time_limit, exclusive
+        self.workdir, self.python, self.job_name_prefix = workdir, python, job_name_prefix
+        self.queue_timeout_s, self.run_mode = queue_timeout_s, run_mode
+        self._env = dict(os.environ)
+        if slurm_conf:
+            self._env["SLURM_CONF"] = slurm_conf
+        self._local = LocalExecutor()
+        self._queue_wait: dict[str, float] = {}
+        self._last_host: str | None = None
+
+    # ----------------------------------------------------------------- slurm calls
+    def _slurm(self, argv: list[str], timeout: float = 60.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(argv, env=self._env, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise SlurmError(f"{' '.join(argv[:2])}: {proc.stderr.strip() or proc.stdout.strip()}")
+        return proc
+
+    def job_info(self, job_id: str) -> dict[str, str] | None:
+        """`scontrol show job` fields; None once Slurm forgot the job (after MinJobAge)."""
+        proc = self._slurm(["scontrol", "show", "job", "-o", job_id], check=False)
+        if proc.returncode != 0:
+            if "Invalid job id" in proc.stderr:
+                return None
+            raise SlurmError(f"scontrol show job {job_id}: {proc.stderr.strip()}")
+        return parse_scontrol(proc.stdout)
+
+    def in_queue(self, job_id: str) -> bool:
+        """Is the job listed by `squeue` (pending, running or completing)?"""
+        proc = self._slurm(["squeue", "-h", "-j", job_id, "-o", "%T"], check=False)
+        return proc.returncode == 0 and bool(proc.stdout.strip())
+
+    def node_address(self, node: str) -> str:
+        fields = parse_scontrol(self._slurm(["scontrol", "show", "node", "-o", node]).stdout)
+        return fields.get("NodeAddr") or node
+
+    def submit_argv(self, script: str, *, log_path: str, job_name: str, cwd: str) -> list[str]:
+        argv = ["sbatch", "--parsable", f"--job-name={job_name}", f"--output={log_path}", "--open-mode=append",
+                f"--chdir={cwd}", f"--time={self.time_limit}"]
+        argv += [f"--partition={self.partition}"] if self.partition else []
+        argv += [f"--gres={self.gres}"] if self.gres else []
+        argv += [f"--gpus={self.gpus}"] if self.gpus else []
+        argv += ["--exclusive"] if self.exclusive else []
+        return argv + [script]
+
+    # ----------------------------------------------------------------- Executor
+    @property
+    def host(self) -> str:
+        """The node of the last job; before any job, the partition's first node."""
+        if self._last_host is None:
+            args = ["sinfo", "-h", "-o", "%N"] + ([f"--partition={self.partition}"] if self.partition else [])
+            nodes = self._slurm(args).stdout.split()
+            names = self._slurm(["scontrol", "show", "hostnames", nodes[0]]).stdout.split() if nodes else []
+            self._last_host = self.node_address(names[0]) if names else "127.0.0.1"
+        return self._last_host
+
+    def run(self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None,
+            cwd: str | None = None) -> CommandResult:
+        """On the submit host (shared filesystem); in a short `srun` allocation with run_mode="srun"."""
+        if self.run_mode == "srun":
+            alloc = ["srun", "--quiet", "-N1", "-n1", f"--time={self.time_limit}"]
+            alloc += [f"--partition={self.partition}"] if self.partition else []
+            argv = alloc + list(argv)
+            env = {"SLURM_CONF": self._env.get("SLURM_CONF", ""), **(env or {})} if "SLURM_CONF" in self._env else env
+        return self._local.run(argv, timeout=timeout, env=env, cwd=cwd)
+
+    def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
+              cwd: str | None = None) -> ProcessHandle:
+        """Submit a batch job and wait until it runs (or ended); SlurmError when it is
+        still queued after `queue_timeout_s` (the job is cancelled then)."""
+        log = log_path if os.path.isabs(log_path) else os.path.join(self.workdir, log_path)
+        workdir = cwd or self.workdir
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        Path(self.workdir).mkdir(parents=True, exist_ok=True)
+        for stale in (rc_path(log), pid_path(log)):
+            Path(stale).unlink(missing_ok=True)
+        script = log + ".sbatch"
+        watcher = watcher_argv(self.python, argv, log_path=log, env=env, cwd=workdir, linger=True)
+        Path(script).write_text(f"#!/bin/sh\nexec {shlex.join(watcher)}\n")
+        job_name = f"{self.job_name_prefix}-{Path(log).stem}"[:64]
+        submitted = time.monotonic()
+        out = self._slurm(self.submit_argv(script, log_path=log, job_name=job_name, cwd=workdir)).stdout
+        job_id = out.strip().split(";")[0]
+        fields = self._wait_started(job_id, submitted)
+        self._queue_wait[job_id] = time.monotonic() - submitted
+        pid = self._wait_pid(log, job_id)
+        node = fields.get("BatchHost") or fields.get("NodeList") or ""
+        host = self.node_address(node) if node and node != "(null)" else self.host
+        self._last_host = host
+        return ProcessHandle(executor=self.kind, pid=pid, pgid=pid, host=host, job_id=job_id, log_path=log,
+                             started_at=time.time(), command=redact_argv(argv, env))
+
+    def _wait_started(self, job_id: str, submitted: float) -> dict[str, str]:
+        while True:
+            fields = self.job_info(job_id) or {"JobState": "GONE"}
+            if fields.get("JobState") not in WAITING_STATES:
+                return fields
+            if time.monotonic() - submitted > self.queue_timeout_s:
+                self._slurm(["scancel", job_id], check=False)
+                raise SlurmError(f"job {job_id} still queued after {self.queue_timeout_s:g} s "
+                                 f"(reason {fields.get('Reason', '?')}); cancelled")
+            time.sleep(0.1)
+
+    def _wait_pid(self, log: str, job_id: str, timeout: float = 30.0) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = _read(pid_path(log))
+            if text.strip():
+                return int(text) or None
+            if not self.in_queue(job_id):
+                return None
+            time.sleep(0.05)
+        return None
+
+    def queue_wait_s(self, handle: ProcessHandle) -> float | None:
+        """Seconds from submission to RUNNING: measured by `start`, else from scontrol
+        (whole seconds) for a handle another executor started."""
+        if handle.job_id in self._queue_wait:
+            return self._queue_wait[handle.job_id]
+        fields = self.job_info(handle.job_id or "") if handle.job_id else None
+        try:
+            return (datetime.fromisoformat(fields["StartTime"]) - datetime.fromisoformat(fields["SubmitTime"])).total_seconds()  # type: ignore[index]
+        except (TypeError, KeyError, ValueError):
+            return None
+
+    def poll(self, handle: ProcessHandle) -> int | None:
+        status = parse_status(_read(rc_path(handle.log_path)))
+        if status is not None:
+            return status
+        fields = self.job_info(handle.job_id) if handle.job_id else None
+        if fields is not None and fields.get("JobState") in ACTIVE_STATES:
+            return None
+        status = parse_status(_read(rc_path(handle.log_path)))  # written before the job ended
+        if status is not None:
+            return status
+        return KILLED if fields is None else status_from_job(fields)
+
+    def read_log(self, handle: ProcessHandle, offset: int = 0) -> tuple[str, int]:
+        return self._local.read_log(handle, offset)
+
+    def tail(self, handle: ProcessHandle, lines: int = 50) -> list[str]:
+        return self._local.tail(handle, lines)
+
+    def stop(self, handle: ProcessHandle, *, grace_s: float = 10.0) -> int | None:
+        """TERM the command's process group on the node, KILL it after `grace_s`, then
+        cancel and wait until the job left the queue (its GPUs are free again).
+
+        The group is signalled from a step inside the job (`srun --overlap`): Slurm's
+        own tracking misses processes re-parented to init (proctrack/linuxproc), and
+        the watcher keeps the job alive while the group has members, so "the job left
+        the queue" means "the group is empty"."""
+        job = handle.job_id
+        if job and self.in_queue(job):
+            self._signal_group(handle, "TERM")
+            self._slurm(["scancel", "--signal=TERM", "--full", job], check=False)
+            if not self._wait_gone(job, grace_s):
+                self._signal_group(handle, "KILL")
+                if not self._wait_gone(job, 10.0):
+                    self._slurm(["scancel", "--signal=KILL", "--full", job], check=False)
+            self._slurm(["scancel", job], check=False)
+            if not self._wait_gone(job, 60.0):
+                raise SlurmError(f"job {job} still in the queue 60 s after scancel")
+        return self.poll(handle)
+
+    def _signal_group(self, handle: ProcessHandle, signal_name: str) -> None:
+        pgid = handle.pgid or handle.pid
+        if not pgid or not handle.job_id:
+            return
+        self._slurm(["srun", f"--jobid={handle.job_id}", "--overlap", "-N1", "-n1", "--quiet",
+                     "kill", f"-{signal_name}", "--", f"-{pgid}"], timeout=60, check=False)
+
+    def _wait_gone(self, job_id: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.in_queue(job_id):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def put(self, local_path: str, remote_path: str) -> None:
+        self._local.put(local_path, remote_path)
+
+    def get(self, remote_path: str, local_path: str) -> None:
+        self._local.get(remote_path, local_path)
+
+    def free_port(self) -> int:
+        return self._local.free_port()
+
+    def close(self) -> None:
+        """Nothing to release: jobs are stopped explicitly (the run ledger reaps them)."""
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return ""

@@ -1,0 +1,298 @@
+"""Run the campaign's processes on a remote GPU node over the system OpenSSH client.
+
+The system `ssh` (not a Python library) so that whatever already reaches the node
+works unchanged: ~/.ssh/config, keys, the agent, ProxyJump.  One ControlMaster per
+executor (socket in a short /tmp path: sun_path is ~100 bytes) makes each call a
+few milliseconds.  Long-lived processes are started detached (`setsid`) under a
+watcher (remote_shell.WATCHER) that records pid and exit status next to the log, so nothing
+depends on the ssh channel staying open, and a fresh executor (after the controller
+died) can still poll, read and stop them from the handle alone.  Stop signals the
+remote group by pid: signals sent over an ssh channel are refused for root.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+from tools.executors.remote_shell import (
+    KILLED,
+    MAX_LOG_CHUNK,
+    command_line,
+    decode_complete,
+    parse_status,
+    pid_path,
+    rc_path,
+    watcher_argv,
+)
+from tools.models import CommandResult, ProcessHandle
+from tools.redact import redact_argv, redact_text
+
+
+
+#: shell functions: is a pid / a process group alive (zombies are not), via procps `ps`.
+_ALIVE = ("alive() { ps -o stat= -p \"$1\" 2>/dev/null | grep -qv '^Z'; }; "
+          "galive() { ps -e -o pgid=,stat= | awk -v g=\"$1\" '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}'; };")
+
+
+class SshError(RuntimeError):
+    """The node could not be reached or the ssh transport itself failed (exit 255)."""
+
+
+class SshExecutor:
+    """An `Executor` for one host reachable with `ssh`."""
+
+    kind = "ssh"
+
+    def __init__(self, host: str, user: str | None = None, port: int | None = None,
+                 identity_file: str | None = None, ssh_options: Sequence[str] = (),
+                 workdir: str = "/tmp/campaign-node", python: str = "python3",
+                 connect_timeout_s: float = 15.0) -> None:
+        self.target = host
+        self.user, self.port, self.identity_file = user, port, identity_file
+        self.ssh_options = list(ssh_options)
+        self.workdir, self.python = workdir, python
+        self.connect_timeout_s = connect_timeout_s
+        self._control_dir = tempfile.mkdtemp(prefix="cmp-ssh-", dir="/tmp")
+        self.control_path = os.path.join(self._control_dir, "m")
+        self._address: str | None = None
+        self._tunnels: dict[int, int] = {}
+
+    # ----------------------------------------------------------------- transport
+    def _common(self) -> list[str]:
+        opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(self.connect_timeout_s)}",
+                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4",
+                "-o", f"ControlPath={self.control_path}"]
+        if self.port:
+            opts += ["-p", str(self.port)]
+        if self.identity_file:
+            opts += ["-i", self.identity_file]
+        if self.user:
+            opts += ["-l", self.user]
+        return opts + self.ssh_options
+
+    def ssh_argv(self, *extra: str) -> list[str]:
+        """An `ssh` command line that goes through this executor's master."""
+        return ["ssh", *self._common(), "-o", "ControlMaster=no", *extra, self.target]
+
+    def master_alive(self) -> bool:
+        if not os.path.exists(self.control_path):
+            return False
+        check = subprocess.run(["ssh", *self._common(), "-O", "check", self.target],
+                               capture_output=True, timeout=10)
+        return check.returncode == 0
+
+    def connect(self) -> None:
+        """Start the ControlMaster (idempotent).  Its stderr goes to a file: a
+        backgrounded master holding a pipe would hang the caller's read."""
+        if self.master_alive():
+            return
+        os.makedirs(self._control_dir, mode=0o700, exist_ok=True)
+        err_path = os.path.join(self._control_dir, "master.err")
+        with open(err_path, "wb") as err:
+            proc = subprocess.run(
+                ["ssh", *self._common(), "-o", "ControlMaster=yes", "-o", "ControlPersist=yes",
+                 "-N", "-f", self.target],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                timeout=self.connect_timeout_s + 15)
+        if proc.returncode != 0:
+            with open(err_path, "rb") as f:
+                message = redact_text(f.read().decode(errors="replace").strip())
+            raise SshError(f"ssh {self.target}: cannot connect (exit {proc.returncode}): {message}")
+
+    def _ssh(self, script: str, *, timeout: float, stdin: bytes | int | None = None) -> subprocess.CompletedProcess[bytes]:
+        """Run a shell script on the node; bytes out.  Raises SshError on transport failure."""
+        self.connect()
+        argv = self.ssh_argv("-T") + ["--", script]
+        kw: dict = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin if stdin is not None else subprocess.DEVNULL}
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, **kw)
+        if proc.returncode == 255:
+            raise SshError(f"ssh {self.target}: {redact_text(proc.stderr.decode(errors='replace').strip())}")
+        return proc
+
+    def _sh(self, script: str, *, timeout: float = 30.0) -> str:
+        proc = self._ssh(script, timeout=timeout)
+        if proc.returncode != 0:
+            raise SshError(f"ssh {self.target}: remote command failed ({proc.returncode}): "
+                           f"{redact_text(proc.stderr.decode(errors='replace').strip())}")
+        return proc.stdout.decode(errors="replace")
+
+    def _abs(self, path: str) -> str:
+        return path if PurePosixPath(path).is_absolute() else str(PurePosixPath(self.workdir) / path)
+
+    # ----------------------------------------------------------------- Executor
+    @property
+    def host(self) -> str:
+        """The address servers on the node listen on, resolved like ssh does (`ssh -G`)."""
+        if self._address is None:
+            out = subprocess.run(["ssh", "-G", *self._common(), self.target], capture_output=True,
+                                 text=True, timeout=10).stdout
+            names = [ln.split(None, 1)[1] for ln in out.splitlines() if ln.startswith("hostname ")]
+            self._address = names[0].strip() if names else self.target
+        return self._address
+
+    def run(self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None,
+            cwd: str | None = None) -> CommandResult:
+        """Run to completion on the node.  The remote side is bounded by `timeout`
+        too, so a timed-out command does not linger there; status 124 on timeout."""
+        wd = self._abs(cwd) if cwd else self.workdir
+        inner = command_line(argv, env=env)
+        script = (f"mkdir -p {shlex.quote(self.workdir)} && cd {shlex.quote(wd)} && "
+                  f"exec timeout -k 2 {max(timeout, 0.1):.1f} sh -c {shlex.quote(inner)}")
+        try:
+            proc = self._ssh(script, timeout=timeout + 10)
+        except subprocess.TimeoutExpired as exc:
+            return CommandResult(returncode=124, stdout=(exc.stdout or b"").decode(errors="replace"),
+                                 stderr=f"timed out after {timeout:g} s")
+        return CommandResult(returncode=proc.returncode, stdout=proc.stdout.decode(errors="replace"),
+                             stderr=proc.stderr.decode(errors="replace"))
+
+    def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
+              cwd: str | None = None) -> ProcessHandle:
+        log = self._abs(log_path)
+        watcher = shlex.join(watcher_argv(self.python, argv, log_path=log, env=env,
+                                          cwd=self._abs(cwd) if cwd else self.workdir))
+        q = shlex.quote
+        script = (
+            f"mkdir -p {q(self.workdir)} {q(str(PurePosixPath(log).parent))} && "
+            f"rm -f {q(rc_path(log))} {q(pid_path(log))} || exit 1; "
+            f"setsid {watcher} >> {q(log)} 2>&1 < /dev/null & "
+            f"i=0; while [ ! -s {q(pid_path(log))} ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done; "
+            f"cat {q(pid_path(log))}"
+        )
+        out = self._sh(script, timeout=30).strip()
+        try:
+            pid: int | None = int(out.splitlines()[-1]) or None  # 0: could not exec, status 127 recorded
+        except (ValueError, IndexError) as exc:
+            raise SshError(f"ssh {self.target}: process did not start (no pid in {pid_path(log)})") from exc
+        return ProcessHandle(executor=self.kind, pid=pid, pgid=pid, host=self.host, log_path=log,
+                             started_at=time.time(), command=redact_argv(argv, env))
+
+    def _status_script(self, handle: ProcessHandle) -> str:
+        """Prints `running`, the recorded status, or `gone`.  Zombies count as ended;
+        a just-ended process gets a moment for the watcher to write its status."""
+        rc = shlex.quote(rc_path(handle.log_path))
+        return (f"{_ALIVE} if alive {handle.pid}; then echo running; else i=0; "
+                f"while [ ! -s {rc} ] && [ $i -lt 20 ]; do sleep 0.05; i=$((i+1)); done; "
+                f"if [ -s {rc} ]; then cat {rc}; else echo gone; fi; fi")
+
+    def poll(self, handle: ProcessHandle) -> int | None:
+        out = self._sh(self._status_script(handle), timeout=30).strip()
+        if out == "running":
+            return None
+        if out == "gone":
+            return KILLED
+        status = parse_status(out)
+        return KILLED if status is None else status
+
+    def read_log(self, handle: ProcessHandle, offset: int = 0) -> tuple[str, int]:
+        log = shlex.quote(handle.log_path)
+        proc = self._ssh(f"[ -f {log} ] && tail -c +{offset + 1} {log} | head -c {MAX_LOG_CHUNK}", timeout=60)
+        text, used = decode_complete(proc.stdout)
+        return text, offset + used
+
+    def tail(self, handle: ProcessHandle, lines: int = 50) -> list[str]:
+        log = shlex.quote(handle.log_path)
+        proc = self._ssh(f"[ -f {log} ] && tail -n {int(lines)} {log}", timeout=60)
+        return proc.stdout.decode(errors="replace").splitlines()
+
+    def stop(self, handle: ProcessHandle, *, grace_s: float = 10.0) -> int | None:
+        """TERM the remote group by pgid, KILL it after `grace_s`: one round trip."""
+        g, ticks = handle.pgid or handle.pid, max(1, int(grace_s * 10))
+        if not g:  # never started (exec failed): nothing to signal
+            return self.poll(handle)
+        script = (
+            f"{_ALIVE} kill -TERM -- -{g} 2>/dev/null; i=0; "
+            f"while galive {g} && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
+            f"if galive {g}; then kill -KILL -- -{g} 2>/dev/null; i=0; "
+            f"while galive {g} && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; fi; "
+            + self._status_script(handle)
+        )
+        out = self._sh(script, timeout=grace_s + 30).strip()
+        status = parse_status(out)
+        return KILLED if status is None else status
+
+    def put(self, local_path: str, remote_path: str) -> None:
+        """Copy a file, or a directory's contents into `remote_path`, through the master."""
+        dest = shlex.quote(self._abs(remote_path))
+        if os.path.isdir(local_path):
+            tar = subprocess.Popen(["tar", "-C", local_path, "-cf", "-", "."], stdout=subprocess.PIPE)
+            try:
+                proc = self._ssh(f"mkdir -p {dest} && tar -C {dest} -xf -", timeout=600, stdin=tar.stdout)
+            finally:
+                tar.stdout.close()  # type: ignore[union-attr]
+                tar.wait()
+        elif os.path.isfile(local_path):
+            with open(local_path, "rb") as f:
+                proc = self._ssh(f"mkdir -p \"$(dirname {dest})\" && cat > {dest}", timeout=600, stdin=f.fileno())
+        else:
+            raise FileNotFoundError(local_path)
+        if proc.returncode != 0:
+            raise SshError(f"put {local_path} -> {self.target}:{remote_path}: {proc.stderr.decode(errors='replace').strip()}")
+
+    def get(self, remote_path: str, local_path: str) -> None:
+        """Copy a remote file, or a directory's contents into `local_path`."""
+        src = shlex.quote(self._abs(remote_path))
+        kind = self._sh(f"if [ -d {src} ]; then echo dir; elif [ -f {src} ]; then echo file; else echo none; fi").strip()
+        if kind == "none":
+            raise FileNotFoundError(f"{self.target}:{remote_path}")
+        if kind == "dir":
+            os.makedirs(local_path, exist_ok=True)
+            with tempfile.TemporaryFile() as buf:
+                self._copy_out(f"tar -C {src} -cf - .", buf, remote_path)
+                buf.seek(0)
+                subprocess.run(["tar", "-C", local_path, "-xf", "-"], stdin=buf, check=True)
+            return
+        os.makedirs(os.path.dirname(os.path.abspath(local_path)), exist_ok=True)
+        tmp = local_path + ".part"
+        with open(tmp, "wb") as f:
+            self._copy_out(f"cat {src}", f, remote_path)
+        os.replace(tmp, local_path)
+
+    def _copy_out(self, script: str, out, remote_path: str) -> None:
+        self.connect()
+        proc = subprocess.run(self.ssh_argv("-T") + ["--", script], stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=subprocess.PIPE, timeout=600)
+        if proc.returncode != 0:
+            raise SshError(f"get {self.target}:{remote_path}: {proc.stderr.decode(errors='replace').strip()}")
+
+    def free_port(self) -> int:
+        code = "import socket; s=socket.socket(); s.bind(('',0)); print(s.getsockname()[1])"
+        return int(self._sh(f"{shlex.quote(self.python)} -c {shlex.quote(code)}").strip())
+
+    def tunnel(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
+        """Forward a local port to `remote_host:remote_port` as seen from the node
+        (through the master), so a load sweep can run on the controller."""
+        if remote_port in self._tunnels:
+            return self._tunnels[remote_port]
+        self.connect()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            local_port = s.getsockname()[1]
+        spec = f"127.0.0.1:{local_port}:{remote_host}:{remote_port}"
+        proc = subprocess.run(["ssh", *self._common(), "-O", "forward", "-L", spec, self.target],
+                              capture_output=True, timeout=30)
+        if proc.returncode != 0:
+            raise SshError(f"ssh {self.target}: cannot forward {spec}: {proc.stderr.decode(errors='replace').strip()}")
+        self._tunnels[remote_port] = local_port
+        return local_port
+
+    def close(self) -> None:
+        """Stop the master (and with it every tunnel); processes on the node keep running."""
+        if os.path.exists(self.control_path):
+            subprocess.run(["ssh", *self._common(), "-O", "exit", self.target], capture_output=True, timeout=15)
+        self._tunnels.clear()
+        shutil.rmtree(self._control_dir, ignore_errors=True)
+
+    def __enter__(self) -> SshExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
