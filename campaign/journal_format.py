@@ -254,7 +254,7 @@ def scoreboard_rows(view: CampaignView, keys: dict[str, str]) -> Md:
 
 
 # ------------------------------------------------------------------ baseline, dead ends
-def _baseline_headline(b: BaselineView) -> tuple[str, float] | None:
+def baseline_headline(b: BaselineView) -> tuple[str, float] | None:
     if not b.figures:
         return None
     workload = PRIMARY_WORKLOAD if PRIMARY_WORKLOAD in b.figures else next(iter(b.figures))
@@ -281,7 +281,7 @@ def baseline_context(view: CampaignView) -> dict[str, Any] | None:
             figures.append(Md(f"**{mdsafe.text(wl)}** ({unit} by C): {by_c} (peak {fmt_num(levels[peak])} at C={peak})"))
     history, previous = [], None
     for h in view.baseline_history:
-        head = _baseline_headline(h)
+        head = baseline_headline(h)
         fig = f"{fmt_num(head[1])} {unit} ({mdsafe.text(head[0])})" if head else "no figures"
         change = f", {fmt_pct((head[1] / previous - 1) * 100)}" if head and previous else ""
         history.append(Md(f"{mdsafe.text(h.reason or 'measured')}: {fig}{change}, "

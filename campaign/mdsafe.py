@@ -25,6 +25,10 @@ _LIST_ORDERED = re.compile(r"^(\s*)(\d{1,9})([.)])(\s)")
 _BACKTICK_RUN = re.compile(r"`+")
 
 
+def _newlines(s: str) -> str:
+    return s.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _visible_controls(s: str) -> str:
     """Replace control and format characters (bidi overrides, zero-width joiners, NUL...)
     by a visible code point name, so they cannot reorder or hide text."""
@@ -73,7 +77,7 @@ def _escape_line_start(line: str) -> str:
 
 
 def _one_line(value: object) -> str:
-    s = _visible_controls(str(value)).replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
+    s = _visible_controls(_newlines(str(value))).replace("\t", " ")
     return " ".join(part.strip() for part in s.split("\n") if part.strip()) if "\n" in s else s
 
 
@@ -91,7 +95,7 @@ def cell(value: object) -> Md:
 
 def paragraphs(value: object, *, limit: int = 6000) -> Md:
     """Escape multi-line untrusted text, keeping its line breaks and blank-line paragraphs."""
-    s = _visible_controls(str(value)).replace("\r\n", "\n").replace("\r", "\n").replace("\t", "    ")
+    s = _visible_controls(_newlines(str(value))).replace("\t", "    ")
     if len(s) > limit:
         s = s[:limit] + f" ... (truncated, {len(s) - limit} more characters)"
     lines = [_escape_line_start(_escape_inline(line.rstrip())) for line in s.split("\n")]
@@ -116,7 +120,7 @@ def blockquote(value: object, *, limit: int = 6000) -> Md:
 
 def code(value: object, *, in_table: bool = False) -> Md:
     """An inline code span that no backtick run inside the value can close early."""
-    s = _visible_controls(str(value)).replace("\r", " ").replace("\n", " ")
+    s = _visible_controls(_newlines(str(value)).replace("\n", " "))
     longest = max((len(m) for m in _BACKTICK_RUN.findall(s)), default=0)
     ticks = "`" * (longest + 1)
     pad = " " if s.startswith("`") or s.endswith("`") or not s.strip() else ""
@@ -128,7 +132,7 @@ def code_block(lines: list[str] | str, *, info: str = "text") -> Md:
     """A fenced code block whose fence is longer than any backtick run in the content,
     so a log line such as ``` cannot end it early."""
     body = lines if isinstance(lines, str) else "\n".join(str(x) for x in lines)
-    body = _visible_controls(body.replace("\r\n", "\n").replace("\r", "\n")).rstrip("\n")
+    body = _visible_controls(_newlines(body)).rstrip("\n")
     longest = max((len(m) for m in _BACKTICK_RUN.findall(body)), default=0)
     fence = "`" * max(3, longest + 1)
     return Md(f"{fence}{info}\n{body}\n{fence}")

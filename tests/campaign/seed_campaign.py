@@ -60,7 +60,7 @@ def seed_view(status: str = "awaiting_review") -> CampaignView:
         rationale="A smaller CUDA graph capture frees memory for the KV cache.",
         node="gpu-node-1", config=EffectiveConfig(flags={**BASE_FLAGS, "cuda-graph-max-bs": 128}),
         config_diff=[ConfigChange(kind="flag", key="cuda-graph-max-bs", before=512, after=128, change="changed")],
-        verdict=Verdict(kind="win", reason="+9.1% single stream, no level slower", headline_delta_pct=9.15,
+        verdict=Verdict(kind="win", reason="+9.1% single stream, no level slower", headline_delta_pct=9.146,
                         regimes={"single_stream": "candidate"},
                         correctness=CorrectnessResult(prompts=8, mismatches=0, tolerance=0.0, passed=True)),
         rows=[row("single_stream", 1, 89.5, 82.0)], repeats=3, environment=fingerprint(),
