@@ -8,9 +8,9 @@ changes the repository; applying happens later, after a human approved it.
 from __future__ import annotations
 
 import fnmatch
-import subprocess
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
+from campaign.errors import UserError
 from campaign.playbook import PatchPolicy
 
 _HEADER_PREFIXES = ("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to ")
@@ -76,26 +76,18 @@ def path_problems(diff: str, policy: PatchPolicy | None) -> list[str]:
     return problems
 
 
-def apply_check(diff: str, repo: str | Path, timeout_s: float = 30.0) -> str | None:
-    """None when `git apply --check` accepts the diff in `repo`, else git's first line."""
-    repo = Path(repo)
-    if not (repo / ".git").exists():
-        return f"knobs.patches.repo '{repo}' is not a git repository"
-    text = diff if diff.endswith("\n") else diff + "\n"
+def apply_check(diff: str, policy: PatchPolicy) -> list[str]:
+    """`git apply --check` of the diff in `policy.repo` (through `tools.patches.PatchManager`,
+    the same code that applies it after approval); [] when it applies cleanly."""
+    from tools.patches import PatchManager
+
     try:
-        result = subprocess.run(
-            ["git", "-C", str(repo), "apply", "--check", "-"],
-            input=text,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
-    except subprocess.TimeoutExpired:
-        return "git apply --check timed out"
-    if result.returncode == 0:
-        return None
-    first = next((ln for ln in result.stderr.splitlines() if ln.strip()), f"exit {result.returncode}")
-    return f"patch does not apply: {first.strip()}"
+        manager = PatchManager(policy.repo)
+    except UserError:
+        return [f"knobs.patches.repo '{policy.repo}' is not a git repository"]
+    # the same meaning as `_allowed`: a path, a directory prefix, or a glob
+    globs = [g for a in policy.allowed_paths for g in (a.rstrip("/"), a.rstrip("/") + "/*")]
+    return [f"patch {problem}" for problem in manager.check(diff, globs)]
 
 
 def patch_problems(diff: str, policy: PatchPolicy | None) -> list[str]:
@@ -103,5 +95,4 @@ def patch_problems(diff: str, policy: PatchPolicy | None) -> list[str]:
     problems = path_problems(diff, policy)
     if problems or policy is None:
         return problems
-    failure = apply_check(diff, policy.repo)
-    return [failure] if failure else []
+    return apply_check(diff, policy)

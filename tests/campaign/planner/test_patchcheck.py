@@ -65,4 +65,6 @@ def test_git_apply_check_in_a_real_repo_leaves_it_unchanged(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("make", [lambda p: p / "missing", lambda p: p])
 def test_apply_check_needs_a_git_repository(tmp_path: Path, make: object) -> None:
-    assert "is not a git repository" in (apply_check(GOOD, make(tmp_path)) or "")  # type: ignore[operator]
+    policy = PatchPolicy(repo=str(make(tmp_path)), allowed_paths=["python"])  # type: ignore[operator]
+    [problem] = apply_check(GOOD, policy)
+    assert "is not a git repository" in problem
