@@ -76,7 +76,7 @@ def test_a_bad_answer_is_rejected_recorded_and_the_model_asked_again(server: Fak
     assert reason in (out.calls[0].rejection or "")
     first, second = server.chat_requests()
     assert f"Rejected: {rejection.reason}" in second.prompt_text()
-    assert f"Rejected:" not in first.prompt_text()
+    assert "Rejected:" not in first.prompt_text()
     # nothing of the refused answer reaches the runnable hypothesis
     assert "rm -rf" not in out.hypothesis.model_dump_json() and "trust-remote-code" not in out.hypothesis.model_dump_json()
 
@@ -134,8 +134,7 @@ def patch_playbook(repo: Path, allowed: list[str]) -> Playbook:
 def test_a_patch_on_an_allowed_path_needs_approval_and_is_not_applied(server: FakeOpenAI, tmp_path: Path) -> None:
     repo = git_repo(tmp_path)
     pb = patch_playbook(repo, ["python/sglang/srt/layers"])
-    forbidden = GOOD.replace("python/sglang/srt/layers/allreduce.py", "setup.py").replace("CHUNK", "x").replace(
-        "import torch", "x = 1").replace("-x = 1\n+x = 4\n", "-x = 1\n+x = 4\n")
+    forbidden = "--- a/setup.py\n+++ b/setup.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"  # applies, but not allowed
     server.script(proposal("chunk-setup", patch=forbidden), proposal("chunk-4", patch=GOOD))
     out = planner(server, pb).propose(PlannerContext(playbook=pb, view=make_ctx().view, queue=pb.hypotheses))
     assert "touches 'setup.py', outside knobs.patches.allowed_paths" in out.rejections[0].reason
