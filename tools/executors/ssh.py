@@ -3,7 +3,8 @@
 The system `ssh` (not a Python library) so that whatever already reaches the node
 works unchanged: ~/.ssh/config, keys, the agent, ProxyJump.  One ControlMaster per
 executor (socket in a short /tmp path: sun_path is ~100 bytes) makes each call a
-few milliseconds.  Long-lived processes are started detached (`setsid`) under a
+few milliseconds; it persists 10 min after its last use, so a killed controller
+does not leak it for long.  Long-lived processes are started detached (`setsid`) under a
 watcher (remote_shell.WATCHER) that records pid and exit status next to the log, so nothing
 depends on the ssh channel staying open, and a fresh executor (after the controller
 died) can still poll, read and stop them from the handle alone.  Stop signals the
@@ -13,6 +14,7 @@ remote group by pid: signals sent over an ssh channel are refused for root.
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import shutil
 import socket
@@ -60,7 +62,7 @@ class SshExecutor:
         self.ssh_options = list(ssh_options)
         self.workdir, self.python = workdir, python
         self.connect_timeout_s = connect_timeout_s
-        self._control_dir = tempfile.mkdtemp(prefix="cmp-ssh-", dir="/tmp")
+        self._control_dir = f"/tmp/cmp-ssh-{os.getuid()}-{secrets.token_hex(4)}"  # made by connect()
         self.control_path = os.path.join(self._control_dir, "m")
         self._address: str | None = None
         self._tunnels: dict[int, int] = {}
@@ -98,7 +100,7 @@ class SshExecutor:
         err_path = os.path.join(self._control_dir, "master.err")
         with open(err_path, "wb") as err:
             proc = subprocess.run(
-                ["ssh", *self._common(), "-o", "ControlMaster=yes", "-o", "ControlPersist=yes",
+                ["ssh", *self._common(), "-o", "ControlMaster=yes", "-o", "ControlPersist=600",
                  "-N", "-f", self.target],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                 timeout=self.connect_timeout_s + 15)
