@@ -3,7 +3,7 @@
 # single-node Slurm cluster (munge + slurmctld + slurmd, 8 fake GPUs as GRES).
 # Needs root and apt (Debian).  Idempotent: daemons already running are kept.
 # Writes $B/env (KEY=VALUE lines) that the `cluster` tests read; see
-# tests/tools/executors/cluster_env.py.
+# load_cluster_env() in tests/tools/executors/conftest.py (override the path with CAMPAIGN_CLUSTER_ENV).
 set -euo pipefail
 B=${CAMPAIGN_CLUSTER_DIR:-/tmp/campaign-cluster}
 SSH_PORT=${CAMPAIGN_CLUSTER_SSH_PORT:-2222}

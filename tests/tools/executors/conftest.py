@@ -52,3 +52,67 @@ def started(executor: Executor) -> Iterator[list[ProcessHandle]]:
     yield handles
     for handle in handles:
         executor.stop(handle, grace_s=1.0)
+
+
+# ---------------------------------------------------------------------------------
+# Remote executors: ssh (loopback sshd) and slurm (local cluster) from .ci/cluster_up.sh.
+# The cluster is found through its env file (CAMPAIGN_CLUSTER_ENV, default
+# /tmp/campaign-cluster/env); `cluster` tests skip with the reason when it is absent.
+import os as _os  # noqa: E402
+import subprocess as _subprocess  # noqa: E402
+
+from tools.executors.slurm import SlurmExecutor  # noqa: E402
+from tools.executors.ssh import SshExecutor  # noqa: E402
+
+CLUSTER_ENV_FILE = _os.environ.get("CAMPAIGN_CLUSTER_ENV", "/tmp/campaign-cluster/env")
+_CLUSTER_HINT = "start it with `sudo bash .ci/cluster_up.sh`"
+
+
+def load_cluster_env() -> dict[str, str]:
+    """KEY=VALUE lines of the env file written by .ci/cluster_up.sh; skips the test if absent."""
+    if not _os.path.exists(CLUSTER_ENV_FILE):
+        pytest.skip(f"cluster not up: no {CLUSTER_ENV_FILE} ({_CLUSTER_HINT})")
+    with open(CLUSTER_ENV_FILE) as f:
+        pairs = (ln.strip().split("=", 1) for ln in f if "=" in ln and not ln.lstrip().startswith("#"))
+        return {k: v for k, v in pairs}
+
+
+def make_ssh(tmp_path: Path) -> SshExecutor:
+    env = load_cluster_env()
+    ex = SshExecutor(
+        env["CAMPAIGN_CLUSTER_SSH_HOST"], user=env["CAMPAIGN_CLUSTER_SSH_USER"],
+        port=int(env["CAMPAIGN_CLUSTER_SSH_PORT"]), identity_file=env["CAMPAIGN_CLUSTER_SSH_KEY"],
+        ssh_options=["-o", f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}",
+                     "-o", "StrictHostKeyChecking=yes"],
+        workdir=str(tmp_path / "ssh-node"))
+    try:
+        ex.connect()
+    except Exception as exc:  # the env file is stale: the daemons are gone
+        ex.close()
+        pytest.skip(f"cluster env file present but sshd does not answer ({exc}); {_CLUSTER_HINT}")
+    return ex
+
+
+def make_slurm(tmp_path: Path) -> SlurmExecutor:
+    env = load_cluster_env()
+    conf = env["SLURM_CONF"]
+    probe = _subprocess.run(["sinfo", "-h", "-o", "%T"], env={**_os.environ, "SLURM_CONF": conf},
+                            capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip(f"cluster env file present but slurmctld does not answer; {_CLUSTER_HINT}")
+    return SlurmExecutor(partition=env["CAMPAIGN_CLUSTER_SLURM_PARTITION"], gres="gpu:1", slurm_conf=conf,
+                         time_limit="00:10:00", exclusive=False, workdir=str(tmp_path / "slurm-node"))
+
+
+EXECUTOR_FACTORIES.update({"ssh": make_ssh, "slurm": make_slurm})
+EXECUTOR_MARKS.update({"ssh": [pytest.mark.cluster], "slurm": [pytest.mark.cluster]})
+
+
+# The registry above was extended after `executor` took its params: define it again
+# over the whole registry (same body as above).
+@pytest.fixture(params=[pytest.param(name, marks=EXECUTOR_MARKS.get(name, []), id=name)
+                        for name in EXECUTOR_FACTORIES])
+def executor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Executor]:  # noqa: F811
+    ex = EXECUTOR_FACTORIES[request.param](tmp_path)
+    yield ex
+    ex.close()
