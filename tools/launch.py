@@ -114,11 +114,11 @@ class ServerLauncher:
                 evidence=[f"connect({host}, {req.port}) succeeded before the server was started"]))
 
         handle = self.executor.start(req.argv, log_path=req.log_path, env=req.env, cwd=req.cwd)
-        if self.ledger is not None:
-            self.ledger.record(handle)
         server = RunningServer(self.executor, handle, req, url, self.ledger, self.extra_rules)
         up = False
         try:
+            if self.ledger is not None:
+                self.ledger.record(handle)
             self._wait_until_serving(server)
             up = True
             return server
