@@ -37,9 +37,9 @@ class Deps:
 def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = None,
                      events: EventFn | None = None) -> NodeRuntime:
     """A NodeRuntime for one `node:` entry of the playbook."""
-    from tools.executors.factory import executor_for
+    from tools.executors.factory import build_executor
 
-    executor = executor_for(spec)
+    executor = build_executor(spec)
     sim: SimulatedNodeSpec | None = spec if isinstance(spec, SimulatedNodeSpec) else getattr(spec, "simulated", None)
     python = getattr(spec, "python", None) if getattr(spec, "kind", "") in ("ssh", "slurm") else sys.executable
     fmt: dict[str, Any] = {"python": python or sys.executable, "host": "127.0.0.1"}

@@ -8,12 +8,8 @@ from typing import Any
 from campaign.playbook import HypothesisSpec, Playbook
 from campaign.records import CorrectnessResult
 from tools.config_edit import diff, merge, undeclared
-from tools.models import ConfigChange, EffectiveConfig, WorkloadSpec
+from tools.models import ConfigChange, EffectiveConfig, Failure, WorkloadSpec
 from tools.node_runtime import Measurement
-
-
-def experiment_id(campaign_id: str, hypothesis: str, attempt: int) -> str:
-    return f"{campaign_id}/{hypothesis}#{attempt}"
 
 
 def workloads_of(pb: Playbook) -> list[WorkloadSpec]:
@@ -34,19 +30,38 @@ def confound_changes(baseline: EffectiveConfig, candidate: EffectiveConfig,
     return undeclared(changes, spec.declared_keys())
 
 
+def side_seq(side: str, repeat: int) -> int:
+    """Artifacts of both sides of every repeat share one kind: seq = 2*repeat + side."""
+    return 2 * repeat + (0 if side == "baseline" else 1)
+
+
 def record_measurement(store: Any, experiment: str, side: str, repeat: int, m: Measurement, node: str) -> None:
-    """Write every level of every workload, the command and the evidence: before any decision."""
-    for name, sweep in m.sweeps.items():
-        for level in sweep.levels:
-            store.record_run(experiment, side, repeat, name, level, prompt_set_hash=sweep.prompt_set_hash, node=node)
-    store.record_artifact(experiment, f"command:{side}", m.command, seq=repeat)
+    """Write every level of every workload (one transaction) and the evidence: before any decision."""
+    seq = side_seq(side, repeat)
+    if m.failure is not None:
+        store.record_artifact(experiment, "failure", m.failure.model_dump_json(), seq=seq)
     if m.log_excerpt:
-        store.record_artifact(experiment, f"log:{side}", "\n".join(m.log_excerpt), seq=repeat)
+        store.record_artifact(experiment, "log_excerpt", "\n".join(m.log_excerpt), seq=seq)
     if m.outputs is not None:
-        store.record_artifact(experiment, f"outputs:{side}", json.dumps(m.outputs), seq=repeat)
+        store.record_artifact(experiment, "outputs", json.dumps(m.outputs), seq=seq)
     if m.reported is not None:
-        store.record_artifact(experiment, f"reported_config:{side}", m.reported.model_dump_json(), seq=repeat)
-    store.add_node_seconds(experiment, side, repeat, m.node_seconds)
+        store.record_artifact(experiment, "reported_config", m.reported.model_dump_json(), seq=seq)
+    store.record_artifact(experiment, "command", m.command, seq=seq)
+    store.record_artifact(experiment, "node_seconds", f"{m.node_seconds:.3f}", seq=seq)
+    levels = [(name, level, sweep.prompt_set_hash) for name, sweep in m.sweeps.items() for level in sweep.levels]
+    store.record_side(experiment, side, repeat, levels, node=node)
+
+
+def recorded_failure(store: Any, experiment: str) -> Failure | None:
+    """The first failure recorded for an experiment (the candidate's decides)."""
+    for kind, _seq, content in sorted(store.list_artifacts(experiment), key=lambda a: a[1]):
+        if kind == "failure":
+            return Failure.model_validate_json(content)
+    return None
+
+
+def node_seconds_of(store: Any, experiment: str) -> float:
+    return round(sum(float(c) for k, _s, c in store.list_artifacts(experiment) if k == "node_seconds"), 3)
 
 
 def correctness_of(store: Any, experiment: str, baseline_id: str | None, pb: Playbook) -> CorrectnessResult | None:
@@ -56,14 +71,12 @@ def correctness_of(store: Any, experiment: str, baseline_id: str | None, pb: Pla
     spec = pb.verdict.correctness
     if not spec.enabled:
         return None
-    cand = store.get_artifact(experiment, "outputs:candidate", seq=0)
-    base = store.get_artifact(experiment, "outputs:baseline", seq=0)
+    cand = store.get_artifact(experiment, "outputs", seq=side_seq("candidate", 0))
+    base = store.get_artifact(experiment, "outputs", seq=side_seq("baseline", 0))
     if base is None and baseline_id:
-        base = store.get_artifact(baseline_id, "outputs:baseline", seq=0)
+        base = store.get_artifact(baseline_id, "outputs", seq=side_seq("baseline", 0))
     if cand is None or base is None:
         return None
     return compare_outputs(json.loads(base), json.loads(cand), spec.tolerance)
 
 
-def baseline_samples_for(store: Any, baseline_id: str | None):
-    return store.level_samples(baseline_id) if baseline_id else []

@@ -18,13 +18,9 @@ from campaign.nodes import Nodes
 from campaign.state import CampaignState
 
 
-class GraphState(CampaignState, total=False):
-    baseline_config: dict
-
-
 def build_graph(deps: Deps) -> StateGraph:
     n = Nodes(deps)
-    g = StateGraph(GraphState)
+    g = StateGraph(CampaignState)
     for name in ("fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record",
                  "render", "review", "finish"):
         g.add_node(name, getattr(n, name))

@@ -2,12 +2,12 @@
 writes what it learned to the store, and returns a partial state update.
 
 Everything a node writes is an idempotent upsert keyed by ids that the state
-already holds, because a node interrupted by a crash runs again on resume.
+already holds (explicit attempt numbers, side/repeat keys), because a node
+interrupted by a crash runs again from its top on resume.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from langgraph.types import interrupt
@@ -15,179 +15,198 @@ from langgraph.types import interrupt
 from campaign import verdict as verdict_logic
 from campaign.deps import Deps
 from campaign.experiment import (
-    baseline_samples_for,
     confound_changes,
     correctness_of,
-    experiment_id,
     hypothesis_config,
+    node_seconds_of,
     record_measurement,
+    recorded_failure,
     workloads_of,
 )
 from campaign.playbook import HypothesisSpec
 from campaign.revisit import changed_components, revisit_components
 from campaign.routing import halt_after_verdict
 from campaign.state import CampaignState
-from tools.models import EffectiveConfig, FailureClass
+from tools.models import EffectiveConfig
 
 
 class Nodes:
     def __init__(self, deps: Deps) -> None:
         self.d = deps
 
+    @property
+    def pb(self):
+        return self.d.playbook
+
+    def _spec(self, cid: str, name: str) -> HypothesisSpec:
+        return self.d.store.get_hypothesis(cid, name).spec
+
     # ----------------------------------------------------------- environment
     def fingerprint(self, state: CampaignState) -> dict[str, Any]:
+        """Record the node's environment; a changed component re-measures the baseline
+        and re-opens the dead ends whose revisit condition names it."""
         cid, store = state["campaign_id"], self.d.store
         previous = store.latest_fingerprint(cid)
         fp = self.d.node.fingerprint()
-        store.record_fingerprint(cid, fp)
-        update: dict[str, Any] = {"env_changed": []}
+        store.record_fingerprint(cid, fp)  # the store writes the "environment changed" event
         if previous is None:
-            return update
+            return {"env_changed": []}
         changed = changed_components(previous, fp)
         if not changed:
-            return update
+            return {"env_changed": []}
+        reopened = self._reopen(cid, changed)
         what = ", ".join(f"{c} {previous.components().get(c, '?')} -> {fp.components().get(c, '?')}" for c in changed)
-        store.add_event(cid, "environment", f"environment changed: {what}")
-        reopened = store.reopen_dead_ends(cid, changed)
-        if reopened:
-            store.add_event(cid, "reopen", "re-opened dead ends: " + ", ".join(reopened))
         self.d.events("environment", {"changed": what, "reopened": reopened})
-        update.update(env_changed=changed, need_baseline=f"environment change: {what}",
-                      no_win_streak=0, dead_end_streak=0)
-        if self.d.playbook.review.on_environment_change:
+        update: dict[str, Any] = {"env_changed": changed, "need_baseline": f"environment change: {what}",
+                                  "no_win_streak": 0, "dead_end_streak": 0}
+        if self.pb.review.on_environment_change:
             update["halt"] = {"kind": "review", "reason": f"environment changed: {what}"}
         return update
+
+    def _reopen(self, cid: str, changed: list[str]) -> list[str]:
+        store, out = self.d.store, []
+        for h in store.list_hypotheses(cid, status="done"):
+            exps = [e for e in store.list_experiments(cid, hypothesis=h.name) if e.status in ("finished", "failed")]
+            v = store.get_verdict(exps[-1].id) if exps else None
+            if v is not None and v.kind == "dead_end" and set(v.revisit_on or h.spec.revisit_on) & set(changed):
+                if store.reopen_hypothesis(cid, h.name):
+                    out.append(h.name)
+        if out:
+            store.add_event(cid, "reopen", "re-opened dead ends: " + ", ".join(out))
+        return out
 
     # -------------------------------------------------------------- baseline
     def baseline(self, state: CampaignState) -> dict[str, Any]:
         if state.get("baseline_id") and not state.get("need_baseline"):
             return {}
-        cid, store, pb = state["campaign_id"], self.d.store, self.d.playbook
+        cid, store, pb = state["campaign_id"], self.d.store, self.pb
         config = EffectiveConfig.model_validate(state.get("baseline_config") or
                                                 {"flags": pb.baseline.flags, "env": pb.baseline.env})
         reason = state.get("need_baseline") or "campaign start"
-        n = store.count_experiments(cid, "baseline") + 1
-        eid = experiment_id(cid, "baseline", n)
-        store.start_experiment(eid, cid, hypothesis="baseline", attempt=n, role="baseline", node=self.d.node.name,
-                               config=config, reason=reason)
-        self.d.events("baseline", {"reason": reason, "experiment": eid})
-        repeats = pb.verdict.repeats.min
-        failure = None
-        for r in range(repeats):
-            if store.has_side(eid, "baseline", r):
-                continue
-            m = self.d.node.measure(config, workloads_of(pb), label=f"baseline{n}-r{r}",
-                                    correctness_prompts=correctness_prompts(pb) if r == 0 else None,
-                                    correctness_tokens=pb.verdict.correctness.max_tokens)
-            record_measurement(store, eid, "baseline", r, m, self.d.node.name)
-            if m.failure:
-                failure = m.failure
-                break
+        attempt = state.get("baseline_attempt", 0) + 1
+        exp = store.start_experiment(cid, "baseline", config=config, role="baseline", node=self.d.node.name,
+                                     attempt=attempt, reason=reason)
+        eid = exp.id
+        if exp.status == "running":
+            self.d.events("baseline", {"reason": reason, "experiment": eid})
+            for r in range(pb.verdict.repeats.min):
+                if store.has_side(eid, "baseline", r):
+                    continue
+                m = self.d.node.measure(config, workloads_of(pb), label=f"baseline{attempt}-r{r}",
+                                        correctness_prompts=correctness_prompts(pb) if r == 0 else None,
+                                        correctness_tokens=pb.verdict.correctness.max_tokens)
+                record_measurement(store, eid, "baseline", r, m, self.d.node.name)
+                if m.failure:
+                    break
+            failure = recorded_failure(store, eid)
+            store.finish_experiment(eid, "failed" if failure else "finished", failure=failure,
+                                    node_seconds=node_seconds_of(store, eid))
+        failure = recorded_failure(store, eid)
         if failure is not None:
-            store.finish_experiment(eid, "failed", failure=failure)
-            store.update_campaign(cid, status="failed", halt_reason=f"baseline failed: {failure.summary}")
-            return {"halt": {"kind": "fail", "reason": f"the baseline does not run: {failure.failure_class.value}: "
-                                                        f"{failure.summary}"}}
-        store.finish_experiment(eid, "finished")
+            reason = f"the baseline does not run: {failure.failure_class.value}: {failure.summary}"
+            store.update_campaign(cid, status="failed", halt_reason=reason)
+            return {"baseline_attempt": attempt, "halt": {"kind": "fail", "reason": reason}}
         store.update_campaign(cid, baseline_experiment_id=eid)
-        store.add_event(cid, "baseline", f"baseline {eid} measured ({reason})")
+        store.add_event(cid, "baseline", f"baseline {eid} measured ({reason})", key=f"baseline:{eid}")
         self._render(cid)
-        return {"baseline_id": eid, "need_baseline": None, "baseline_config": config.model_dump()}
+        return {"baseline_id": eid, "baseline_attempt": attempt, "need_baseline": None,
+                "baseline_config": config.model_dump()}
 
     # --------------------------------------------------------------- propose
     def propose(self, state: CampaignState) -> dict[str, Any]:
         cid, store = state["campaign_id"], self.d.store
-        item = store.next_queued_hypothesis(cid)
-        if item is None and self.d.planner is not None:
-            item = self._ask_planner(cid)
-        if item is None:
+        rec = store.next_queued_hypothesis(cid)
+        spec = rec.spec if rec is not None else None
+        if spec is None and self.d.planner is not None:
+            from campaign.planner_bridge import propose_with_planner
+
+            spec = propose_with_planner(self.d, cid)
+        if spec is None:
             return {"current": None}
-        spec, attempt = item
         store.set_hypothesis_status(cid, spec.name, "running")
-        eid = experiment_id(cid, spec.name, attempt)
+        attempt = len(store.list_experiments(cid, hypothesis=spec.name)) + 1
         self.d.events("hypothesis", {"name": spec.name, "attempt": attempt, "rationale": spec.rationale})
-        return {"current": {"hypothesis": spec.name, "experiment_id": eid, "attempt": attempt, "rounds": 0,
-                            "side": "", "failed": False, "infra_retries": 0}}
-
-    def _ask_planner(self, cid: str):
-        from campaign.planner_bridge import propose_with_planner
-
-        return propose_with_planner(self.d, cid)
+        return {"current": {"hypothesis": spec.name, "attempt": attempt, "rounds": 0, "side": "",
+                            "failed": False, "infra_retries": 0}}
 
     # ------------------------------------------------------------------ gate
     def gate(self, state: CampaignState) -> dict[str, Any]:
-        cur = state["current"]
-        spec = self.d.store.hypothesis_spec(state["campaign_id"], cur["hypothesis"])
-        if not (spec.patch and self.d.playbook.review.before_patch):
+        """Human approval before a patch is applied (code before interrupt is idempotent)."""
+        cid, cur = state["campaign_id"], state["current"]
+        spec = self._spec(cid, cur["hypothesis"])
+        rec = self.d.store.get_hypothesis(cid, spec.name)
+        needs = (spec.patch and self.pb.review.before_patch) or (spec.patch and rec.source == "llm")
+        if not needs:
             return {}
-        seq = self.d.store.request_review(state["campaign_id"], f"before patch: {spec.name} applies {spec.patch}")
-        self.d.store.update_campaign(state["campaign_id"], status="awaiting_review",
-                                     halt_reason=f"approve the patch of '{spec.name}' before it is applied")
-        self._render(state["campaign_id"])
-        decision = interrupt({"kind": "gate", "seq": seq, "hypothesis": spec.name, "patch": spec.patch})
-        self.d.store.decide_review(state["campaign_id"], seq, decision)
-        self.d.store.update_campaign(state["campaign_id"], status="running", halt_reason=None)
+        reason = f"approve the patch of '{spec.name}' ({spec.patch}) before it is applied"
+        seq = self.d.store.request_review(cid, reason, key=f"patch:{spec.name}#{cur['attempt']}")
+        self.d.store.update_campaign(cid, status="awaiting_review", halt_reason=reason)
+        self._render(cid)
+        decision = interrupt({"kind": "gate", "seq": seq, "hypothesis": spec.name, "reason": reason})
+        self._decide(cid, seq, decision)
+        self.d.store.update_campaign(cid, status="running", halt_reason=None)
         if decision.get("decision") == "reject":
-            self.d.store.set_hypothesis_status(state["campaign_id"], spec.name, "rejected",
-                                               reason=decision.get("note") or "rejected at review")
+            self.d.store.set_hypothesis_status(cid, spec.name, "rejected",
+                                               rejection_reason=decision.get("note") or "rejected at review")
             return {"current": None}
         return {}
+
+    def _decide(self, cid: str, seq: int, decision: dict) -> None:
+        added = [HypothesisSpec.model_validate(h) for h in decision.get("add_hypotheses") or []]
+        self.d.store.decide_review(cid, seq, decision.get("decision") or "approve", note=decision.get("note") or "",
+                                   added=added, overrides=decision.get("overrides") or None)
 
     # ----------------------------------------------------------------- apply
     def apply(self, state: CampaignState) -> dict[str, Any]:
         cid, cur, store = state["campaign_id"], state["current"], self.d.store
-        spec = store.hypothesis_spec(cid, cur["hypothesis"])
+        spec = self._spec(cid, cur["hypothesis"])
         base = EffectiveConfig.model_validate(state["baseline_config"])
         config = hypothesis_config(base, spec)
-        store.start_experiment(cur["experiment_id"], cid, hypothesis=spec.name, attempt=cur["attempt"],
-                               role="candidate", node=self.d.node.name, config=config,
-                               baseline_ref=state.get("baseline_id"))
-        store.record_artifact(cur["experiment_id"], "config_diff",
-                              json.dumps([c.model_dump() for c in confound_changes(base, config, None)]))
-        first = "baseline" if self.d.playbook.verdict.interleave else "candidate"
-        return {"current": {**cur, "side": first}}
+        exp = store.start_experiment(cid, spec.name, config=config, role="candidate", node=self.d.node.name,
+                                     attempt=cur["attempt"], baseline_ref=state.get("baseline_id"))
+        diff = confound_changes(base, config, None)
+        store.record_artifact(exp.id, "config_diff", "\n".join(c.model_dump_json() for c in diff))
+        first = "baseline" if self.pb.verdict.interleave else "candidate"
+        return {"current": {**cur, "experiment_id": exp.id, "side": first}}
 
     # --------------------------------------------------------------- measure
     def measure(self, state: CampaignState) -> dict[str, Any]:
-        """One side of one round: launch, correctness probe (round 0), workloads, stop."""
-        cid, cur, store, pb = state["campaign_id"], dict(state["current"]), self.d.store, self.d.playbook
+        """One side of one round: launch, correctness probe (round 0), workloads, stop, record."""
+        cid, cur, store, pb = state["campaign_id"], dict(state["current"]), self.d.store, self.pb
         side, rnd, eid = cur["side"], cur["rounds"], cur["experiment_id"]
-        spec = store.hypothesis_spec(cid, cur["hypothesis"])
+        spec = self._spec(cid, cur["hypothesis"])
         base = EffectiveConfig.model_validate(state["baseline_config"])
         config = base if side == "baseline" else hypothesis_config(base, spec)
-        probe = correctness_prompts(pb) if rnd == 0 else None
-        m = self.d.node.measure(config, workloads_of(pb), label=f"{spec.name}-{side}-r{rnd}",
-                                correctness_prompts=probe, correctness_tokens=pb.verdict.correctness.max_tokens)
-        if m.infrastructure_fault and cur.get("infra_retries", 0) < pb.budget.max_infra_retries:
-            store.add_event(cid, "infrastructure", f"{spec.name} {side} r{rnd}: {m.failure.failure_class.value}, retrying")
-            return {"current": {**cur, "infra_retries": cur.get("infra_retries", 0) + 1}}
-        record_measurement(store, eid, side, rnd, m, self.d.node.name)
-        if m.failure is not None:
-            if side == "candidate" or m.infrastructure_fault:
-                store.record_failure(eid, m.failure)
-                return {"current": {**cur, "failed": True, "side": ""}}
+        if not store.has_side(eid, side, rnd) and recorded_failure(store, eid) is None:
+            m = self.d.node.measure(config, workloads_of(pb), label=f"{spec.name}-{side}-r{rnd}",
+                                    correctness_prompts=correctness_prompts(pb) if rnd == 0 else None,
+                                    correctness_tokens=pb.verdict.correctness.max_tokens)
+            if m.infrastructure_fault and cur.get("infra_retries", 0) < pb.budget.max_infra_retries:
+                store.add_event(cid, "infrastructure",
+                                f"{spec.name} {side} r{rnd}: {m.failure.failure_class.value}, retrying")
+                return {"current": {**cur, "infra_retries": cur.get("infra_retries", 0) + 1}}
+            record_measurement(store, eid, side, rnd, m, self.d.node.name)
+        if recorded_failure(store, eid) is not None:
+            return {"current": {**cur, "failed": True, "side": ""}}
         if side == "baseline":
             return {"current": {**cur, "side": "candidate"}}
         rounds = rnd + 1
-        samples = store.level_samples(eid, baseline_fallback=state.get("baseline_id"))
-        more = rounds < pb.verdict.repeats.min or (
-            pb.verdict.policy == "adaptive" and rounds < pb.verdict.repeats.max
-            and verdict_logic.needs_more_repeats(samples, pb.verdict, rounds))
+        more = verdict_logic.needs_more_repeats(store.level_samples(eid), pb.verdict, rounds)
+        more = more and rounds < pb.verdict.repeats.max
         nxt = ("baseline" if pb.verdict.interleave else "candidate") if more else ""
         self.d.events("round", {"hypothesis": spec.name, "round": rounds, "more": more})
         return {"current": {**cur, "rounds": rounds, "side": nxt}}
 
     # --------------------------------------------------------------- verdict
     def verdict(self, state: CampaignState) -> dict[str, Any]:
-        cid, cur, store, pb = state["campaign_id"], state["current"], self.d.store, self.d.playbook
+        """A pure function of the recorded measurements and the policy."""
+        cid, cur, store, pb = state["campaign_id"], state["current"], self.d.store, self.pb
         eid = cur["experiment_id"]
-        spec = store.hypothesis_spec(cid, cur["hypothesis"])
-        failure = store.experiment_failure(eid)
+        spec = self._spec(cid, cur["hypothesis"])
+        failure = recorded_failure(store, eid)
         base = EffectiveConfig.model_validate(state["baseline_config"])
-        config = hypothesis_config(base, spec)
-        confounded = confound_changes(base, config, spec)
-        samples = [] if failure else store.level_samples(eid, baseline_fallback=state.get("baseline_id"))
-        comparisons = verdict_logic.compare_levels(samples, pb.verdict, paired=pb.verdict.interleave) if samples else []
+        confounded = confound_changes(base, hypothesis_config(base, spec), spec)
+        comparisons = [] if failure else verdict_logic.compare_levels(store.level_samples(eid), pb.verdict)
         correctness = None if failure else correctness_of(store, eid, state.get("baseline_id"), pb)
         revisit = revisit_components(failure.failure_class if failure else None, spec.revisit_on)
         v = verdict_logic.decide(comparisons, pb.verdict, failure=failure, confounded_by=confounded,
@@ -198,27 +217,36 @@ class Nodes:
 
     # ---------------------------------------------------------------- record
     def record(self, state: CampaignState) -> dict[str, Any]:
-        cid, cur, store, pb = state["campaign_id"], state["current"], self.d.store, self.d.playbook
+        cid, cur, store, pb = state["campaign_id"], state["current"], self.d.store, self.pb
         eid = cur["experiment_id"]
         v = store.get_verdict(eid)
-        spec = store.hypothesis_spec(cid, cur["hypothesis"])
+        spec = self._spec(cid, cur["hypothesis"])
         adopt = v.kind == "win" and spec.adopt_if_win
-        store.finish_experiment(eid, "failed" if v.failure_class else "finished", adopted=adopt)
+        failure = recorded_failure(store, eid)
+        store.finish_experiment(eid, "failed" if failure else "finished", failure=failure,
+                                node_seconds=node_seconds_of(store, eid))
+        if adopt:
+            store.set_adopted(eid, True)
         store.set_hypothesis_status(cid, spec.name, "done")
         self.d.events("verdict", {"hypothesis": spec.name, "kind": v.kind, "reason": v.reason,
                                   "failure_class": v.failure_class.value if v.failure_class else None})
         update: dict[str, Any] = {
             "experiments_done": state.get("experiments_done", 0) + 1,
             "no_win_streak": 0 if v.kind == "win" else state.get("no_win_streak", 0) + 1,
-            "dead_end_streak": 0 if v.kind == "win" else state.get("dead_end_streak", 0) + (v.kind == "dead_end"),
+            "dead_end_streak": 0 if v.kind == "win" else state.get("dead_end_streak", 0) + int(v.kind == "dead_end"),
             "current": None,
         }
         if adopt:
             config = hypothesis_config(EffectiveConfig.model_validate(state["baseline_config"]), spec)
             update.update(baseline_config=config.model_dump(), need_baseline=f"adopted win '{spec.name}'")
-            store.add_event(cid, "adopt", f"'{spec.name}' adopted: it is the baseline for every later hypothesis")
-        merged = {**state, **update}
-        halt = halt_after_verdict(merged, pb, hours_spent=store.node_seconds(cid) / 3600)
+            store.add_event(cid, "adopt", f"'{spec.name}' adopted: the baseline for every later hypothesis",
+                            key=f"adopt:{eid}")
+        if self.d.planner is not None:
+            from campaign.planner_bridge import analyze_with_planner
+
+            analyze_with_planner(self.d, cid, eid)
+        node_hours = sum(e.node_seconds for e in store.list_experiments(cid)) / 3600
+        halt = halt_after_verdict({**state, **update}, pb, hours_spent=node_hours)
         if halt:
             update["halt"] = halt
         return update
@@ -235,31 +263,32 @@ class Nodes:
 
     # ---------------------------------------------------------------- review
     def review(self, state: CampaignState) -> dict[str, Any]:
+        """Halt for a human: record why, render, interrupt; apply the decision on resume."""
         cid, store = state["campaign_id"], self.d.store
         reason = (state.get("halt") or {}).get("reason", "review requested")
-        seq = store.request_review(cid, reason)
+        n = state.get("reviews_done", 0) + 1
+        seq = store.request_review(cid, reason, key=f"review#{n}")
         store.update_campaign(cid, status="awaiting_review", halt_reason=reason)
         self._render(cid)
         decision = interrupt({"kind": "review", "seq": seq, "reason": reason})
-        store.decide_review(cid, seq, decision)
-        for raw in decision.get("add_hypotheses") or []:
-            store.add_hypothesis(cid, HypothesisSpec.model_validate(raw), source="review")
+        self._decide(cid, seq, decision)
         if decision.get("decision") == "reject":
             store.update_campaign(cid, status="finished", halt_reason=f"stopped at review: {reason}")
             self._render(cid)
-            return {"halt": None, "finished": True}
+            return {"halt": None, "finished": True, "reviews_done": n}
         store.update_campaign(cid, status="running", halt_reason=None)
-        return {"halt": None, "no_win_streak": 0, "dead_end_streak": 0}
+        return {"halt": None, "no_win_streak": 0, "dead_end_streak": 0, "reviews_done": n}
 
     # ---------------------------------------------------------------- finish
     def finish(self, state: CampaignState) -> dict[str, Any]:
         cid, store = state["campaign_id"], self.d.store
         halt = state.get("halt") or {}
+        if state.get("finished") and store.get_campaign(cid).status == "finished":
+            return {"finished": True}
         if halt.get("kind") == "fail":
             store.update_campaign(cid, status="failed", halt_reason=halt.get("reason"))
         else:
-            store.update_campaign(cid, status="finished",
-                                  halt_reason=halt.get("reason") or "hypothesis queue exhausted")
+            store.update_campaign(cid, status="finished", halt_reason=halt.get("reason") or "hypothesis queue exhausted")
         self._render(cid)
         return {"finished": True}
 
@@ -268,9 +297,6 @@ def correctness_prompts(pb) -> list[str] | None:
     spec = pb.verdict.correctness
     if not spec.enabled:
         return None
-    from tools.prompts import correctness_prompt_set
+    from tools.prompts import generate_diverse
 
-    return correctness_prompt_set(spec.prompts)
-
-
-__all__ = ["Nodes", "FailureClass"]
+    return generate_diverse(48, seed=20260, size=spec.prompts)

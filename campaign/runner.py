@@ -92,12 +92,24 @@ def build_deps(pb: Playbook, store: Any, *, db_path: Path, events: EventFn | Non
                 db_label=str(db_path), events=events or (lambda k, d: None))
 
 
-def reap_leftovers(db_path: Path) -> list[str]:
+def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:
     """Stop every server a dead run left behind (the run ledger), before anything starts."""
+    from tools.executors.factory import build_executor
     from tools.ledger import ProcessLedger
 
     ledger = ProcessLedger(db_path.parent / "ledger.jsonl")
-    return ledger.reap()
+    by_kind: dict[str, Any] = {}
+    for spec in pb.all_nodes():
+        kind = "local" if spec.kind in ("simulated", "local") else spec.kind
+        by_kind.setdefault(kind, spec)
+
+    def executor_for(handle):
+        from tools.executors.local import LocalExecutor
+
+        spec = by_kind.get(handle.executor)
+        return build_executor(spec) if spec is not None else LocalExecutor()
+
+    return [f"{h.executor}:{h.pid or h.job_id}" for h in ledger.reap(executor_for)]
 
 
 def _drive(graph, payload: Any, cid: str, store: Any) -> RunOutcome:
@@ -122,23 +134,26 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
     db_path = Path(db or pb.database)
     _check_journal_writable(pb, playbook_path)
     store = open_store(db_path)
-    existing = None if new else store.find_unfinished(pb.name)
+    existing = None if new else next((c for c in store.list_campaigns(pb.name)
+                                      if c.status in ("running", "awaiting_review")), None)
     if existing is not None and existing.status == "awaiting_review":
         raise UserError(f"{playbook_path}: campaign '{existing.id}' is awaiting review: {existing.halt_reason} "
                         f"(fix: campaign resume {existing.id} --approve | --reject)")
-    reap_leftovers(db_path)
+    reap_leftovers(db_path, pb)
     if existing is not None:
         cid = existing.id
-        pb = apply_overrides(pb, store.get_overrides(cid))
+        pb = apply_overrides(pb, existing.overrides)
     else:
-        cid = store.new_campaign_id(slug(pb.name))
-        store.create_campaign(cid, pb, playbook_path=str(Path(playbook_path).resolve()))
+        node = ", ".join(_describe_node(n) for n in pb.all_nodes())
+        scale = getattr(pb.node, "time_scale", 1.0)
+        cid = store.create_campaign(pb.name, playbook=pb, playbook_path=str(Path(playbook_path).resolve()),
+                                    node=node, time_scale=scale).id
         for pos, h in enumerate(pb.hypotheses):
-            store.add_hypothesis(cid, h, source="playbook", position=pos)
+            store.upsert_hypothesis(cid, h, source="playbook", position=pos)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
-        store.mark_stale_experiments(cid)
         deps = build_deps(pb, store, db_path=db_path, events=events)
         with compiled_graph(deps, db_path) as graph:
+            _mark_stale(graph, store, cid)
             started = graph.get_state({"configurable": {"thread_id": cid}}).values
             payload = None if started else {"campaign_id": cid, "no_win_streak": 0, "dead_end_streak": 0,
                                              "experiments_done": 0, "baseline_config": None}
@@ -159,17 +174,17 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
     row = store.get_campaign(cid)
     pb = load_playbook(playbook_path or row.playbook_path)
     if overrides:
-        apply_overrides(pb, {**store.get_overrides(cid), **overrides})  # validate before recording
-        store.set_overrides(cid, {**store.get_overrides(cid), **overrides})
-    pb = apply_overrides(pb, store.get_overrides(cid))
+        apply_overrides(pb, {**row.overrides, **overrides})  # validate before recording
+        row = store.update_campaign(cid, overrides={**row.overrides, **overrides})
+    pb = apply_overrides(pb, row.overrides)
     added: list[dict] = []
     if add_hypothesis:
         added = [h.model_dump() for h in _load_added(add_hypothesis, pb, store, cid)]
-    reap_leftovers(db_path)
+    reap_leftovers(db_path, pb)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
-        store.mark_stale_experiments(cid)
         deps = build_deps(pb, store, db_path=db_path, events=events)
         with compiled_graph(deps, db_path) as graph:
+            _mark_stale(graph, store, cid)
             snap = graph.get_state({"configurable": {"thread_id": cid}})
             if snap.next and any(t.interrupts for t in snap.tasks):
                 if decision is None:
@@ -180,13 +195,32 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
             elif row.status == "finished":
                 raise UserError(f"campaign {cid} is finished (fix: start a new one with campaign run PLAYBOOK)")
             else:
-                if added:
-                    for h in added:
-                        store.add_hypothesis(cid, HypothesisSpec.model_validate(h), source="review")
+                for h in added:
+                    store.upsert_hypothesis(cid, HypothesisSpec.model_validate(h), source="review")
                 payload = None if snap.next else {"campaign_id": cid}
             out = _drive(graph, payload, cid, store)
     out.journal = pb.journal
     return out
+
+
+def _mark_stale(graph, store: Any, cid: str) -> list[str]:
+    """Experiments a dead run left `running` become stale (re-run as a new attempt),
+    except the one the checkpoint is in the middle of: the graph continues that one."""
+    values = graph.get_state({"configurable": {"thread_id": cid}}).values or {}
+    keep = [e for e in ((values.get("current") or {}).get("experiment_id"),) if e]
+    if values.get("baseline_attempt") is not None:
+        keep += [e.id for e in store.list_experiments(cid, role="baseline")
+                 if e.attempt in (values["baseline_attempt"], values["baseline_attempt"] + 1)]
+    return store.mark_stale_experiments(cid, keep=keep)
+
+
+def _describe_node(spec: Any) -> str:
+    kind = getattr(spec, "kind", "node")
+    if kind == "simulated":
+        return f"simulated {spec.profile} (CUDA {spec.cuda})"
+    if kind == "ssh":
+        return f"ssh {spec.host}"
+    return f"{kind} {getattr(spec, 'name', '')}".strip()
 
 
 def _load_added(path: str, pb: Playbook, store: Any, cid: str) -> list[HypothesisSpec]:

@@ -29,5 +29,8 @@ class CampaignState(TypedDict, total=False):
     no_win_streak: int
     dead_end_streak: int
     experiments_done: int
+    baseline_config: dict[str, Any] | None  # EffectiveConfig of the current baseline
+    baseline_attempt: int
+    reviews_done: int
     halt: dict[str, Any] | None  # {"kind": "review"|"finish"|"fail", "reason": str}
     finished: bool

@@ -161,11 +161,13 @@ class ExperimentsMixin:
                     q = q.where(column == value)
             return [experiment_record(r) for r in s.exec(q.order_by(col(ExperimentRow.started_at), col(ExperimentRow.id)))]
 
-    def mark_stale_experiments(self, campaign_id: str) -> list[str]:
+    def mark_stale_experiments(self, campaign_id: str, keep: tuple[str, ...] | list[str] = ()) -> list[str]:
         """Mark experiments left `running` (by a process that died) as `stale`; returns their ids.
-        Call it after taking the run lock, before resuming the graph."""
+        Call it after taking the run lock, before resuming the graph.  `keep`: experiments the
+        resumed graph continues itself (its checkpoint still holds them)."""
         with write_session(self._engine) as s:
             rows = s.exec(select(ExperimentRow).where(ExperimentRow.campaign_id == campaign_id, ExperimentRow.status == "running")).all()
+            rows = [r for r in rows if r.id not in set(keep)]
             now = time.time()
             for row in rows:
                 row.status, row.finished_at = "stale", now
@@ -209,6 +211,33 @@ class ExperimentsMixin:
                 )  # fmt: skip
             )
             return True
+
+    def record_side(self, experiment_id: str, side: RunSide, repeat: int,
+                    levels: list[tuple[str, LevelResult, str]], *, node: str = "") -> bool:
+        """Every level of one side of one repeat in ONE transaction: a killed controller
+        leaves either the whole measurement or none of it.  `levels`: (workload, result,
+        prompt_set_hash).  False when that side/repeat is already recorded."""
+        _check_choice(side, get_args(RunSide), "side")
+        with write_session(self._engine) as s:
+            exp = require_experiment(s, experiment_id)
+            found = s.exec(select(RunRow).where(RunRow.experiment_id == experiment_id, RunRow.side == side,
+                                                RunRow.repeat == repeat)).first()
+            if found is not None:
+                return False
+            if exp.status in _TERMINAL:
+                raise ImmutableRecordError(f"experiment {experiment_id} is {exp.status}: cannot record a new run")
+            now = time.time()
+            for workload, result, prompt_hash in levels:
+                s.add(RunRow(experiment_id=experiment_id, side=side, repeat=repeat, workload=workload,
+                             concurrency=result.concurrency, metrics_json=canonical(result),
+                             output_tokens_per_s=result.output_tokens_per_s, prompt_set_hash=prompt_hash,
+                             node=node, recorded_at=now))
+            return True
+
+    def has_side(self, experiment_id: str, side: RunSide, repeat: int) -> bool:
+        with read_session(self._engine) as s:
+            return s.exec(select(RunRow).where(RunRow.experiment_id == experiment_id, RunRow.side == side,
+                                               RunRow.repeat == repeat)).first() is not None
 
     def runs_for(self, experiment_id: str, side: RunSide | None = None) -> list[RunRecord]:
         """Ordered by workload, concurrency, side, repeat."""

@@ -25,7 +25,10 @@ HypothesisStatus = Literal["queued", "running", "done", "rejected"]
 ExperimentRole = Literal["baseline", "candidate"]
 ExperimentStatus = Literal["running", "finished", "failed", "stale"]
 RunSide = Literal["baseline", "candidate"]
-ArtifactKind = Literal["log_excerpt", "command", "config_diff", "patch", "analysis", "correctness"]
+ArtifactKind = Literal[
+    "log_excerpt", "command", "config_diff", "patch", "analysis", "correctness",
+    "outputs", "reported_config", "failure", "node_seconds", "drift",
+]
 ReviewDecision = Literal["approve", "reject"]
 BASELINE_HYPOTHESIS = "baseline"  # the `hypothesis` of every baseline measurement
 

@@ -60,7 +60,8 @@ class NodeRuntime:
     def __init__(self, name: str, executor: Executor, *, command: str, model: str, health: str,
                  startup_timeout_s: float, fmt: dict[str, object], workdir: str,
                  fingerprint_argv: list[str] | None = None, ledger=None,
-                 progress: ProgressFn | None = None) -> None:
+                 progress: ProgressFn | None = None, extra_rules: tuple = ()) -> None:
+        self.extra_rules = tuple(extra_rules)
         self.name = name
         self.executor = executor
         self.command = command
@@ -101,23 +102,21 @@ class NodeRuntime:
         out = Measurement(command=redact_argv(argv))
         t0 = time.monotonic()
         self.progress("launch", {"label": label, "node": self.name, "command": out.command})
-        launcher = ServerLauncher(self.executor)
+        launcher = ServerLauncher(self.executor, ledger=self.ledger, extra_rules=self.extra_rules)
         try:
-            server = launcher.launch(req, on_start=self._ledger_add) if _accepts_on_start(launcher) \
-                else launcher.launch(req)
+            server = launcher.launch(req)
         except LaunchFailed as exc:
             out.failure = exc.failure
             out.wall_seconds = time.monotonic() - t0
             self.progress("launch_failed", {"label": label, "class": exc.failure.failure_class.value})
             return out
-        try:
-            with server:
-                self._ledger_add(server.handle)
-                info = _server_info(server.url)
-                out.time_scale = float(info.get("time_scale", 1.0) or 1.0)
-                if info.get("flags") is not None:
-                    out.reported = EffectiveConfig(flags=info.get("flags") or {}, env=info.get("env") or {})
-                self.progress("ready", {"label": label, "url": server.url})
+        with server:
+            info = _server_info(server.url)
+            out.time_scale = float(info.get("time_scale", 1.0) or 1.0)
+            if info.get("flags") is not None:
+                out.reported = EffectiveConfig(flags=info.get("flags") or {}, env=info.get("env") or {})
+            self.progress("ready", {"label": label, "url": server.url})
+            try:
                 if correctness_prompts:
                     out.outputs = asyncio.run(greedy_outputs(server.url, correctness_prompts,
                                                              correctness_tokens, model=self.model))
@@ -126,38 +125,31 @@ class NodeRuntime:
                     res = asyncio.run(run_sweep(server.url, wl, model=self.model, time_scale=out.time_scale,
                                                 progress=lambda ev: self.progress("level", {"event": ev})))
                     out.sweeps[wl.name] = res
-                    crashed = server.check()
-                    if crashed is not None:
-                        out.failure = crashed
+                    out.failure = server.check() or _load_failure(res)
+                    if out.failure is not None:
                         break
-                    errors = sum(lv.errors for lv in res.levels)
-                    if errors and errors >= max(1, sum(lv.requests for lv in res.levels) // 2):
-                        samples = [s for lv in res.levels for s in lv.error_samples][:5]
-                        cls = FailureClass.hang if any("timeout" in s.lower() for s in samples) \
-                            else FailureClass.server_error
-                        out.failure = Failure(failure_class=cls, phase="load", evidence=samples,
-                                              summary=f"{errors} of the requests failed while serving")
-                        break
-                out.log_excerpt = [redact_text(x) for x in server.log_excerpt(40)]
-        finally:
-            self._ledger_remove(server.handle)
+            except Exception as exc:  # the server broke the connection: find out why
+                time.sleep(0.5)
+                out.failure = server.check() or Failure(
+                    failure_class=FailureClass.server_error, phase="load",
+                    summary=f"requests failed while serving: {exc.__class__.__name__}",
+                    evidence=[redact_text(str(exc))[:500]])
+            out.log_excerpt = [redact_text(x) for x in server.log_excerpt(40)]
         out.wall_seconds = time.monotonic() - t0
         out.node_seconds = out.wall_seconds * out.time_scale
         return out
 
-    def _ledger_add(self, handle) -> None:
-        if self.ledger is not None:
-            self.ledger.add(handle)
-
-    def _ledger_remove(self, handle) -> None:
-        if self.ledger is not None:
-            self.ledger.remove(handle)
 
 
-def _accepts_on_start(launcher: ServerLauncher) -> bool:
-    import inspect
-
-    return "on_start" in inspect.signature(launcher.launch).parameters
+def _load_failure(res: SweepResult) -> Failure | None:
+    """Most requests failing while the process lives: a hang (timeouts) or HTTP errors."""
+    errors = sum(lv.errors for lv in res.levels)
+    if not errors or errors < max(1, sum(lv.requests for lv in res.levels) // 2):
+        return None
+    samples = [s for lv in res.levels for s in lv.error_samples][:5]
+    cls = FailureClass.hang if any("timeout" in s.lower() for s in samples) else FailureClass.server_error
+    return Failure(failure_class=cls, phase="load", evidence=samples,
+                   summary=f"{errors} of the requests failed while serving")
 
 
 def _server_info(url: str) -> dict:
