@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -92,6 +93,7 @@ os.kill(os.getpid(), 9)
     finally:
         fresh.close()
         subprocess.run(["ssh", "-o", f"ControlPath={record['control']}", "-O", "exit", "x"], capture_output=True)
+        shutil.rmtree(Path(record["control"]).parent, ignore_errors=True)
 
 
 def test_tunnel_reaches_a_server_on_the_node(ssh: SshExecutor) -> None:
