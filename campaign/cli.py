@@ -90,7 +90,7 @@ def resume(campaign_id: str, db: Optional[str] = DB_OPT,
     live = LiveView(quiet=quiet)
     try:
         if approve and reject:
-            raise UserError("--approve and --reject: choose one")
+            raise UserError("--approve and --reject: choose one (fix: pass only one of them)")
         decision = "approve" if approve else "reject" if reject else None
         out = resume_campaign(campaign_id, db=db, decision=decision, note=note, add_hypothesis=add_hypothesis,
                               overrides=_parse_sets(set_), playbook_path=playbook, events=live)

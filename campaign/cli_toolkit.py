@@ -99,8 +99,10 @@ def bench(
 
     from campaign.errors import UserError
 
+    if url is not None and url.startswith("-"):  # an unknown option was taken for the URL
+        _fail(f"unknown option {url!r} (fix: see campaign bench --help)")
     if ctx.args:
-        _fail(f"unexpected argument {ctx.args[0]!r}")
+        _fail(f"unexpected argument {ctx.args[0]!r} (fix: see campaign bench --help)")
     try:
         if import_file is not None:
             from tools.bench_import import import_result

@@ -146,6 +146,72 @@ def _fmt_loc(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+def _printable(text: str) -> str:
+    """One terminal line: control characters and line separators (from a YAML key
+    such as "a\\nb") are shown escaped instead of breaking the message."""
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
+def _problems(*lines: str) -> PlaybookError:
+    return PlaybookError(*(_printable(ln) for ln in dict.fromkeys(lines)))
+
+
+def _cross_check_lines(root: yaml.Node | None, data: dict[str, Any], source: str) -> list[str]:
+    """Duplicate hypothesis names and flags outside `server.allowed_flags`, located at
+    the offending line (the model's own check only knows the top level)."""
+    hyps = data.get("hypotheses")
+    if not isinstance(hyps, list):
+        return []
+    server = data.get("server")
+    allowed = server.get("allowed_flags") if isinstance(server, dict) else None
+    allowed = [str(a) for a in allowed] if isinstance(allowed, list) else None
+    lines: list[str] = []
+    first: dict[str, int] = {}
+    for i, h in enumerate(hyps):
+        if not isinstance(h, dict):
+            continue
+        name = h.get("name")
+        if isinstance(name, str):
+            line = _line((i, "name"), root)
+            if name in first:
+                lines.append(f"{source}:{line}: hypotheses[{i}].name: duplicate hypothesis name '{name}' (first at "
+                             f"line {first[name]}) (fix: give each hypothesis a unique name)")
+            first.setdefault(name, line)
+        if allowed is None:
+            continue
+        flags = h.get("flags") if isinstance(h.get("flags"), dict) else {}
+        unset = h.get("unset_flags") if isinstance(h.get("unset_flags"), list) else []
+        for where, flag, loc in [("flags", f, (i, "flags", f)) for f in flags] + \
+                                [("unset_flags", f, (i, "unset_flags", k)) for k, f in enumerate(unset)]:
+            if str(flag) in allowed:
+                continue
+            close = difflib.get_close_matches(str(flag), allowed, n=1, cutoff=0.6)
+            fix = f"did you mean '{close[0]}'?" if close else \
+                f"remove it, or add it to server.allowed_flags if the server template takes it"
+            lines.append(f"{source}:{_line(loc, root, key=where == 'flags')}: hypotheses[{i}].{where}.{flag}: "
+                         f"flag '{flag}' is not in server.allowed_flags {allowed} (fix: {fix})")
+    return lines
+
+
+def _line(loc: tuple[Any, ...], root: yaml.Node | None, *, key: bool = False) -> int:
+    hyp_root = _node_at(root, ("hypotheses",))
+    node = _key_node(hyp_root, loc) if key else _node_at(hyp_root, loc)
+    return node.start_mark.line + 1 if node is not None else 1
+
+
+def _misspelled(kind: str, loc: tuple[Any, ...], found: list[tuple[str, tuple[Any, ...], str]]) -> bool:
+    """A missing required field that an unknown sibling key already suggests: one
+    misspelling is reported once (as the did-you-mean), not twice."""
+    if kind != "missing" or not loc:
+        return False
+    hint = f"did you mean '{loc[-1]}'?"
+    return any(k == "extra_forbidden" and other[:-1] == loc[:-1] and hint in ln for k, other, ln in found)
+
+
+_CROSS_CHECK_MESSAGES = ("duplicate hypothesis name", "server.allowed_flags does not list")
+
+
 def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -154,22 +220,27 @@ def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise PlaybookError(f"{where}: malformed YAML: {problem} (fix: check indentation and quoting)") from None
+        raise _problems(f"{where}: malformed YAML: {problem} (fix: check indentation and quoting)") from None
     if not isinstance(data, dict):
-        raise PlaybookError(f"{source}:1: a playbook is a mapping with name, workloads, hypotheses... "
-                            "(fix: see playbooks/eagle_verify.yaml)")
+        raise _problems(f"{source}:1: a playbook is a mapping with name, workloads, hypotheses... "
+                        "(fix: see playbooks/eagle_verify.yaml)")
+    cross = _cross_check_lines(root, data, source)
     try:
-        return Playbook.model_validate(data)
+        pb = Playbook.model_validate(data)
     except ValidationError as exc:
-        lines = []
+        found: list[tuple[str, tuple[Any, ...], str]] = []  # (kind, loc, line)
         for err in exc.errors():
+            if cross and not err["loc"] and any(m in err["msg"] for m in _CROSS_CHECK_MESSAGES):
+                continue  # already located by _cross_check_lines
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
             loc = tuple(p for p in loc if p not in ("simulated", "local", "ssh", "slurm") or loc.index(p) != 1)
             node = _key_node(root, loc) if err["type"] == "extra_forbidden" else _node_at(root, loc)
             line = (node.start_mark.line + 1) if node is not None else 1
-            field = _fmt_loc(loc)
-            lines.append(f"{source}:{line}: {field}: {_fix_for(err, loc, data)}")
-        raise PlaybookError(*dict.fromkeys(lines)) from None
+            found.append((err["type"], loc, f"{source}:{line}: {_fmt_loc(loc)}: {_fix_for(err, loc, data)}"))
+        raise _problems(*cross, *[ln for kind, loc, ln in found if not _misspelled(kind, loc, found)]) from None
+    if cross:
+        raise _problems(*cross)
+    return pb
 
 
 def load_playbook(path: str | Path) -> Playbook:
