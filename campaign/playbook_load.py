@@ -8,6 +8,7 @@ misspelled key gets a did-you-mean from the model's known fields.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ def _node_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.Node | None:
 
 
 def _key_node(root: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.Node | None:
+    if not loc:
+        return root
     parent = _node_at(root, loc[:-1])
     if isinstance(parent, yaml.MappingNode):
         for k, _ in parent.value:
@@ -209,6 +212,9 @@ def _misspelled(kind: str, loc: tuple[Any, ...], found: list[tuple[str, tuple[An
     return any(k == "extra_forbidden" and other[:-1] == loc[:-1] and hint in ln for k, other, ln in found)
 
 
+#: location parts pydantic adds for validators (not keys the user wrote).
+_VALIDATOR_LOC = re.compile(r"^function-(after|before|wrap|plain)\[")
+
 _CROSS_CHECK_MESSAGES = ("duplicate hypothesis name", "server.allowed_flags does not list")
 
 
@@ -232,7 +238,7 @@ def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
         for err in exc.errors():
             if cross and not err["loc"] and any(m in err["msg"] for m in _CROSS_CHECK_MESSAGES):
                 continue  # already located by _cross_check_lines
-            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and _VALIDATOR_LOC.match(p)))
             loc = tuple(p for p in loc if p not in ("simulated", "local", "ssh", "slurm") or loc.index(p) != 1)
             node = _key_node(root, loc) if err["type"] == "extra_forbidden" else _node_at(root, loc)
             line = (node.start_mark.line + 1) if node is not None else 1

@@ -162,5 +162,6 @@ def test_known_nasty_inputs() -> None:
                  "name: t\nworkloads: {w: {}}\nhypotheses: [{name: a, flags: {'x\\ny': 1}}]\n",
                  "name: t\nworkloads: {w: {}}\n'bad\\nkey': 1\n", "name: t\nworkloads: {w: {}}\n? [1, 2]\n: 3\n",
                  "name: t\nworkloads: {w: {}}\nnode: {kind: [1]}\n", "name: t\nworkloads: {w: {}}\nnode: 7\n",
-                 "name: t\nworkloads: {1: {}}\n", "name: t\nworkloads: {w: {}}\nhypotheses: {a: 1}\n"]:
+                 "name: t\nworkloads: {1: {}}\n", "name: t\nworkloads: {w: {}}\nhypotheses: {a: 1}\n",
+                 "function-: null\n", "name: t\nworkloads: {w: {}}\nfunction-after[x]: 1\n"]:
         check(text)
