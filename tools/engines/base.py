@@ -1,0 +1,95 @@
+"""What the campaign needs to know about one inference engine: how to start it, what
+environment it wants, how its failures read, and where its live counters are.
+
+A profile is data plus two pure functions (log rules, metrics parser), so the campaign
+picks everything engine-specific from `tools.engines.engine_profile(name)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.config_edit import render_argv
+from tools.launch import LaunchRequest
+from tools.models import EffectiveConfig, Failure
+from tools.triage import Phase, TriageRule, classify
+
+
+class EngineMetrics(BaseModel):
+    """Live counters of a running engine, in engine-neutral names.  None: not reported."""
+
+    engine: str
+    spec_accept_length: float | None = None  # mean tokens emitted per verify step, bonus token included
+    spec_acceptance_rate: float | None = None  # accepted / proposed draft tokens
+    spec_drafts: float | None = None
+    spec_draft_tokens: float | None = None
+    spec_accepted_tokens: float | None = None
+    kv_cache_usage: float | None = None  # 0..1
+    running_requests: float | None = None
+    waiting_requests: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    server_args: dict[str, Any] = Field(default_factory=dict)
+
+
+MetricsParser = Callable[[str], EngineMetrics]
+
+
+class EngineProfile(BaseModel):
+    """How to launch and read one engine.  `command` is a `render_argv` template with
+    {python} {model} {host} {port} {flags}."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    name: str
+    command: str
+    env_defaults: dict[str, str] = Field(default_factory=dict)
+    health_path: str = "/health"
+    models_path: str = "/v1/models"
+    metrics_path: str
+    startup_timeout_s: float = 600.0
+    triage_rules: tuple[TriageRule, ...] = ()
+    metrics_parser: MetricsParser
+
+    def env(self, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The engine's defaults, then the config's own values on top."""
+        return {**self.env_defaults, **dict(overrides or {})}
+
+    def argv(self, config: EffectiveConfig, *, python: str, model: str, port: int,
+             host: str = "127.0.0.1", command: str | None = None) -> list[str]:
+        return render_argv(command or self.command, config, python=python, model=model, host=host, port=port)
+
+    def launch_request(self, config: EffectiveConfig, *, python: str, model: str, port: int, log_path: str,
+                       host: str = "127.0.0.1", startup_timeout_s: float | None = None,
+                       env: Mapping[str, str] | None = None) -> LaunchRequest:
+        """A launch that only counts as up when `/v1/models` lists `model` (never a
+        stranger's server on the same port)."""
+        return LaunchRequest(
+            argv=self.argv(config, python=python, model=model, port=port, host=host),
+            env=self.env({**dict(env or {}), **config.env}), log_path=log_path, port=port, host=host,
+            health_path=self.health_path, startup_timeout_s=startup_timeout_s or self.startup_timeout_s,
+            expect_model=model,
+        )
+
+    def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:
+        return classify(exit_code, log_lines, phase=phase, extra_rules=self.triage_rules)
+
+    def parse_metrics(self, body: str) -> EngineMetrics:
+        return self.metrics_parser(body)
+
+    def read_metrics(self, url: str, *, timeout_s: float = 10.0) -> EngineMetrics:
+        """Scrape a live server (`url` = http://host:port)."""
+        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+            response = client.get(url.rstrip("/") + self.metrics_path)
+        response.raise_for_status()
+        return self.metrics_parser(response.text)
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator

@@ -1,0 +1,53 @@
+"""Where `scripts/setup_vllm_cpu.sh` put the engine's venv and the models: it writes
+KEY=VALUE lines to `.campaign/vllm.env` (or $CAMPAIGN_VLLM_ENV)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel
+
+DEFAULT_ENV_FILE = ".campaign/vllm.env"
+
+
+class VllmSetup(BaseModel):
+    """The paths of a finished setup."""
+
+    env_file: str
+    python: str
+    model_medium: str
+    model_tiny: str
+    cache_root: str
+
+
+def env_file_path(root: str | Path = ".") -> Path:
+    return Path(os.environ.get("CAMPAIGN_VLLM_ENV") or Path(root) / DEFAULT_ENV_FILE)
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+def read_vllm_setup(root: str | Path = ".") -> VllmSetup | None:
+    """The setup's paths, or None when the setup has not run here (or its venv or a
+    model has gone since)."""
+    path = env_file_path(root)
+    if not path.is_file():
+        return None
+    v = read_env_file(path)
+    try:
+        setup = VllmSetup(env_file=str(path), python=v["CAMPAIGN_VLLM_PYTHON"],
+                          model_medium=v["CAMPAIGN_VLLM_MODEL_MEDIUM"], model_tiny=v["CAMPAIGN_VLLM_MODEL_TINY"],
+                          cache_root=v.get("VLLM_CACHE_ROOT", str(Path(root) / ".campaign/vllm-cache")))
+    except KeyError:
+        return None
+    paths_exist = Path(setup.python).exists() and all(
+        (Path(m) / "config.json").is_file() for m in (setup.model_medium, setup.model_tiny))
+    return setup if paths_exist else None

@@ -1,0 +1,67 @@
+"""SGLang: launch profile, log signatures and the `/get_server_info` reader.
+
+`/get_server_info` returns the server args at the top level, the scheduler info
+(`max_total_num_tokens`, ...), `internal_states` (one dict per data-parallel rank, with
+`avg_spec_accept_length` when speculative decoding runs) and `version`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tools.engines.base import EngineMetrics, EngineProfile
+from tools.models import FailureClass as FC
+from tools.triage import TriageRule, rule
+
+COMMAND = "{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"
+
+ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "SGLANG_DISABLE_REQUEST_LOGGING": "1"}
+
+TRIAGE_RULES: tuple[TriageRule, ...] = (
+    rule(FC.oom, r"Not enough memory\. Please try to increase --mem-fraction-static|"
+         r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)",
+         60, "too little memory for the KV cache"),
+    rule(FC.engine_dead, r"Rank \d+ scheduler is dead|Scheduler or DataParallelController \d+ terminated|"
+         r"Received sigquit from a child process", 70, "SGLang scheduler died"),
+    rule(FC.exited, r"is not a local folder and is not a valid model identifier|"
+         r"does not appear to have a file named config\.json|Can't load the configuration of",
+         65, "model not found"),
+    rule(FC.exited, r"context_length.*(greater than|exceeds).*(derived|model)|"
+         r"Unsupported speculative algorithm|speculative.algorithm.*(not supported|invalid)",
+         65, "engine rejected the configuration"),
+)
+
+_INFO_ONLY = {"internal_states", "version"}
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _numbers(states: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(s[key]) for s in states if isinstance(s.get(key), (int, float)) and not isinstance(s.get(key), bool)]
+
+
+def parse_metrics(body: str) -> EngineMetrics:
+    """`/get_server_info` JSON -> engine-neutral counters (means over DP ranks)."""
+    info = json.loads(body)
+    if not isinstance(info, dict):
+        raise ValueError("get_server_info did not return a JSON object")
+    states = [s for s in info.get("internal_states") or [] if isinstance(s, dict)]
+    running = _numbers(states, "num_running_reqs")
+    waiting = _numbers(states, "num_queue_reqs")
+    return EngineMetrics(
+        engine="sglang",
+        spec_accept_length=_mean(_numbers(states, "avg_spec_accept_length")),
+        kv_cache_usage=_mean(_numbers(states, "token_usage")),
+        running_requests=sum(running) if running else None,
+        waiting_requests=sum(waiting) if waiting else None,
+        server_args={k: v for k, v in info.items() if k not in _INFO_ONLY},
+    )
+
+
+PROFILE = EngineProfile(
+    name="sglang", command=COMMAND, env_defaults=ENV_DEFAULTS, metrics_path="/get_server_info",
+    startup_timeout_s=900.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
+)

