@@ -1,8 +1,9 @@
-"""The hot path of a load sweep: send one streaming request, time its SSE events.
+"""The SSE parser of every hot path (``SseTimer``) and the aiohttp/httpx hot paths.
 
-Two interchangeable HTTP clients share one SSE parser (``SseTimer``):
-- ``aiohttp`` (default): its C HTTP parser keeps up with 256 streams on one core
-  (see bench/loadgen_accuracy.py for the measured overhead);
+The default hot path is ``tools.loadgen_conn`` (asyncio Protocol, no task switch per
+event).  Two library clients remain selectable and share the parser:
+- ``aiohttp``: its C HTTP parser keeps up with 64 streams; at 256 the coroutine
+  wake-up per event adds milliseconds to TTFT (bench/loadgen_accuracy.py);
 - ``httpx``: the project's standard client; its pure-Python HTTP/1.1 stack (h11) costs
   more per SSE event, so at high concurrency it falls behind the server.
 Both are sharded over small connection pools: httpcore's pool is O(n^2) in its number
@@ -12,7 +13,9 @@ uses a single session.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import ssl
 from time import perf_counter
 
@@ -25,13 +28,42 @@ from tools.loadgen_stats import RequestOutcome
 CONNECTIONS_PER_HTTPX_CLIENT = 4
 
 
-class SseTimer:
-    """Incremental SSE parser that stamps content events with their read time."""
+#: a non-empty JSON string value of the content keys (a quote inside a JSON string is
+#: always escaped, so an unescaped ``"text":`` is a key, never text).  ``[^"]`` after the
+#: opening quote means at least one character: an escape sequence counts.
+_COMPLETION_CONTENT = re.compile(rb'"text"\s*:\s*"[^"]')
+_CHAT_CONTENT = re.compile(rb'"(?:content|reasoning_content)"\s*:\s*"[^"]')
+#: a usage block that is an object (``"usage": null`` rides on every SGLang chunk).
+_USAGE_OBJECT = re.compile(rb'"usage"\s*:\s*\{')
 
-    __slots__ = ("chat", "st", "buf", "ttft", "last", "end", "itl", "chunks", "usage", "done")
+
+def _decoded_content(event: dict, chat: bool) -> bool:
+    """Whether a decoded event carries text, the way SGLang/vLLM decide it."""
+    choices = event.get("choices")
+    if not choices:
+        return False
+    choice = choices[0]
+    if chat:
+        delta = choice.get("delta") or {}
+        return bool(delta.get("content") or delta.get("reasoning_content"))
+    return bool(choice.get("text"))
+
+
+class SseTimer:
+    """Incremental SSE parser that stamps content events with their read time.
+
+    Hot path: bytes operations only.  JSON is decoded for the first content event
+    (exact check, and proof the stream is JSON), for a usage object, and nowhere
+    else: later events are classified by ``_COMPLETION_CONTENT``/``_CHAT_CONTENT``,
+    which match exactly when a content key holds a non-empty string.  Any payload that
+    does not start with ``{`` is a bad event.
+    """
+
+    __slots__ = ("chat", "content", "st", "buf", "ttft", "last", "end", "itl", "chunks", "usage", "done")
 
     def __init__(self, chat: bool, st: float) -> None:
         self.chat = chat
+        self.content = _CHAT_CONTENT.search if chat else _COMPLETION_CONTENT.search
         self.st = st
         self.buf = b""
         self.ttft = self.last = self.end = 0.0
@@ -43,35 +75,34 @@ class SseTimer:
     def feed(self, raw: bytes, now: float) -> None:
         buf = self.buf + raw if self.buf else raw
         pos = 0
-        while (nl := buf.find(b"\n", pos)) >= 0:
-            line = buf[pos:nl]
+        find = buf.find
+        while (nl := find(b"\n", pos)) >= 0:
+            if buf.startswith(b"data:", pos):  # else blank separators, comments, "event:" lines
+                self.event(buf[pos + 5:nl].strip(), now)
             pos = nl + 1
-            if line[:5] != b"data:":
-                continue  # blank separators, comments, "event:" lines
-            payload = line[5:].strip()
+        self.buf = buf[pos:] if pos < len(buf) else b""
+
+    def event(self, payload: bytes, now: float) -> None:
+        if payload[:1] != b"{":
             if payload == b"[DONE]":
                 self.done, self.end = True, now
-                continue
+                return
+            raise ValueError(f"not a JSON object: {payload[:60]!r}")
+        has_content = self.content(payload) is not None
+        if _USAGE_OBJECT.search(payload) or (has_content and not self.chunks):
             event = json.loads(payload)
+            if not isinstance(event, dict):
+                raise ValueError(f"not a JSON object: {payload[:60]!r}")
             if event.get("usage"):
                 self.usage = event["usage"]
-            choices = event.get("choices")
-            if not choices:
-                continue
-            choice = choices[0]
-            if self.chat:
-                delta = choice.get("delta") or {}
-                content = delta.get("content") or delta.get("reasoning_content")
+            has_content = _decoded_content(event, self.chat)
+        if has_content:
+            if self.chunks:
+                self.itl.append(now - self.last)
             else:
-                content = choice.get("text")
-            if content:
-                if self.chunks:
-                    self.itl.append(now - self.last)
-                else:
-                    self.ttft = now - self.st
-                self.last = now
-                self.chunks += 1
-        self.buf = buf[pos:]
+                self.ttft = now - self.st
+            self.last = now
+            self.chunks += 1
 
     def outcome(self) -> RequestOutcome:
         if not self.done:
@@ -130,6 +161,16 @@ async def stream_aiohttp(session: aiohttp.ClientSession, url: str, body: bytes, 
     except (ValueError, AttributeError, TypeError) as exc:
         return _bad_event(exc)
     return timer.outcome()
+
+
+async def preopen_aiohttp(session: aiohttp.ClientSession, url: str, count: int) -> None:
+    """Fill the pool with ``count`` connections: that many GETs in flight at once."""
+
+    async def one() -> None:
+        async with session.get(url) as resp:
+            await resp.read()
+
+    await asyncio.gather(*(one() for _ in range(count)), return_exceptions=True)
 
 
 def httpx_clients(connections: int, timeout_s: float) -> list[httpx.AsyncClient]:
