@@ -1,7 +1,10 @@
 """Load sweeps against an OpenAI-compatible streaming server (SSE).
 
-Probes (``/server_info``, ``/v1/models``) use httpx; the streaming hot path uses
-aiohttp by default or httpx on request (``http_client``), see ``tools.loadgen_stream``.
+Probes (``/server_info``, ``/v1/models``) use httpx.  The streaming hot path
+(``http_client``) is by default ``"asyncio"``: one asyncio Protocol per keep-alive
+connection that stamps and parses SSE events in ``data_received`` (``tools.loadgen_conn``);
+``"aiohttp"`` and ``"httpx"`` remain selectable (``tools.loadgen_stream``).  The three
+share one SSE parser (``SseTimer``) and produce the same figures.
 
 Each concurrency level C runs ``warmup_requests`` uncounted requests, then N measured
 requests (``requests_per_level`` evaluated at C) with exactly C in flight: C workers pull
@@ -9,8 +12,19 @@ the next request index until N are sent.  Every request streams with
 ``stream_options: {include_usage: true}`` and ``ignore_eos`` so it yields exactly
 ``output_tokens`` tokens.
 
-Per request (wall clock ``time.perf_counter``, ``st`` = just before the request is sent):
-- TTFT = arrival of the first SSE event whose text/delta is non-empty - st.
+Connections: before each level's warm-up and again before its measured requests, C
+keep-alive connections are opened (``asyncio``: one per slot; ``aiohttp``: C concurrent
+GETs fill its pool), so TCP connect is not in TTFT.  SGLang's ``bench_serving`` opens a
+new session, hence a new connection, per request (connect inside every TTFT); vLLM's
+``bench serve`` shares a keep-alive pool (connect inside the TTFT of each connection's
+first request).  A connection the server closed is reopened inside the timing of the
+request that needs it, as in vLLM.
+
+Per request (wall clock ``time.perf_counter``, ``st`` = just before the request is sent;
+for ``asyncio`` just before its bytes are written to the socket):
+- TTFT = arrival of the first SSE event whose text/delta is non-empty - st (``asyncio``
+  stamps arrival when the event loop hands the bytes to the connection, the other
+  clients when the request's coroutine resumes).
 - E2E  = arrival of the end of the stream (``data: [DONE]``) - st.  SGLang stops the clock
   at its last received line too; vLLM at the last JSON event - one SSE line earlier.
 - ITL samples = gaps between consecutive content-bearing SSE events.  As in SGLang and
@@ -45,8 +59,9 @@ from time import perf_counter
 import httpx
 
 from campaign.errors import UserError
+from tools.loadgen_conn import SlotConnections
 from tools.loadgen_stats import RequestOutcome, requests_for_level, summarize_level
-from tools.loadgen_stream import aiohttp_session, httpx_clients, stream_aiohttp, stream_httpx
+from tools.loadgen_stream import aiohttp_session, httpx_clients, preopen_aiohttp, stream_aiohttp, stream_httpx
 from tools.models import LevelResult, SweepResult, WorkloadSpec
 from tools.prompts import PromptSet, build_prompt_set
 
@@ -69,6 +84,10 @@ class ProgressEvent:
     total: int
     errors: int
     level: LevelResult | None = None
+
+
+async def _nothing(_count: int) -> None:
+    return None
 
 
 def base_url(url: str) -> str:
@@ -167,7 +186,7 @@ async def run_sweep(
     progress: Callable[[ProgressEvent], None] | None = None,
     request_timeout_s: float = 600,
     max_connections: int | None = None,
-    http_client: Literal["aiohttp", "httpx"] = "aiohttp",
+    http_client: Literal["asyncio", "aiohttp", "httpx"] = "asyncio",
 ) -> SweepResult:
     """Run every concurrency level of ``workload`` against ``url``; figures in node time."""
     if not workload.concurrency or any(c < 1 for c in workload.concurrency):
@@ -183,16 +202,30 @@ async def run_sweep(
         probe = await stack.enter_async_context(httpx.AsyncClient(trust_env=False))
         scale = time_scale if time_scale is not None else await probe_time_scale(probe, url)
         model_name = model or await probe_model(probe, url)
+        preopen: Callable[[int], Awaitable[None]] = _nothing
         if http_client == "httpx":
             clients = [await stack.enter_async_context(c) for c in httpx_clients(connections, request_timeout_s)]
 
             async def send(slot: int, body: bytes) -> RequestOutcome:
                 return await stream_httpx(clients[slot % len(clients)], target, body, headers, chat)
-        else:
+        elif http_client == "aiohttp":
             session = await stack.enter_async_context(aiohttp_session(connections, request_timeout_s))
 
             async def send(slot: int, body: bytes) -> RequestOutcome:
                 return await stream_aiohttp(session, target, body, headers, chat)
+
+            async def preopen(count: int) -> None:
+                await preopen_aiohttp(session, base_url(url) + "/v1/models", count)
+        elif http_client == "asyncio":
+            pool = SlotConnections(target, headers, connect_timeout_s=min(request_timeout_s, 30.0))
+            stack.callback(pool.close)
+
+            async def send(slot: int, body: bytes) -> RequestOutcome:
+                return await pool.send(slot, body, chat)
+
+            preopen = pool.ensure
+        else:
+            raise UserError(f"http_client: {http_client!r} (fix: asyncio, aiohttp or httpx)")
 
         cache: dict[int, bytes] = {}
 
@@ -214,10 +247,12 @@ async def run_sweep(
 
                 return on_done
 
+            await preopen(concurrency)
             if workload.warmup_requests > 0:
                 warm = workload.warmup_requests
                 await _run_batch(send, lambda i: body_for(-1 - i), warm, concurrency, request_timeout_s, counter("warmup", warm))
                 tally.update(done=0, errors=0)
+                await preopen(concurrency)  # reopen what the server closed during the warm-up
             started = perf_counter()
             outcomes = await _run_batch(send, body_for, count, concurrency, request_timeout_s, counter("measure", count))
             level = summarize_level(concurrency, outcomes, perf_counter() - started, scale)
