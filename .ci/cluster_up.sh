@@ -27,11 +27,18 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # ---------- A. sshd on 127.0.0.1:$SSH_PORT ----------
-S=$B/ssh; mkdir -p "$S"; chmod 700 "$S"
+# Tests log in as an unprivileged user with a plain /bin/sh (as on a real node; a
+# root login would source root's rc files on every command, and as root signals
+# over an ssh channel are refused).  Unlocked ('*'): with UsePAM no a locked account
+# cannot log in even with a key.
+SSH_USER=${CAMPAIGN_CLUSTER_SSH_USER:-campaign}
+id -u "$SSH_USER" >/dev/null 2>&1 || useradd -m -s /bin/sh "$SSH_USER"
+usermod -p '*' "$SSH_USER"
+S=$B/ssh; mkdir -p "$S"; chmod 711 "$S"
 install -d -m 0755 /run/sshd                       # privilege-separation dir, else sshd exits 255
 [ -f "$S/host_ed25519" ]   || ssh-keygen -q -t ed25519 -N '' -f "$S/host_ed25519"
 [ -f "$S/client_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C campaign-ci -f "$S/client_ed25519"
-cp "$S/client_ed25519.pub" "$S/authorized_keys"; chmod 600 "$S/authorized_keys"
+cp "$S/client_ed25519.pub" "$S/authorized_keys"; chmod 644 "$S/authorized_keys"  # read as the user
 printf '[127.0.0.1]:%s %s\n' "$SSH_PORT" "$(cut -d' ' -f1,2 "$S/host_ed25519.pub")" > "$S/known_hosts"
 cat > "$S/sshd_config" <<CONF
 Port $SSH_PORT
@@ -52,7 +59,7 @@ CONF
 /usr/sbin/sshd -t -f "$S/sshd_config"
 alive "$S/sshd.pid" || /usr/sbin/sshd -f "$S/sshd_config" -E "$S/sshd.log"   # daemonizes
 SSH=(ssh -p "$SSH_PORT" -i "$S/client_ed25519" -o UserKnownHostsFile="$S/known_hosts"
-     -o StrictHostKeyChecking=yes -o BatchMode=yes -o LogLevel=ERROR root@127.0.0.1)
+     -o StrictHostKeyChecking=yes -o BatchMode=yes -o LogLevel=ERROR "$SSH_USER@127.0.0.1")
 for _ in $(seq 100); do "${SSH[@]}" true 2>/dev/null && break; sleep 0.1; done
 "${SSH[@]}" true || { echo "cluster_up.sh: sshd on 127.0.0.1:$SSH_PORT does not answer; see $S/sshd.log" >&2; exit 1; }
 
@@ -118,7 +125,7 @@ case "$state" in idle|mixed|allocated) ;;
 cat > "$B/env.tmp" <<ENV
 CAMPAIGN_CLUSTER_SSH_HOST=127.0.0.1
 CAMPAIGN_CLUSTER_SSH_PORT=$SSH_PORT
-CAMPAIGN_CLUSTER_SSH_USER=root
+CAMPAIGN_CLUSTER_SSH_USER=$SSH_USER
 CAMPAIGN_CLUSTER_SSH_KEY=$S/client_ed25519
 CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS=$S/known_hosts
 SLURM_CONF=$L/slurm.conf

@@ -211,9 +211,9 @@ class SshExecutor:
         if not g:  # never started (exec failed): nothing to signal
             return self.poll(handle)
         script = (
-            f"{_ALIVE} kill -TERM -- -{g} 2>/dev/null; i=0; "
+            f"{_ALIVE} kill -TERM -{g} 2>/dev/null; i=0; "
             f"while galive {g} && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
-            f"if galive {g}; then kill -KILL -- -{g} 2>/dev/null; i=0; "
+            f"if galive {g}; then kill -KILL -{g} 2>/dev/null; i=0; "
             f"while galive {g} && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; fi; "
             + self._status_script(handle)
         )

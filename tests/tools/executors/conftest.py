@@ -84,7 +84,7 @@ def make_ssh(tmp_path: Path) -> SshExecutor:
         port=int(env["CAMPAIGN_CLUSTER_SSH_PORT"]), identity_file=env["CAMPAIGN_CLUSTER_SSH_KEY"],
         ssh_options=["-o", f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}",
                      "-o", "StrictHostKeyChecking=yes"],
-        workdir=str(tmp_path / "ssh-node"))
+        workdir=f"{env['CAMPAIGN_CLUSTER_SHARED_DIR']}/ssh-node-{tmp_path.name}-{_os.getpid()}")
     try:
         ex.connect()
     except Exception as exc:  # the env file is stale: the daemons are gone

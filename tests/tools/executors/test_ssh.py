@@ -152,7 +152,8 @@ def test_ssh_config_alias_is_honoured(tmp_path: Path) -> None:
     config.write_text(f"Host ci-node\n  HostName 127.0.0.1\n  Port {env['CAMPAIGN_CLUSTER_SSH_PORT']}\n"
                       f"  User {env['CAMPAIGN_CLUSTER_SSH_USER']}\n  IdentityFile {env['CAMPAIGN_CLUSTER_SSH_KEY']}\n"
                       f"  UserKnownHostsFile {env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}\n")
-    with SshExecutor("ci-node", ssh_options=["-F", str(config)], workdir=str(tmp_path / "w")) as ex:
+    workdir = f"{env['CAMPAIGN_CLUSTER_SHARED_DIR']}/alias-{tmp_path.name}"
+    with SshExecutor("ci-node", ssh_options=["-F", str(config)], workdir=workdir) as ex:
         assert ex.host == "127.0.0.1"
         assert ex.run(["whoami"]).stdout.strip() == env["CAMPAIGN_CLUSTER_SSH_USER"]
 
