@@ -80,3 +80,16 @@ def correctness_of(store: Any, experiment: str, baseline_id: str | None, pb: Pla
     return compare_outputs(json.loads(base), json.loads(cand), spec.tolerance)
 
 
+
+
+def baseline_noise(store: Any, baseline_id: str | None, metric: str) -> tuple[float | None, int]:
+    """The node's run-to-run noise from the baseline's repeats: (pct, df), the prior
+    that lets a verdict trust a single round when the effect is large."""
+    from campaign.stats import noise_estimate
+
+    if not baseline_id:
+        return None, 8
+    by_level = {(s.workload, s.concurrency): [getattr(r, metric) for r in s.baseline]
+                for s in store.level_samples(baseline_id)}
+    est = noise_estimate(by_level)
+    return (est.pct, est.df) if est else (None, 8)

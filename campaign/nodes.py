@@ -15,6 +15,7 @@ from langgraph.types import interrupt
 from campaign import verdict as verdict_logic
 from campaign.deps import Deps
 from campaign.experiment import (
+    baseline_noise,
     confound_changes,
     correctness_of,
     hypothesis_config,
@@ -191,7 +192,9 @@ class Nodes:
         if side == "baseline":
             return {"current": {**cur, "side": "candidate"}}
         rounds = rnd + 1
-        more = verdict_logic.needs_more_repeats(store.level_samples(eid), pb.verdict, rounds)
+        noise, df = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
+        more = verdict_logic.needs_more_repeats(store.level_samples(eid), pb.verdict, rounds,
+                                                noise_floor_pct=noise, noise_floor_df=df)
         more = more and rounds < pb.verdict.repeats.max
         nxt = ("baseline" if pb.verdict.interleave else "candidate") if more else ""
         self.d.events("round", {"hypothesis": spec.name, "round": rounds, "more": more})
@@ -206,7 +209,9 @@ class Nodes:
         failure = recorded_failure(store, eid)
         base = EffectiveConfig.model_validate(state["baseline_config"])
         confounded = confound_changes(base, hypothesis_config(base, spec), spec)
-        comparisons = [] if failure else verdict_logic.compare_levels(store.level_samples(eid), pb.verdict)
+        noise, df = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
+        comparisons = [] if failure else verdict_logic.compare_levels(
+            store.level_samples(eid), pb.verdict, noise_floor_pct=noise, noise_floor_df=df)
         correctness = None if failure else correctness_of(store, eid, state.get("baseline_id"), pb)
         revisit = revisit_components(failure.failure_class if failure else None, spec.revisit_on)
         v = verdict_logic.decide(comparisons, pb.verdict, failure=failure, confounded_by=confounded,

@@ -1,0 +1,97 @@
+"""The campaign graph, compiled with an in-memory checkpointer, against the real
+simulated node (a real HTTP server process per measurement)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import StateGraph
+from langgraph.types import Command
+
+from campaign.graph import build_graph
+from campaign.playbook_load import load_playbook
+from campaign.runner import build_deps
+from campaign.store import Store
+from tests.campaign.sim_playbook import sim_playbook
+
+HYPS = [
+    {"name": "smaller-cuda-graph", "rationale": "frees memory for the KV cache",
+     "flags": {"cuda-graph-max-bs": 128}, "adopt_if_win": True},
+    {"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
+    {"name": "nccl-fewer-channels", "env": {"NCCL_MIN_NCHANNELS": "2", "NCCL_MAX_NCHANNELS": "2"},
+     "flags": {"mem-fraction-static": 0.80}, "declares": ["NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"]},
+]
+
+
+def _setup(tmp_path: Path, hyps, **over):
+    pb = load_playbook(sim_playbook(tmp_path, hyps, **over))
+    store = Store(tmp_path / "campaign.db")
+    cid = store.create_campaign(pb.name, playbook=pb, playbook_path=str(tmp_path / "playbook.yaml")).id
+    for i, h in enumerate(pb.hypotheses):
+        store.upsert_hypothesis(cid, h, position=i)
+    deps = build_deps(pb, store, db_path=tmp_path / "campaign.db", events=None)
+    return pb, store, cid, deps
+
+
+def test_build_graph_is_uncompiled():
+    assert isinstance(build_graph.__call__, object)
+    from campaign.deps import Deps
+    from campaign.playbook import Playbook
+
+    pb = Playbook.model_validate({"name": "x", "workloads": {"w": {}}})
+    g = build_graph(Deps(playbook=pb, store=None, nodes=[]))
+    assert isinstance(g, StateGraph)
+    assert {"fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record", "render",
+            "review", "finish"} <= set(g.nodes)
+
+
+@pytest.mark.slow
+def test_campaign_reaches_verdicts_and_moves_the_baseline(tmp_path):
+    pb, store, cid, deps = _setup(tmp_path, HYPS)
+    graph = build_graph(deps).compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
+    graph.invoke({"campaign_id": cid}, cfg)
+    data = store.show_json(cid)
+    verdicts = {e["hypothesis"]: e for e in data["experiments"] if e["hypothesis"] != "baseline"}
+    assert verdicts["smaller-cuda-graph"]["verdict"] == "win"
+    assert verdicts["smaller-cuda-graph"]["adopted"] is True
+    assert verdicts["flashinfer-allreduce-fusion"]["verdict"] == "dead_end"
+    assert verdicts["flashinfer-allreduce-fusion"]["failure_class"] == "jit_error"
+    assert verdicts["nccl-fewer-channels"]["verdict"] == "inconclusive"
+    assert "confounded" in verdicts["nccl-fewer-channels"]["reason"]
+    assert "mem-fraction-static" in verdicts["nccl-fewer-channels"]["reason"]
+    # the adopted win became the baseline: re-measured with cuda-graph-max-bs 128
+    assert data["baseline"]["config"]["flags"]["cuda-graph-max-bs"] == 128
+    assert data["status"] == "finished"
+    journal = Path(pb.journal).read_text()
+    assert "DEAD END" in journal and "jit_error" in journal and "INCONCLUSIVE" in journal
+
+
+@pytest.mark.slow
+def test_review_halt_and_resume_with_environment_change(tmp_path):
+    hyps = [{"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}}]
+    pb, store, cid, deps = _setup(tmp_path, hyps, review={"after_no_win_streak": 1})
+    saver = InMemorySaver()
+    cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
+    graph = build_graph(deps).compile(checkpointer=saver)
+    graph.invoke({"campaign_id": cid}, cfg)
+    snap = graph.get_state(cfg)
+    assert snap.next == ("review",)
+    assert store.get_campaign(cid).status == "awaiting_review"
+    assert "without a win" in store.get_campaign(cid).halt_reason
+    # the reviewer upgrades CUDA: new deps from the overridden playbook, resume the same thread
+    from campaign.playbook_load import apply_overrides
+
+    pb13 = apply_overrides(pb, {"node.cuda": "13.0"})
+    deps13 = build_deps(pb13, store, db_path=tmp_path / "campaign.db", events=None)
+    graph13 = build_graph(deps13).compile(checkpointer=saver)
+    graph13.invoke(Command(resume={"decision": "approve", "note": "cuda 13"}), cfg)
+    exps = [e for e in store.show_json(cid)["experiments"] if e["hypothesis"] == "flashinfer-allreduce-fusion"]
+    assert [e["attempt"] for e in exps] == [1, 2]
+    assert exps[0]["failure_class"] == "jit_error"
+    assert exps[1]["failure_class"] is None  # CUDA 13 JIT supports sm_120: it ran and was measured
+    baselines = [e for e in store.list_experiments(cid, role="baseline")]
+    assert len(baselines) == 2 and "environment change" in baselines[1].reason
+    assert store.get_campaign(cid).status == "finished"
