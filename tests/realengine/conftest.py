@@ -1,0 +1,51 @@
+"""Real vLLM on this CPU: every test here needs `scripts/setup_vllm_cpu.sh` to have run
+(CI runs it first); without its env file they are skipped with the reason."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tools.engines import VllmSetup, engine_profile, read_vllm_setup
+from tools.executors.local import LocalExecutor
+from tools.launch import LaunchRequest, RunningServer, ServerLauncher
+from tools.models import EffectiveConfig
+
+REPO = Path(__file__).resolve().parents[2]
+VLLM = engine_profile("vllm")
+_ports = itertools.count(18400 + (os.getpid() % 200) * 5)
+
+
+@pytest.fixture(scope="session")
+def vllm_setup() -> VllmSetup:
+    setup = read_vllm_setup(REPO)
+    if setup is None:
+        pytest.skip("vLLM CPU is not set up here (.campaign/vllm.env missing or stale): "
+                    "run `bash scripts/setup_vllm_cpu.sh` first")
+    return setup
+
+
+def launch_request(setup: VllmSetup, model: str, log_dir: Path, config: EffectiveConfig,
+                   *, timeout_s: float = 300) -> LaunchRequest:
+    executor = LocalExecutor()
+    port = executor.free_port()
+    return VLLM.launch_request(config, python=setup.python, model=model, port=port,
+                               log_path=str(log_dir / f"vllm-{port}.log"), startup_timeout_s=timeout_s,
+                               env={"VLLM_CACHE_ROOT": setup.cache_root})
+
+
+def launcher() -> ServerLauncher:
+    return ServerLauncher(LocalExecutor(), extra_rules=VLLM.triage_rules)
+
+
+@pytest.fixture(scope="module")
+def tiny_server(vllm_setup: VllmSetup, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """One tiny-model server for a module's tests (eager: no compile warm-up)."""
+    req = launch_request(vllm_setup, vllm_setup.model_tiny, tmp_path_factory.mktemp("vllm"),
+                         EffectiveConfig(flags={"max-model-len": 1024, "enforce-eager": True}))
+    with launcher().launch(req) as server:
+        yield server
