@@ -17,8 +17,6 @@ from tools.simnode.perfmodel import accept_length
 from tools.simnode.server import SimNode
 from tools.simnode.textgen import TextStream, count_tokens, prompt_predictability
 
-PREFIX_CACHE_ENTRIES = 512
-
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"object": "error", "message": message, "type": "BadRequestError" if status == 400
@@ -98,20 +96,22 @@ class Routes:
             gen_tokens, finish = _eos_position(prompt), "stop"
         node.on_request()
         cached = 0
+        key = hashlib.blake2b(prompt.encode(), digest_size=16).hexdigest()
+        repeated, node.last_prompt_key = key == node.last_prompt_key, key
         if not node.cfg.disable_radix_cache:
-            key = hashlib.blake2b(prompt.encode(), digest_size=16).hexdigest()
             if key in node.prefix_cache:
                 cached = prompt_tokens
                 node.prefix_cache.move_to_end(key)
-            else:
-                node.prefix_cache[key] = None
-                if len(node.prefix_cache) > PREFIX_CACHE_ENTRIES:
-                    node.prefix_cache.popitem(last=False)
+            else:  # radix cache: keeps recent prompts while half the KV pool holds them
+                node.prefix_cache[key] = prompt_tokens
+                node.prefix_cache_tokens += prompt_tokens
+                while node.prefix_cache_tokens > node.mem.kv_capacity_tokens // 2 and len(node.prefix_cache) > 1:
+                    node.prefix_cache_tokens -= node.prefix_cache.popitem(last=False)[1]
         greedy = temperature == 0.0
         text = TextStream(prompt, greedy=greedy, sample_seed=int(body.get("seed") or node.engine.rng.getrandbits(32)),
                           corrupt=node.corrupts_greedy)
         state = StreamState(text)
-        tps = accept_length(prompt_predictability(prompt), node.cfg)
+        tps = accept_length(prompt_predictability(prompt, repeated=repeated), node.cfg)
         seq = Seq(node.next_rid, prompt_tokens, gen_tokens, tps, cached_tokens=cached, payload=state)
         node.next_rid += 1
         meta = {"id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex, "created": int(time.time()),

@@ -61,8 +61,10 @@ class SimNode:
         self.corrupts_greedy = cfg.kv_cache_dtype == "fp8_e4m3" and cfg.attention_backend == "triton"
         self.ready = False
         self.exit_code: asyncio.Future[int] | None = None
-        self.prefix_cache: OrderedDict[str, None] = OrderedDict()
+        self.prefix_cache: OrderedDict[str, int] = OrderedDict()  # prompt hash -> tokens
+        self.prefix_cache_tokens = 0
         self.next_rid = 0
+        self.last_prompt_key = ""  # a fixed workload repeats the previous request's prompt
         self.spec_tokens = 0.0
         self.spec_requests = 0
         self._crash_scheduled = False

@@ -58,12 +58,13 @@ def repetitiveness(text: str) -> float:
     return 1.0 - len(set(bigrams)) / len(bigrams)
 
 
-def prompt_predictability(text: str) -> float:
+def prompt_predictability(text: str, *, repeated: bool = False) -> float:
     """Per-token chance that the drafter's top guess is right for this prompt's answer.
 
-    Repetitive prompts (a fixed benchmark prompt) yield formulaic continuations; diverse
-    prompts spread around the diverse mean."""
-    rn = min(1.0, repetitiveness(text) / 0.8)
+    A fixed benchmark prompt (`repeated`: the same prompt as the request before it) or a
+    repetitive text yields formulaic continuations; diverse prompts spread around the
+    diverse mean."""
+    rn = 1.0 if repeated else min(1.0, repetitiveness(text) / 0.8)
     jitter = (2 * _unit(text, "pred") - 1) * _DIVERSE_SPREAD * (1 - rn)
     return DIVERSE_PREDICTABILITY + (FIXED_PREDICTABILITY - DIVERSE_PREDICTABILITY) * rn + jitter
 
