@@ -205,12 +205,25 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
 
 def _mark_stale(graph, store: Any, cid: str) -> list[str]:
     """Experiments a dead run left `running` become stale (re-run as a new attempt),
-    except the one the checkpoint is in the middle of: the graph continues that one."""
+    except the ones the checkpoint is in the middle of: the graph continues those.
+
+    A node killed before its checkpoint runs again from its top with the attempt
+    numbers the checkpoint holds, so "in the middle of" is keyed by those numbers, not
+    by ids the state may not hold yet: the current hypothesis's attempt (killed in
+    `apply` after the experiment row was written), and the baseline's next attempt
+    (killed while the very first baseline was measuring).  A hypothesis left
+    `running` by a `propose` whose checkpoint was never written is queued again."""
     values = graph.get_state({"configurable": {"thread_id": cid}}).values or {}
-    keep = [e for e in ((values.get("current") or {}).get("experiment_id"),) if e]
-    if values.get("baseline_attempt") is not None:
-        keep += [e.id for e in store.list_experiments(cid, role="baseline")
-                 if e.attempt in (values["baseline_attempt"], values["baseline_attempt"] + 1)]
+    current = values.get("current") or {}
+    keep = [e for e in (current.get("experiment_id"),) if e]
+    if current.get("hypothesis"):
+        keep += [e.id for e in store.list_experiments(cid, hypothesis=current["hypothesis"])
+                 if e.attempt == current.get("attempt")]
+    attempt = values.get("baseline_attempt") or 0
+    keep += [e.id for e in store.list_experiments(cid, role="baseline") if e.attempt in (attempt, attempt + 1)]
+    for h in store.list_hypotheses(cid, status="running"):
+        if h.name != current.get("hypothesis"):
+            store.set_hypothesis_status(cid, h.name, "queued")
     return store.mark_stale_experiments(cid, keep=keep)
 
 

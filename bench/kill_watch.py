@@ -1,0 +1,220 @@
+"""What `kill_anywhere` watches and checks: the controller's process tree, the
+database and the journal directory (to time a kill), and the final record.
+
+Processes of a trial are found by a tag in their environment (inherited by every
+server the controller starts), so a leftover server is found even after its parent
+died and it was re-parented to init.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+TAG_ENV = "KILL_ANYWHERE_TRIAL"
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def cmdline(pid: int) -> list[str]:
+    return [a.decode(errors="replace") for a in _read(f"/proc/{pid}/cmdline").split(b"\0") if a]
+
+
+def is_server(argv: list[str]) -> bool:
+    return "tools.simnode" in argv and "--port" in argv
+
+
+def tagged_processes(trial_dir: Path, *, servers_only: bool = False) -> list[tuple[int, str]]:
+    """(pid, command) of every live process carrying this trial's tag."""
+    tag = f"{TAG_ENV}={trial_dir}".encode()
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        if tag not in _read(f"/proc/{entry}/environ").split(b"\0"):
+            continue
+        argv = cmdline(int(entry))
+        if not argv or (servers_only and not is_server(argv)):
+            continue
+        out.append((int(entry), " ".join(argv)[:160]))
+    return out
+
+
+def wait_gone(trial_dir: Path, timeout_s: float) -> list[tuple[int, str]]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = tagged_processes(trial_dir)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.1)
+
+
+class Watch:
+    """Counters of what a running controller has done so far, polled cheaply."""
+
+    def __init__(self, pid: int, db: Path, journal_dir: Path) -> None:
+        self.pid = pid
+        self.db = db
+        self.journal_dir = journal_dir
+        self.servers: dict[int, int] = {}  # pid -> port, in order of appearance
+        self._con: sqlite3.Connection | None = None
+        self._records = 0
+        self._inodes: set[int] = set()
+        self._activity: set[tuple[str, int]] = set()  # (tmp or plot file, mtime) seen
+        self._activity_at_write: int = 0
+
+    # -- process tree ------------------------------------------------------------
+    def _children(self) -> list[int]:
+        """Children of every thread: the graph runs nodes on worker threads, and a
+        child is listed under the thread that started it."""
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return []
+        return [int(x) for tid in tids for x in _read(f"/proc/{self.pid}/task/{tid}/children").split()]
+
+    def server_count(self) -> int:
+        for child in self._children():
+            if child not in self.servers:
+                argv = cmdline(child)
+                if is_server(argv):
+                    self.servers[child] = int(argv[argv.index("--port") + 1])
+        return len(self.servers)
+
+    def newest_server_serving(self) -> bool:
+        if not self.servers:
+            return False
+        port = list(self.servers.values())[-1]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.05):
+                return True
+        except OSError:
+            return False
+
+    # -- database ----------------------------------------------------------------
+    def records(self) -> int:
+        """Experiments that reached finished/failed (the record node ran)."""
+        if self._con is None:
+            if not self.db.exists():
+                return self._records
+            self._con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
+        try:
+            row = self._con.execute("SELECT count(*) FROM experiments WHERE status IN ('finished','failed')").fetchone()
+            self._records = max(self._records, row[0])
+        except sqlite3.Error:
+            pass
+        return self._records
+
+    # -- journal -----------------------------------------------------------------
+    def journal_writes(self) -> int:
+        """Publishes of the journal begun: a new plot or temp file, or a replaced journal."""
+        try:
+            entries = list(os.scandir(self.journal_dir))
+        except OSError:
+            return 0
+        for e in entries:
+            try:
+                st = e.stat()
+            except OSError:
+                continue
+            if e.name.endswith(".md") and not e.name.startswith("."):
+                if st.st_ino not in self._inodes:
+                    self._inodes.add(st.st_ino)
+                    self._activity_at_write = len(self._activity)
+            elif e.name.endswith(".tmp"):
+                self._activity.add((e.name, st.st_mtime_ns))
+            elif e.is_dir():
+                for p in _scan(e.path):
+                    self._activity.add(p)
+        # the current publish counts once it shows activity past the last replaced journal
+        started = 1 if len(self._activity) > self._activity_at_write else 0
+        return len(self._inodes) + started
+
+    def until(self, cond: Callable[[], bool], proc, interval: float = 0.005) -> bool:
+        """Poll `cond` until it holds (True) or the controller exits (False)."""
+        while proc.poll() is None:
+            if cond():
+                return True
+            time.sleep(interval)
+        self.server_count()
+        self.records()
+        self.journal_writes()
+        return False
+
+
+def _scan(path: str) -> list[tuple[str, int]]:
+    out = []
+    try:
+        for e in os.scandir(path):
+            try:
+                out.append((e.path, e.stat().st_mtime_ns))
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return out
+
+
+def ledger_live(path: Path) -> int:
+    if not path.exists():
+        return 0
+    from tools.ledger import ProcessLedger
+
+    return len(ProcessLedger(path).live())
+
+
+def finished_experiments(db: Path, names: list[str]) -> list[str]:
+    """Problems with the final record: one finished experiment with a verdict per
+    hypothesis, other attempts stale, no run twice, nothing left running."""
+    if not db.exists():
+        return ["no database"]
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    problems: list[str] = []
+    try:
+        camps = con.execute("SELECT id, status FROM campaigns").fetchall()
+        if len(camps) != 1:
+            return [f"{len(camps)} campaigns in the database, expected 1"]
+        cid, status = camps[0]
+        if status != "finished":
+            problems.append(f"campaign status {status}")
+        rows = con.execute("SELECT e.id, e.hypothesis, e.status, e.role, v.kind FROM experiments e "
+                           "LEFT JOIN verdicts v ON v.experiment_id = e.id WHERE e.campaign_id = ?", (cid,)).fetchall()
+        for name in names:
+            mine = [r for r in rows if r[1] == name]
+            done = [r for r in mine if r[2] in ("finished", "failed")]
+            if len(done) != 1:
+                problems.append(f"{name}: {len(done)} finished experiments ({[r[2] for r in mine]})")
+            elif done[0][4] is None:
+                problems.append(f"{name}: finished without a verdict")
+            other = [r[2] for r in mine if r not in done and r[2] != "stale"]
+            if other:
+                problems.append(f"{name}: other attempts not stale: {other}")
+        base = [r for r in rows if r[3] == "baseline"]
+        if not any(r[2] == "finished" for r in base):
+            problems.append("no finished baseline")
+        if any(r[2] == "running" for r in rows):
+            problems.append("experiments left running: " + ", ".join(r[0] for r in rows if r[2] == "running"))
+        verdict_on_unfinished = [r[0] for r in rows if r[4] is not None and r[2] not in ("finished", "failed")]
+        if verdict_on_unfinished:
+            problems.append(f"verdicts on unfinished experiments: {verdict_on_unfinished}")
+        dups = con.execute("SELECT experiment_id, side, repeat, workload, concurrency, count(*) FROM runs "
+                           "GROUP BY 1, 2, 3, 4, 5 HAVING count(*) > 1").fetchall()
+        if dups:
+            problems.append(f"runs recorded twice: {dups[:3]}")
+        hyps = con.execute("SELECT name, status FROM hypotheses WHERE campaign_id = ?", (cid,)).fetchall()
+        not_done = [(n, s) for n, s in hyps if s != "done"]
+        if not_done:
+            problems.append(f"hypotheses not done: {not_done}")
+    finally:
+        con.close()
+    return problems
