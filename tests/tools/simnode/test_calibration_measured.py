@@ -1,0 +1,50 @@
+"""Measured calibration: the real node under a real load sweep (tools.loadgen), time-scaled.
+
+At a time scale K, every wall-clock overhead of client and server counts K times in node
+time, so the measured figures sit a few percent under the noise-free ground truth."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.tools.simnode.test_perfmodel import BASE128, BASE512, CONC, EAGLE, SWEEP_BASE, SWEEP_EAGLE
+from tools.loadgen import run_sweep
+from tools.models import WorkloadSpec
+
+pytestmark = pytest.mark.slow
+
+
+def _argv(flags: dict) -> list[str]:
+    out: list[str] = []
+    for k, v in flags.items():
+        out += [f"--{k}"] if v is True else [f"--{k}", str(v)]
+    return out
+
+
+def _sweep(node, workload: WorkloadSpec):
+    return asyncio.run(run_sweep(node.url, workload, request_timeout_s=120))
+
+
+@pytest.mark.parametrize("flags,cuda,target", [
+    (BASE512, "12.8", 82.0), (BASE128, "12.8", 89.5), (EAGLE, "12.8", 54.1), (EAGLE, "13.0", 96.1),
+], ids=["baseline-512", "graph-128", "eagle3-cuda12.8", "eagle3-cuda13"])
+def test_single_stream_measured(launch, flags, cuda, target):
+    node = launch(*_argv(flags), cuda=cuda, time_scale=10.0)
+    assert node.wait_healthy()
+    res = _sweep(node, WorkloadSpec(name="single", concurrency=[1], prompts="fixed", requests_per_level=6))
+    got = res.levels[0].output_tokens_per_s
+    assert res.levels[0].errors == 0
+    assert got == pytest.approx(target, rel=0.10), f"{got:.1f} vs {target}"
+
+
+@pytest.mark.parametrize("flags,targets", [(BASE128, SWEEP_BASE), (EAGLE, SWEEP_EAGLE)], ids=["baseline", "eagle3"])
+def test_parallel_sweep_measured(launch, flags, targets):
+    node = launch(*_argv(flags), cuda="13.0", time_scale=50.0)
+    assert node.wait_healthy()
+    res = _sweep(node, WorkloadSpec(name="parallel", concurrency=CONC, prompts="diverse"))
+    for c, target in zip(CONC, targets):
+        level = res.level(c)
+        assert level is not None and level.errors == 0
+        assert level.output_tokens_per_s == pytest.approx(target, rel=0.12), f"C={c}: {level.output_tokens_per_s:.1f}"
