@@ -94,3 +94,12 @@ def test_greedy_outputs_deterministic_and_broken_kernel_corrupts_some(launch):
     sampled = httpx.post(a.url + "/v1/completions", json={"prompt": prompts[0], "max_tokens": 40,
                                                           "temperature": 1.0, "ignore_eos": True}).json()
     assert sampled["choices"][0]["text"] != ref[0]
+
+
+def test_port_in_use_exits_with_bind_error(launch):
+    first = launch(*BASE)
+    assert first.wait_healthy()
+    port = first.url.rsplit(":", 1)[1]
+    second = launch(*BASE, "--port", port)  # argparse: the last --port wins
+    assert second.proc.wait(20) == 1
+    assert "address already in use" in second.log()
