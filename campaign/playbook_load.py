@@ -197,6 +197,31 @@ def _cross_check_lines(root: yaml.Node | None, data: dict[str, Any], source: str
     return lines
 
 
+def _secret_literal_lines(root: yaml.Node | None, data: dict[str, Any], source: str) -> list[str]:
+    """A secret-named env var with a literal value: it would be copied into the record,
+    the checkpoints and the journal.  Only `${NAME}` references are accepted."""
+    from tools.redact import ENV_REF, is_secret_name
+
+    places: list[tuple[tuple[Any, ...], Any]] = []
+    if isinstance(data.get("baseline"), dict):
+        places.append((("baseline", "env"), data["baseline"].get("env")))
+    if isinstance(data.get("hypotheses"), list):
+        places += [(("hypotheses", i, "env"), h.get("env")) for i, h in enumerate(data["hypotheses"])
+                   if isinstance(h, dict)]
+    lines = []
+    for loc, env in places:
+        if not isinstance(env, dict):
+            continue
+        for name, value in env.items():
+            if isinstance(name, str) and is_secret_name(name) and not ENV_REF.match(str(value)):
+                node = _key_node(root, (*loc, name))
+                line = node.start_mark.line + 1 if node is not None else 1
+                lines.append(f"{source}:{line}: {_fmt_loc((*loc, name))}: a secret written into the playbook would be "
+                             f"recorded (fix: write {name}: ${{{name}}} and export {name} in the controller's "
+                             "environment)")
+    return lines
+
+
 def _line(loc: tuple[Any, ...], root: yaml.Node | None, *, key: bool = False) -> int:
     hyp_root = _node_at(root, ("hypotheses",))
     node = _key_node(hyp_root, loc) if key else _node_at(hyp_root, loc)
@@ -230,7 +255,7 @@ def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
     if not isinstance(data, dict):
         raise _problems(f"{source}:1: a playbook is a mapping with name, workloads, hypotheses... "
                         "(fix: see playbooks/eagle_verify.yaml)")
-    cross = _cross_check_lines(root, data, source)
+    cross = _cross_check_lines(root, data, source) + _secret_literal_lines(root, data, source)
     try:
         pb = Playbook.model_validate(data)
     except ValidationError as exc:

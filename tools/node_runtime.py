@@ -96,7 +96,7 @@ class NodeRuntime:
         fmt = {**self.fmt, "port": port, "model": self.model, "python": self.fmt.get("python", sys.executable)}
         argv = render_argv(self.command, config, **fmt)
         log_path = str(Path(self.workdir) / "logs" / f"{label}-{int(time.time() * 1000)}.log")
-        req = LaunchRequest(argv=argv, env=dict(config.env), health_path=self.health,
+        req = LaunchRequest(argv=argv, env=_launch_env(config.env), health_path=self.health,
                             startup_timeout_s=self.startup_timeout_s, log_path=log_path, port=port,
                             host=self.executor.host, expect_model=self.model)
         out = Measurement(command=redact_argv(argv))
@@ -139,6 +139,17 @@ class NodeRuntime:
         out.node_seconds = out.wall_seconds * out.time_scale
         return out
 
+
+
+def _launch_env(env: dict[str, str]) -> dict[str, str]:
+    """The recorded env with `${NAME}` secrets filled in from the controller's environment."""
+    from campaign.errors import UserError
+    from tools.redact import MissingEnvRef, expand_env_refs
+
+    try:
+        return expand_env_refs(env)
+    except MissingEnvRef as exc:
+        raise UserError(f"env: {exc}") from None
 
 
 def _load_failure(res: SweepResult) -> Failure | None:

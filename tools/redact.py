@@ -99,3 +99,28 @@ def redact_argv_tokens(argv: Sequence[str], secrets: Mapping[str, str] | Iterabl
 def redact_argv(argv: Sequence[str], secrets: Mapping[str, str] | Iterable[str] | None = None) -> str:
     """A shell-quoted, redacted command line for the record."""
     return shlex.join(redact_argv_tokens(argv, secrets))
+
+
+#: `${NAME}`: an env value taken from the controller's environment at launch, so the
+#: playbook, the record and the checkpoints hold the reference, never the secret.
+ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+class MissingEnvRef(LookupError):
+    """A `${NAME}` reference whose variable is not set in the controller's environment."""
+
+
+def expand_env_refs(env: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`env` with every `${NAME}` value replaced by NAME from `environ` (default os.environ)."""
+    source = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for key, value in env.items():
+        m = ENV_REF.match(value)
+        if m is None:
+            out[key] = value
+        elif m.group(1) in source:
+            out[key] = source[m.group(1)]
+        else:
+            raise MissingEnvRef(f"{key}: ${{{m.group(1)}}} is not set in the controller's environment "
+                                f"(fix: export {m.group(1)} before `campaign run` or `campaign resume`)")
+    return out
