@@ -116,7 +116,9 @@ def _drive(graph, payload: Any, cid: str, store: Any) -> RunOutcome:
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 10_000}
     try:
         with _signals_raise():
-            graph.invoke(payload, cfg)
+            # "sync": a step's checkpoint is on disk before the next step starts, so a
+            # kill -9 loses at most the step in hand (the default "async" can lose more)
+            graph.invoke(payload, cfg, durability="sync")
     except (KeyboardInterrupt, Interrupted) as exc:
         store.add_event(cid, "interrupted", f"stopped by {exc.__class__.__name__} {exc}")
         return RunOutcome(cid, "interrupted", reason=str(exc) or "interrupted")
@@ -213,8 +215,9 @@ def _mark_stale(graph, store: Any, cid: str) -> list[str]:
     `apply` after the experiment row was written), and the baseline's next attempt
     (killed while the very first baseline was measuring).  A hypothesis left
     `running` by a `propose` whose checkpoint was never written is queued again."""
-    values = graph.get_state({"configurable": {"thread_id": cid}}).values or {}
-    current = values.get("current") or {}
+    snap = graph.get_state({"configurable": {"thread_id": cid}})
+    values = snap.values or {}
+    current = (values.get("current") or {}) if snap.next else {}  # no next step: the graph restarts
     keep = [e for e in (current.get("experiment_id"),) if e]
     if current.get("hypothesis"):
         keep += [e.id for e in store.list_experiments(cid, hypothesis=current["hypothesis"])
