@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp import web
 
+from campaign.errors import UserError
 from tools.loadgen import LoadgenError, LoadSweep, probe_time_scale, run_sweep
 from tools.models import WorkloadSpec
 
@@ -30,7 +31,7 @@ def make_app(
     model: str = "test-model",
 ) -> web.Application:
     """A streaming completions server; ``misbehave(n)`` -> "500", "break", "hang" or ""."""
-    state = {"n": 0, "bodies": [], "in_flight": 0, "peak": 0}
+    state: dict = {"n": 0, "bodies": [], "in_flight": 0, "peak": 0, "peers": set()}
 
     async def completions(request: web.Request) -> web.StreamResponse:
         state["in_flight"] += 1
@@ -43,6 +44,7 @@ def make_app(
     async def stream(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         state["bodies"].append(body)
+        state["peers"].add(request.transport.get_extra_info("peername") if request.transport else None)
         state["n"] += 1
         mode = misbehave(state["n"])
         if mode == "500":
@@ -110,7 +112,7 @@ def workload(**kw: object) -> WorkloadSpec:
     return WorkloadSpec(**(base | kw))
 
 
-@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("http_client", ["asyncio", "aiohttp", "httpx"])
 def test_levels_follow_the_server_timing(http_client: str) -> None:
     app = make_app(first_token_s=0.06, interval_s=0.01)
     spec = workload(concurrency=[1, 2], requests_per_level="2*C", warmup_requests=1)
@@ -147,7 +149,7 @@ def test_chunks_are_counted_without_usage_and_multi_token_chunks_are_one_itl_sam
     assert 16 <= lv.itl_ms.p50 <= 30 and 7 <= lv.tpot_ms.p50 <= 15  # TPOT is per token
 
 
-@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("http_client", ["asyncio", "aiohttp", "httpx"])
 def test_http_errors_and_broken_streams_are_counted(http_client: str) -> None:
     app = make_app(first_token_s=0.01, interval_s=0.005, misbehave=lambda n: {1: "500", 2: "break"}.get(n % 4, ""))
     spec = workload(concurrency=[2], requests_per_level=8)
@@ -210,3 +212,17 @@ def test_exactly_c_requests_in_flight() -> None:
     app = make_app(first_token_s=0.03, interval_s=0.005)
     lv = with_server(app, lambda url: run_sweep(url, workload(concurrency=[3], requests_per_level=10))).levels[0]
     assert lv.errors == 0 and lv.requests == 10 and app[STATE]["peak"] == 3
+
+
+@pytest.mark.parametrize("http_client", ["asyncio", "aiohttp"])
+def test_a_level_runs_over_exactly_c_keep_alive_connections(http_client: str) -> None:
+    app = make_app(first_token_s=0.01, interval_s=0.002)
+    spec = workload(concurrency=[3], requests_per_level=12, output_tokens=4)
+    lv = with_server(app, lambda url: run_sweep(url, spec, http_client=http_client)).levels[0]
+    assert lv.errors == 0 and app[STATE]["n"] == 12
+    assert len(app[STATE]["peers"]) == 3  # 12 requests over 3 connections (pre-opening: test_loadgen_conn)
+
+
+def test_unknown_http_client_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="http_client"):
+        with_server(make_app(), lambda url: run_sweep(url, workload(), http_client="curl"))  # type: ignore[arg-type]
