@@ -30,17 +30,24 @@ class ProcessLedger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def record(self, handle: ProcessHandle) -> None:
-        self._append({"op": "start", "key": handle_key(handle), "handle": handle.model_dump(mode="json")})
+        """Record a started handle with its owner (this controller), so that another
+        controller never reaps a server whose owner is still alive."""
+        owner = {"pid": os.getpid(), "started": _pid_start_time(os.getpid())}
+        self._append({"op": "start", "key": handle_key(handle), "handle": handle.model_dump(mode="json"),
+                      "owner": owner})
 
     def remove(self, handle: ProcessHandle) -> None:
         self._append({"op": "stop", "key": handle_key(handle)})
 
     def live(self) -> list[ProcessHandle]:
         """Handles recorded as started and not recorded as stopped, oldest first."""
-        started: dict[str, ProcessHandle] = {}
+        return [ProcessHandle.model_validate(e["handle"]) for e in self._live_events()]
+
+    def _live_events(self) -> list[dict]:
+        started: dict[str, dict] = {}
         for event in self._events():
             if event.get("op") == "start" and "handle" in event:
-                started[event["key"]] = ProcessHandle.model_validate(event["handle"])
+                started[event["key"]] = event
             elif event.get("op") == "stop":
                 started.pop(event.get("key", ""), None)
         return list(started.values())
@@ -50,12 +57,16 @@ class ProcessLedger:
         and compact the ledger; returns the handles that were reaped.  A handle whose
         stop raised stays in the ledger for the next try."""
         reaped: list[ProcessHandle] = []
-        kept: list[ProcessHandle] = []
-        for handle in self.live():
+        kept: list[dict] = []
+        for event in self._live_events():
+            handle = ProcessHandle.model_validate(event["handle"])
+            if _owner_alive(event.get("owner")):
+                kept.append(event)  # another live controller's server: not a leftover
+                continue
             try:
                 executor_for(handle).stop(handle, grace_s=grace_s)
             except Exception:  # an unreachable node: keep the entry, try again next time
-                kept.append(handle)
+                kept.append(event)
                 continue
             reaped.append(handle)
         self._rewrite(kept)
@@ -86,12 +97,42 @@ class ProcessLedger:
                 events.append(event)
         return events
 
-    def _rewrite(self, handles: list[ProcessHandle]) -> None:
+    def _rewrite(self, events: list[dict]) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
-            for h in handles:
-                f.write(json.dumps({"op": "start", "key": handle_key(h), "handle": h.model_dump(mode="json")},
-                                   separators=(",", ":")) + "\n")
+            for event in events:
+                f.write(json.dumps(event, separators=(",", ":")) + "\n")
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+
+
+def _pid_start_time(pid: int) -> str:
+    """The kernel's start time of `pid` ("" where /proc is unavailable): tells a
+    recycled pid from the controller that recorded the entry."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def _owner_alive(owner: dict | None) -> bool:
+    """True when the controller that recorded an entry still runs (and is not us)."""
+    if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int) or owner["pid"] == os.getpid():
+        return False
+    try:
+        os.kill(owner["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        stat = Path(f"/proc/{owner['pid']}/stat").read_text()
+        if stat[stat.rfind(")") + 2 :][:1] in ("Z", "X"):
+            return False  # killed, not yet waited for by its parent
+    except OSError:
+        pass
+    started = owner.get("started") or ""
+    return not started or _pid_start_time(owner["pid"]) in ("", started)
