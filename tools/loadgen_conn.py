@@ -206,8 +206,11 @@ class SlotConnections:
     async def ensure(self, slots: int) -> None:
         """Open the missing or closed connections of slots 0..slots-1, concurrently.
 
-        A slot that cannot connect stays empty: its request reports the error.
+        A slot that cannot connect stays empty: its request reports the error.  Slots
+        from a larger earlier level are closed: no idle connections held on the server.
         """
+        for slot in [s for s in self.slots if s >= slots]:
+            self.slots.pop(slot).abort()
         missing = [s for s in range(slots) if s not in self.slots or self.slots[s].closed]
         opened = await asyncio.gather(*(self.connect() for _ in missing), return_exceptions=True)
         for slot, conn in zip(missing, opened):

@@ -155,8 +155,11 @@ def test_ensure_opens_one_connection_per_slot_before_the_clock_and_requests_reus
         outcomes = await asyncio.gather(*(pool.send(slot, b"{}", chat=False) for slot in range(4)))
         outcomes += await asyncio.gather(*(pool.send(slot, b"{}", chat=False) for slot in range(4)))
         await pool.ensure(4)  # all open: nothing new
+        total = stats["connections"]
+        await pool.ensure(2)  # a smaller level keeps slots 0 and 1 only
+        assert sorted(pool.slots) == [0, 1] and all(not c.closed for c in pool.slots.values())
         pool.close()
-        return opened, outcomes, stats["connections"]
+        return opened, outcomes, total
 
     opened, outcomes, total = asyncio.run(serve(lambda n: [response], body))  # type: ignore[misc]
     assert opened == 4 and total == 4
