@@ -17,6 +17,11 @@ The two TTFTs compared, on the one CLOCK_MONOTONIC both processes read:
 The difference is the loadgen's error: the time from its ``st`` to its ``send`` plus the
 time from the server's ``send`` to the loadgen's read of those bytes.
 
+Streams are not staggered: a level's C requests start together and the server keeps
+them in step, so the client handles bursts of C events per interval - as it does
+against SGLang/vLLM, where every running request gets its token from the same decode
+step.  The raw client meets the same server behaviour.
+
 Criteria: |loadgen TTFT p50 - server TTFT p50| <= 2 ms at C=1 and 64, <= 5 ms at 256;
 loadgen tok/s >= 97% of the raw client's at every level.  Client and server share the
 machine's cores, so each criterion is a difference or ratio within one run; the load
