@@ -188,7 +188,11 @@ async def run_sweep(
     max_connections: int | None = None,
     http_client: Literal["asyncio", "aiohttp", "httpx"] = "asyncio",
 ) -> SweepResult:
-    """Run every concurrency level of ``workload`` against ``url``; figures in node time."""
+    """Run every concurrency level of ``workload`` against ``url``; figures in node time.
+
+    ``max_connections`` sizes the aiohttp/httpx pools; ``asyncio`` holds one connection
+    per in-flight slot of the current level.
+    """
     if not workload.concurrency or any(c < 1 for c in workload.concurrency):
         raise UserError(f"workload {workload.name}: concurrency: {workload.concurrency} (fix: a list of integers >= 1)")
     counts = [requests_for_level(workload.requests_per_level, c) for c in workload.concurrency]
@@ -214,8 +218,10 @@ async def run_sweep(
             async def send(slot: int, body: bytes) -> RequestOutcome:
                 return await stream_aiohttp(session, target, body, headers, chat)
 
-            async def preopen(count: int) -> None:
+            async def fill_pool(count: int) -> None:
                 await preopen_aiohttp(session, base_url(url) + "/v1/models", count)
+
+            preopen = fill_pool
         elif http_client == "asyncio":
             pool = SlotConnections(target, headers, connect_timeout_s=min(request_timeout_s, 30.0))
             stack.callback(pool.close)
