@@ -116,29 +116,64 @@ class NodeRuntime:
             if info.get("flags") is not None:
                 out.reported = EffectiveConfig(flags=info.get("flags") or {}, env=info.get("env") or {})
             self.progress("ready", {"label": label, "url": server.url})
+            timeout = request_timeout_s(out.time_scale)
             try:
                 if correctness_prompts:
                     out.outputs = asyncio.run(greedy_outputs(server.url, correctness_prompts,
-                                                             correctness_tokens, model=self.model))
+                                                             correctness_tokens, model=self.model, timeout_s=timeout))
                 for wl in workloads:
                     self.progress("sweep", {"label": label, "workload": wl.name})
                     res = asyncio.run(run_sweep(server.url, wl, model=self.model, time_scale=out.time_scale,
-                                                progress=lambda ev: self.progress("level", {"event": ev})))
+                                                progress=lambda ev: self.progress("level", {"event": ev}),
+                                                request_timeout_s=timeout))
                     out.sweeps[wl.name] = res
                     out.failure = server.check() or _load_failure(res)
                     if out.failure is not None:
                         break
             except Exception as exc:  # the server broke the connection: find out why
                 time.sleep(0.5)
+                text = redact_text(str(exc))[:500]
+                cls = FailureClass.hang if "timeout" in text.lower() else FailureClass.server_error
                 out.failure = server.check() or Failure(
-                    failure_class=FailureClass.server_error, phase="load",
-                    summary=f"requests failed while serving: {exc.__class__.__name__}",
-                    evidence=[redact_text(str(exc))[:500]])
+                    failure_class=cls, phase="load", evidence=[text],
+                    summary=f"requests failed while serving: {exc.__class__.__name__}")
+            if out.failure is not None and server.check() is None and not _answers(server.url + self.health):
+                out.failure = _outage(server.url + self.health, out.failure)
             out.log_excerpt = [redact_text(x) for x in server.log_excerpt(40)]
         out.wall_seconds = time.monotonic() - t0
         out.node_seconds = out.wall_seconds * out.time_scale
         return out
 
+
+
+#: a request that takes longer than this (node time) is taken for a hang; a time-scaled
+#: node gets the same allowance in node time, so a hang is caught in seconds, not minutes.
+REQUEST_TIMEOUT_NODE_S = 600.0
+MIN_REQUEST_TIMEOUT_S = 5.0
+
+
+def request_timeout_s(time_scale: float) -> float:
+    return max(MIN_REQUEST_TIMEOUT_S, REQUEST_TIMEOUT_NODE_S / max(time_scale, 1e-9))
+
+
+def _answers(url: str) -> bool:
+    """Whether anything answers HTTP at `url` (any status): False on a transport error."""
+    import httpx
+
+    try:
+        httpx.get(url, timeout=5, trust_env=False)
+        return True
+    except httpx.HTTPError:
+        return False
+
+
+def _outage(health_url: str, seen: Failure) -> Failure:
+    """Requests failed and the server's process lives but its health endpoint cannot be
+    reached: the node (or the network to it) is out, not the idea under test."""
+    return Failure(failure_class=FailureClass.unreachable, phase="load",
+                   summary=f"{health_url} cannot be reached while the server process runs "
+                           f"(requests failed: {seen.summary})",
+                   evidence=seen.evidence[:5])
 
 
 def _launch_env(env: dict[str, str]) -> dict[str, str]:

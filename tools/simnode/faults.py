@@ -139,3 +139,47 @@ class FaultInjector:
             return
         self.once_marker.parent.mkdir(parents=True, exist_ok=True)
         self.once_marker.write_text(f"fired in pid {os.getpid()}\n")
+
+
+# ----------------------------------------------------------------- HTTP side (aiohttp)
+async def inject(node, request):
+    """Called by a generation route before it serves: None to serve normally, else the
+    response the fault gives (or never returns: a hang; or the process dies: a crash)."""
+    import asyncio
+    import signal
+
+    from aiohttp import web
+
+    injector: FaultInjector | None = getattr(node, "faults", None)
+    action = injector.on_request() if injector is not None else Action.serve
+    if action is Action.serve:
+        return None
+    if action is Action.crash:
+        for line in CRASH_LINES:
+            node.log.line(line, rank=0)
+        os.kill(os.getpid(), signal.SIGKILL)  # as SGLang's kill_process_tree: in-flight streams break
+    if action is Action.hang:
+        node.log.line("Scheduler watchdog: no progress in the forward loop (injected hang)", rank=0)
+        await asyncio.Event().wait()  # until the client gives up
+    if action is Action.unreachable:
+        node.unreachable = True
+        request.transport.abort() if request.transport is not None else None
+        raise ConnectionResetError("injected outage")
+    return web.json_response({"object": "error", "message": "Internal server error (injected fault)",
+                              "type": "InternalServerError", "param": None, "code": 500}, status=500)
+
+
+def outage_middleware(node):
+    """Once the node is `unreachable`, every request (health included) loses its
+    connection, as when the host drops off the network while the process lives on."""
+    from aiohttp import web
+
+    @web.middleware
+    async def middleware(request, handler):
+        if getattr(node, "unreachable", False):
+            if request.transport is not None:
+                request.transport.abort()
+            raise ConnectionResetError("injected outage")
+        return await handler(request)
+
+    return middleware

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from tools.simnode.batchcore import Seq
 from tools.simnode.engine import StreamState
+from tools.simnode.faults import inject, outage_middleware
 from tools.simnode.perfmodel import accept_length
 from tools.simnode.server import SimNode
 from tools.simnode.textgen import TextStream, count_tokens, prompt_predictability
@@ -76,6 +77,9 @@ class Routes:
         node = self.node
         if not node.ready:
             return _error(503, "The server is not ready yet (loading)")
+        injected = await inject(node, request)
+        if injected is not None:
+            return injected
         try:
             body = await request.json()
             prompt = _chat_prompt(body.get("messages")) if chat else _completion_prompt(body.get("prompt"))
@@ -185,7 +189,7 @@ class Routes:
 
 def build_app(node: SimNode) -> web.Application:
     r = Routes(node)
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[outage_middleware(node)])
     app.router.add_get("/health", r.health)
     app.router.add_get("/health_generate", r.health)
     app.router.add_get("/v1/models", r.models)

@@ -21,6 +21,7 @@ from tools.simnode.batchcore import BatchCore
 from tools.simnode.config import EngineConfig
 from tools.simnode.engine import SimEngine
 from tools.simnode.failures import SIGQUIT_LINE, FailurePlan, plan_failure
+from tools.simnode.faults import FaultInjector
 from tools.simnode.fingerprint import build_fingerprint
 from tools.simnode.nodelog import NodeLog
 from tools.simnode.perfmodel import accept_length, memory_plan, step_model
@@ -69,6 +70,8 @@ class SimNode:
         self.spec_requests = 0
         self._crash_scheduled = False
         self.context_len = cfg.context_length or self.profile.context_length
+        self.faults = FaultInjector.from_env()  # SIMNODE_FAULT: injected crash/hang/500/outage for tests
+        self.unreachable = False
 
     async def sleep_node(self, node_s: float) -> None:
         await asyncio.sleep(node_s / self.opts.time_scale)
