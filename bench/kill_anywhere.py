@@ -236,6 +236,9 @@ def _check_final(t: Trial, trial_dir: Path, db: Path) -> None:
         missing = [n for n in names if n not in text]
         if missing:
             t.problems.append(f"journal lacks {missing}")
+    leftovers = [str(p.relative_to(trial_dir)) for p in trial_dir.rglob("*.tmp")]
+    if leftovers:
+        t.problems.append(f"temporary files left behind: {leftovers[:3]}")
     live = ledger_live(trial_dir / "state" / "ledger.jsonl")
     if live:
         t.problems.append(f"ledger still lists {live} live server(s)")
