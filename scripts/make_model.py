@@ -5,6 +5,10 @@ Two sizes: `tiny` (0.6M params, front-end bound: smoke tests) and `medium` (28M 
 engine configurations differ measurably).  Deterministic (seeded), so every machine
 serves the same model.  Runs with the engine's venv python (torch, transformers,
 tokenizers).  Head dim stays >= 32: 16 crashes vLLM's CPU attention at the first request.
+The output rows of special tokens and of tokens that are not printable ASCII (lone
+UTF-8 bytes, control characters) are zeroed: with random weights, greedy decoding
+otherwise loops on a lone byte for some prompts and streams 32 tokens of empty text,
+which a load generator rightly counts as a broken stream.
 
     python scripts/make_model.py --size medium OUT_DIR
 """
@@ -25,6 +29,7 @@ SIZES: dict[str, dict[str, int]] = {
 }
 VOCAB_SIZE = 1024
 MAX_POSITIONS = 2048
+SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>\n{% endfor %}"
     "{% if add_generation_prompt %}<s>assistant: {% endif %}"
@@ -36,6 +41,16 @@ def training_text(seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 8))) for _ in range(3000)]
     return [" ".join(rng.choice(words) for _ in range(rng.randint(5, 30))) for _ in range(5000)]
+
+
+def unprintable_tokens(tok: object) -> list[int]:
+    """Ids whose text is empty, special, or not printable ASCII on its own."""
+    ids = []
+    for token_id in range(tok.get_vocab_size()):  # type: ignore[attr-defined]
+        text = tok.decode([token_id], skip_special_tokens=False)  # type: ignore[attr-defined]
+        if not text or text in SPECIAL_TOKENS or not (text.isascii() and text.isprintable()):
+            ids.append(token_id)
+    return ids
 
 
 def build(size: str, out: Path) -> dict[str, int]:
@@ -54,7 +69,7 @@ def build(size: str, out: Path) -> dict[str, int]:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE,
-        special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
+        special_tokens=list(SPECIAL_TOKENS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(training_text(), trainer)
@@ -71,8 +86,12 @@ def build(size: str, out: Path) -> dict[str, int]:
         tie_word_embeddings=False, torch_dtype="float32", **dims,
     )
     model = LlamaForCausalLM(cfg)
+    with torch.no_grad():  # logit 0: greedy never picks them (see module doc)
+        for token_id in unprintable_tokens(tok):
+            model.lm_head.weight[token_id].zero_()
     model.save_pretrained(out, safe_serialization=True)
-    return {"vocab": tok.get_vocab_size(), "params": sum(p.numel() for p in model.parameters())}
+    return {"vocab": tok.get_vocab_size(), "params": sum(p.numel() for p in model.parameters()),
+            "masked_tokens": len(unprintable_tokens(tok))}
 
 
 def main(argv: list[str] | None = None) -> int:
