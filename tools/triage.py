@@ -63,9 +63,10 @@ RULES: tuple[TriageRule, ...] = (
     rule(FC.unsupported_arch, r"unsupported (gpu )?arch|not supported arch|arch\w* (is )?not supported|"
          r"no kernel image is available|\bsm_?120a?\b.*not (supported|in)|not in .*arch\w* (table|list)|"
          r"requires (compute capability|sm_?\d+)", 30, "GPU architecture not supported"),
-    rule(FC.cuda_graph_incompatible, r"operation not permitted when stream is capturing|"
+    # a capture that fails for lack of memory is an OOM, not an incompatibility
+    rule(FC.cuda_graph_incompatible, r"^(?!.*out of memory)(?:.*?)(?:operation not permitted when stream is capturing|"
          r"cudaErrorStreamCapture\w*|CUDA graph.*captur\w*.*(fail|error|invalid)|captur\w* .*CUDA graph.*(fail|error)|"
-         r"stream capture (is )?(invalidated|unsupported)", 40, "incompatible with CUDA graph capture"),
+         r"stream capture (is )?(invalidated|unsupported))", 40, "incompatible with CUDA graph capture"),
     rule(FC.nccl_error, r"NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|"
          r"ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL.*(timeout|Watchdog caught)", 50, "NCCL failure"),
     rule(FC.oom, r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|"

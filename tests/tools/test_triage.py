@@ -169,3 +169,13 @@ def test_evidence_is_bounded_on_huge_logs() -> None:
     failure = classify(1, lines)
     assert failure.failure_class == FC.oom
     assert len(failure.evidence) <= 12
+
+
+def test_capture_that_runs_out_of_memory_is_oom_not_graph_incompatibility():
+    from tools.triage import classify
+
+    lines = ["[TP0] Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 3.53 GiB.",
+             "[TP0] 1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)"]
+    assert classify(1, lines).failure_class.value == "oom"
+    nccl = ["[TP0] Exception: Capture cuda graph failed: NCCL error: invalid usage"]
+    assert classify(1, nccl).failure_class.value == "cuda_graph_incompatible"
