@@ -90,7 +90,7 @@ def bench(
     model: Optional[str] = typer.Option(None, "--model", help="default: the first id of /v1/models"),
     time_scale: Optional[str] = typer.Option(None, "--time-scale", help="default: /server_info time_scale, else 1"),
     timeout: str = typer.Option("600", "--timeout", help="per-request timeout, seconds"),
-    client: str = typer.Option("aiohttp", "--client", help="streaming HTTP client: aiohttp | httpx"),
+    client: str = typer.Option("asyncio", "--client", help="streaming HTTP client: asyncio | aiohttp | httpx"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the result as JSON"),
     import_file: Optional[Path] = typer.Option(None, "--import", help="import an SGLang/vLLM benchmark result instead"),
 ) -> None:
@@ -131,8 +131,8 @@ def _bench_url(url: str, concurrency: str, requests_per_level: str, output_token
 
     if endpoint not in ("completions", "chat"):
         _fail(f"--endpoint: {endpoint!r} is not completions or chat")
-    if client not in ("aiohttp", "httpx"):
-        _fail(f"--client: {client!r} is not aiohttp or httpx")
+    if client not in ("asyncio", "aiohttp", "httpx"):
+        _fail(f"--client: {client!r} is not asyncio, aiohttp or httpx")
     if prompts not in ("fixed", "diverse") and not Path(prompts).is_file():
         _fail(f"--prompts: {prompts!r} is neither fixed, diverse nor an existing JSONL file")
     if not url.startswith(("http://", "https://")):
