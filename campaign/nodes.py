@@ -39,6 +39,11 @@ class Nodes:
     def pb(self):
         return self.d.playbook
 
+    def _node(self, state: CampaignState):
+        """The node this step runs on: `node_index` is set per branch when hypotheses
+        fan out over several nodes; the first node otherwise."""
+        return self.d.nodes[state.get("node_index") or 0]
+
     def _spec(self, cid: str, name: str) -> HypothesisSpec:
         return self.d.store.get_hypothesis(cid, name).spec
 
@@ -48,7 +53,7 @@ class Nodes:
         and re-opens the dead ends whose revisit condition names it."""
         cid, store = state["campaign_id"], self.d.store
         previous = store.latest_fingerprint(cid)
-        fp = self.d.node.fingerprint()
+        fp = self._node(state).fingerprint()
         store.record_fingerprint(cid, fp)  # the store writes the "environment changed" event
         if previous is None:
             return {"env_changed": []}
@@ -85,7 +90,7 @@ class Nodes:
                                                 {"flags": pb.baseline.flags, "env": pb.baseline.env})
         reason = state.get("need_baseline") or "campaign start"
         attempt = state.get("baseline_attempt", 0) + 1
-        exp = store.start_experiment(cid, "baseline", config=config, role="baseline", node=self.d.node.name,
+        exp = store.start_experiment(cid, "baseline", config=config, role="baseline", node=self._node(state).name,
                                      attempt=attempt, reason=reason)
         eid = exp.id
         if exp.status == "running":
@@ -93,10 +98,10 @@ class Nodes:
             for r in range(pb.verdict.repeats.min):
                 if store.has_side(eid, "baseline", r):
                     continue
-                m = self.d.node.measure(config, workloads_of(pb), label=f"baseline{attempt}-r{r}",
+                m = self._node(state).measure(config, workloads_of(pb), label=f"baseline{attempt}-r{r}",
                                         correctness_prompts=correctness_prompts(pb) if r == 0 else None,
                                         correctness_tokens=pb.verdict.correctness.max_tokens)
-                record_measurement(store, eid, "baseline", r, m, self.d.node.name)
+                record_measurement(store, eid, "baseline", r, m, self._node(state).name)
                 if m.failure:
                     break
             failure = recorded_failure(store, eid)
@@ -163,7 +168,7 @@ class Nodes:
         spec = self._spec(cid, cur["hypothesis"])
         base = EffectiveConfig.model_validate(state["baseline_config"])
         config = hypothesis_config(base, spec)
-        exp = store.start_experiment(cid, spec.name, config=config, role="candidate", node=self.d.node.name,
+        exp = store.start_experiment(cid, spec.name, config=config, role="candidate", node=self._node(state).name,
                                      attempt=cur["attempt"], baseline_ref=state.get("baseline_id"))
         diff = confound_changes(base, config, None)
         store.record_artifact(exp.id, "config_diff", "\n".join(c.model_dump_json() for c in diff))
@@ -179,14 +184,14 @@ class Nodes:
         base = EffectiveConfig.model_validate(state["baseline_config"])
         config = base if side == "baseline" else hypothesis_config(base, spec)
         if not store.has_side(eid, side, rnd) and recorded_failure(store, eid) is None:
-            m = self.d.node.measure(config, workloads_of(pb), label=f"{spec.name}-{side}-r{rnd}",
+            m = self._node(state).measure(config, workloads_of(pb), label=f"{spec.name}-{side}-r{rnd}",
                                     correctness_prompts=correctness_prompts(pb) if rnd == 0 else None,
                                     correctness_tokens=pb.verdict.correctness.max_tokens)
             if m.infrastructure_fault and cur.get("infra_retries", 0) < pb.budget.max_infra_retries:
                 store.add_event(cid, "infrastructure",
                                 f"{spec.name} {side} r{rnd}: {m.failure.failure_class.value}, retrying")
                 return {"current": {**cur, "infra_retries": cur.get("infra_retries", 0) + 1}}
-            record_measurement(store, eid, side, rnd, m, self.d.node.name)
+            record_measurement(store, eid, side, rnd, m, self._node(state).name)
         if recorded_failure(store, eid) is not None:
             return {"current": {**cur, "failed": True, "side": ""}}
         if side == "baseline":

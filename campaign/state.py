@@ -34,3 +34,4 @@ class CampaignState(TypedDict, total=False):
     reviews_done: int
     halt: dict[str, Any] | None  # {"kind": "review"|"finish"|"fail", "reason": str}
     finished: bool
+    node_index: int  # which of deps.nodes runs this branch (parallel fan-out); 0 otherwise
