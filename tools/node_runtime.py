@@ -79,11 +79,12 @@ class NodeRuntime:
         """Read the environment on the node (nvidia-smi + version probes on real nodes)."""
         if self.fingerprint_argv:
             res = self.executor.run(self.fingerprint_argv, timeout=120)
-            if res.returncode == 0:
-                try:
-                    return Fingerprint.model_validate(json.loads(res.stdout.strip().splitlines()[-1]))
-                except (ValueError, IndexError):
-                    pass
+            text = res.stdout.strip()
+            try:
+                return Fingerprint.model_validate(json.loads(text[text.index("{"):]))
+            except ValueError:
+                raise RuntimeError(f"node {self.name}: the fingerprint command failed (exit {res.returncode}): "
+                                   f"{redact_text((res.stderr or res.stdout).strip()[-300:])}") from None
         return probe_fingerprint(self.executor)
 
     # ------------------------------------------------------------ measurement
