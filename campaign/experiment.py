@@ -93,3 +93,34 @@ def baseline_noise(store: Any, baseline_id: str | None, metric: str) -> tuple[fl
                 for s in store.level_samples(baseline_id)}
     est = noise_estimate(by_level)
     return (est.pct, est.df) if est else (None, 8)
+
+
+def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,
+                metric: str, noise_pct: float | None) -> str | None:
+    """Compare a fresh measurement of the baseline config (an interleaved baseline side)
+    with the campaign's baseline measurement.  A significant move is recorded as a drift
+    event (the journal lists it) and as an artifact on the experiment; the interleaved
+    verdict itself compares like with like, so drift cancels there."""
+    from campaign.stats import drift
+
+    if not baseline_id or noise_pct is None:
+        return None
+    ref = {(s.workload, s.concurrency): [getattr(r, metric) for r in s.baseline]
+           for s in store.level_samples(baseline_id)}
+    moved = []
+    for s in store.level_samples(experiment):
+        now = [getattr(r, metric) for r in s.baseline if r is not None][repeat:repeat + 1]
+        before = ref.get((s.workload, s.concurrency))
+        if not now or not before:
+            continue
+        d = drift(before, now, noise_pct)
+        if d.significant:
+            moved.append(f"{s.workload} C={s.concurrency} {d.pct:+.1f}%")
+    if not moved:
+        return None
+    msg = (f"baseline drift during {experiment} round {repeat + 1}: {', '.join(moved[:6])}"
+           f"{' ...' if len(moved) > 6 else ''} vs {baseline_id} (noise ±{noise_pct:.1f}%); "
+           f"the interleaved A/B comparison cancels it")
+    store.add_event(campaign_id, "drift", msg, key=f"drift:{experiment}:{repeat}")
+    store.record_artifact(experiment, "drift", msg, seq=repeat)
+    return msg

@@ -16,6 +16,7 @@ from campaign import verdict as verdict_logic
 from campaign.deps import Deps
 from campaign.experiment import (
     baseline_noise,
+    check_drift,
     confound_changes,
     correctness_of,
     hypothesis_config,
@@ -195,6 +196,8 @@ class Nodes:
         if recorded_failure(store, eid) is not None:
             return {"current": {**cur, "failed": True, "side": ""}}
         if side == "baseline":
+            noise, _ = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
+            check_drift(store, cid, state.get("baseline_id"), eid, rnd, pb.verdict.metric, noise)
             return {"current": {**cur, "side": "candidate"}}
         rounds = rnd + 1
         noise, df = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
