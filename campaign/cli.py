@@ -174,6 +174,18 @@ def journal(campaign_id: str, db: Optional[str] = DB_OPT,
 
 
 @app.command()
+def unlock(campaign_id: str, db: Optional[str] = DB_OPT) -> None:
+    """Release a run lock held by a process on another host."""
+    try:
+        store = _store(db)
+        store.get_campaign(campaign_id)
+        released = store.release_run_lock(campaign_id, "", force=True)
+    except UserError as exc:
+        _fail(exc)
+    typer.echo(f"{campaign_id}: lock {'released' if released else 'was not held'}")
+
+
+@app.command()
 def validate(playbook: str) -> None:
     """Check a playbook; one line per problem, exit 2 when there is any."""
     from campaign.playbook_load import load_playbook
@@ -187,12 +199,9 @@ def validate(playbook: str) -> None:
 
 
 def main() -> None:
-    try:
-        from campaign.cli_toolkit import register as register_toolkit
-    except ImportError:  # the toolkit commands are optional at import time only while developing
-        register_toolkit = None
-    if register_toolkit is not None:
-        register_toolkit(app)
+    from campaign.cli_toolkit import register as register_toolkit
+
+    register_toolkit(app)
     try:
         app()
     except UserError as exc:  # raised outside a command body
