@@ -22,12 +22,13 @@ def build_graph(deps: Deps) -> StateGraph:
     n = Nodes(deps)
     g = StateGraph(CampaignState)
     for name in ("fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record",
-                 "render", "review", "finish"):
+                 "render", "review", "stack", "finish"):
         g.add_node(name, getattr(n, name))
     g.add_edge(START, "fingerprint")
     g.add_conditional_edges("fingerprint", routing.after_fingerprint, ["review", "baseline"])
     g.add_conditional_edges("baseline", routing.after_baseline, ["propose", "finish"])
-    g.add_conditional_edges("propose", routing.after_propose, ["gate", "review", "finish"])
+    g.add_conditional_edges("propose", routing.after_propose, ["gate", "review", "stack"])
+    g.add_conditional_edges("stack", routing.after_stack, ["gate", "finish"])
     g.add_conditional_edges("gate", routing.after_gate, ["apply", "propose"])
     g.add_edge("apply", "measure")
     max_rounds = deps.playbook.verdict.repeats.max

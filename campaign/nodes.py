@@ -167,7 +167,7 @@ class Nodes:
     def apply(self, state: CampaignState) -> dict[str, Any]:
         cid, cur, store = state["campaign_id"], state["current"], self.d.store
         spec = self._spec(cid, cur["hypothesis"])
-        base = EffectiveConfig.model_validate(state["baseline_config"])
+        base = _base(state)
         config = hypothesis_config(base, spec)
         exp = store.start_experiment(cid, spec.name, config=config, role="candidate", node=self._node(state).name,
                                      attempt=cur["attempt"], baseline_ref=state.get("baseline_id"))
@@ -182,7 +182,7 @@ class Nodes:
         cid, cur, store, pb = state["campaign_id"], dict(state["current"]), self.d.store, self.pb
         side, rnd, eid = cur["side"], cur["rounds"], cur["experiment_id"]
         spec = self._spec(cid, cur["hypothesis"])
-        base = EffectiveConfig.model_validate(state["baseline_config"])
+        base = _base(state)
         config = base if side == "baseline" else hypothesis_config(base, spec)
         if not store.has_side(eid, side, rnd) and recorded_failure(store, eid) is None:
             m = self._node(state).measure(config, workloads_of(pb), label=f"{spec.name}-{side}-r{rnd}",
@@ -195,9 +195,10 @@ class Nodes:
             record_measurement(store, eid, side, rnd, m, self._node(state).name)
         if recorded_failure(store, eid) is not None:
             return {"current": {**cur, "failed": True, "side": ""}}
-        if side == "baseline":
+        if side == "baseline" and not cur.get("reference_config"):
             noise, _ = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
             check_drift(store, cid, state.get("baseline_id"), eid, rnd, pb.verdict.metric, noise)
+        if side == "baseline":
             return {"current": {**cur, "side": "candidate"}}
         rounds = rnd + 1
         noise, df = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
@@ -215,7 +216,7 @@ class Nodes:
         eid = cur["experiment_id"]
         spec = self._spec(cid, cur["hypothesis"])
         failure = recorded_failure(store, eid)
-        base = EffectiveConfig.model_validate(state["baseline_config"])
+        base = _base(state)
         confounded = confound_changes(base, hypothesis_config(base, spec), spec)
         noise, df = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
         comparisons = [] if failure else verdict_logic.compare_levels(
@@ -292,6 +293,41 @@ class Nodes:
         store.update_campaign(cid, status="running", halt_reason=None)
         return {"halt": None, "no_win_streak": 0, "dead_end_streak": 0, "reviews_done": n}
 
+    # ----------------------------------------------------------------- stack
+    def stack(self, state: CampaignState) -> dict[str, Any]:
+        """Queue empty: do the adopted wins add up against the original baseline?  Each
+        call measures nothing itself; it picks the next subset to measure (or ends)."""
+        from campaign import stack_check
+
+        cid, store, pb = state["campaign_id"], self.d.store, self.pb
+        wins = stack_check.adopted_wins(store, cid)
+        st = dict(state.get("stack") or {})
+        if len(wins) < 2 or (st.get("for") == state.get("baseline_id") and st.get("done")):
+            return {"current": None}
+        if st.get("for") != state.get("baseline_id"):
+            noise, _ = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
+            st = {"for": state.get("baseline_id"), "k": 0,
+                  "bisect": stack_check.start(wins, max(noise or 2.0, pb.verdict.min_effect_pct)).model_dump()}
+        bis = stack_check.BisectionState.model_validate(st["bisect"])
+        if st.get("pending"):
+            exps = store.list_experiments(cid, hypothesis=st["pending"])
+            v = store.get_verdict(exps[-1].id) if exps else None
+            bis = bis.record(float(v.headline_delta_pct or 0.0) if v and v.headline_delta_pct is not None else -100.0)
+            st["pending"] = None
+        subset = bis.next_subset()
+        if subset is None:
+            msg = stack_check.summary(bis, wins)
+            store.add_event(cid, "stack", msg, key=f"stack:{st['for']}")
+            return {"current": None, "stack": {**st, "bisect": bis.model_dump(), "done": True}}
+        st["k"] += 1
+        spec = stack_check.subset_hypothesis(pb, wins, subset, st["k"])
+        store.upsert_hypothesis(cid, spec, source="review")
+        store.set_hypothesis_status(cid, spec.name, "running")
+        original = stack_check.original_config(pb).model_dump()
+        return {"current": {"hypothesis": spec.name, "attempt": 1, "rounds": 0, "side": "", "failed": False,
+                            "infra_retries": 0, "reference_config": original},
+                "stack": {**st, "bisect": bis.model_dump(), "pending": spec.name}}
+
     # ---------------------------------------------------------------- finish
     def finish(self, state: CampaignState) -> dict[str, Any]:
         cid, store = state["campaign_id"], self.d.store
@@ -304,6 +340,13 @@ class Nodes:
             store.update_campaign(cid, status="finished", halt_reason=halt.get("reason") or "hypothesis queue exhausted")
         self._render(cid)
         return {"finished": True}
+
+
+def _base(state: CampaignState) -> EffectiveConfig:
+    """What a candidate is compared with: the current baseline, or the reference config
+    the experiment names (stack validation compares with the original baseline)."""
+    ref = (state.get("current") or {}).get("reference_config")
+    return EffectiveConfig.model_validate(ref or state["baseline_config"])
 
 
 def correctness_prompts(pb) -> list[str] | None:

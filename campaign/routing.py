@@ -18,10 +18,15 @@ def after_baseline(state: CampaignState) -> Literal["propose", "finish"]:
     return "finish" if halt and halt.get("kind") == "fail" else "propose"
 
 
-def after_propose(state: CampaignState) -> Literal["gate", "review", "finish"]:
+def after_propose(state: CampaignState) -> Literal["gate", "review", "stack"]:
     halt = state.get("halt")
     if halt:
-        return "review" if halt.get("kind") == "review" else "finish"
+        return "review" if halt.get("kind") == "review" else "stack"
+    return "gate" if state.get("current") else "stack"
+
+
+def after_stack(state: CampaignState) -> Literal["gate", "finish"]:
+    """The stack check either names a subset of adopted wins to measure, or is done."""
     return "gate" if state.get("current") else "finish"
 
 

@@ -18,6 +18,7 @@ class Current(TypedDict, total=False):
     side: str  # next side to measure: "baseline" | "candidate"
     failed: bool  # launch/load failure seen: go straight to the verdict
     infra_retries: int
+    reference_config: dict[str, Any] | None  # compare with this config instead of the baseline
 
 
 class CampaignState(TypedDict, total=False):
@@ -34,4 +35,5 @@ class CampaignState(TypedDict, total=False):
     reviews_done: int
     halt: dict[str, Any] | None  # {"kind": "review"|"finish"|"fail", "reason": str}
     finished: bool
+    stack: dict[str, Any] | None  # stacked-wins check: bisection state, subset under test
     node_index: int  # which of deps.nodes runs this branch (parallel fan-out); 0 otherwise
