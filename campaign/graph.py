@@ -27,7 +27,7 @@ def build_graph(deps: Deps) -> StateGraph:
     g.add_edge(START, "fingerprint")
     g.add_conditional_edges("fingerprint", routing.after_fingerprint, ["review", "baseline"])
     g.add_conditional_edges("baseline", routing.after_baseline, ["propose", "finish"])
-    g.add_conditional_edges("propose", routing.after_propose, ["gate", "review", "stack"])
+    g.add_conditional_edges("propose", routing.after_propose, ["gate", "review", "stack", "finish"])
     g.add_conditional_edges("stack", routing.after_stack, ["gate", "finish"])
     g.add_conditional_edges("gate", routing.after_gate, ["apply", "propose"])
     g.add_edge("apply", "measure")

@@ -18,10 +18,10 @@ def after_baseline(state: CampaignState) -> Literal["propose", "finish"]:
     return "finish" if halt and halt.get("kind") == "fail" else "propose"
 
 
-def after_propose(state: CampaignState) -> Literal["gate", "review", "stack"]:
+def after_propose(state: CampaignState) -> Literal["gate", "review", "stack", "finish"]:
     halt = state.get("halt")
     if halt:
-        return "review" if halt.get("kind") == "review" else "stack"
+        return "review" if halt.get("kind") == "review" else "finish"
     return "gate" if state.get("current") else "stack"
 
 

@@ -41,7 +41,7 @@ def test_dead_end_streak_and_budget():
 
 def test_after_propose_and_gate():
     assert routing.after_propose({"current": None}) == "stack"
-    assert routing.after_propose({"halt": {"kind": "finish", "reason": "budget"}}) == "stack"
+    assert routing.after_propose({"halt": {"kind": "finish", "reason": "budget"}}) == "finish"
     assert routing.after_stack({"current": None}) == "finish"
     assert routing.after_stack({"current": {"hypothesis": "stack-check-1"}}) == "gate"
     assert routing.after_propose({"current": {"hypothesis": "h"}}) == "gate"
