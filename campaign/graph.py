@@ -15,19 +15,25 @@ from langgraph.graph import END, START, StateGraph
 from campaign import routing
 from campaign.deps import Deps
 from campaign.nodes import Nodes
+from campaign.parallel import ParallelState
+from campaign.parallel_graph import FanOut
 from campaign.state import CampaignState
 
 
 def build_graph(deps: Deps) -> StateGraph:
     n = Nodes(deps)
-    g = StateGraph(CampaignState)
+    fan = FanOut(deps, n) if len(deps.nodes) > 1 else None  # several nodes: hypotheses in parallel
+    g = StateGraph(ParallelState if fan else CampaignState)
     for name in ("fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record",
                  "render", "review", "stack", "finish"):
-        g.add_node(name, getattr(n, name))
+        g.add_node(name, getattr(fan if fan and name == "propose" else n, name))
     g.add_edge(START, "fingerprint")
     g.add_conditional_edges("fingerprint", routing.after_fingerprint, ["review", "baseline"])
     g.add_conditional_edges("baseline", routing.after_baseline, ["propose", "finish"])
-    g.add_conditional_edges("propose", routing.after_propose, ["gate", "review", "stack", "finish"])
+    if fan:
+        fan.wire(g, ["gate", "review", "stack", "finish"])
+    else:
+        g.add_conditional_edges("propose", routing.after_propose, ["gate", "review", "stack", "finish"])
     g.add_conditional_edges("stack", routing.after_stack, ["gate", "finish"])
     g.add_conditional_edges("gate", routing.after_gate, ["apply", "propose"])
     g.add_edge("apply", "measure")

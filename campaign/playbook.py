@@ -264,6 +264,13 @@ class Playbook(_Strict):
                         raise ValueError(
                             f"hypothesis '{h.name}' sets flag '{flag}' that server.allowed_flags does not list"
                         )
+        if len(self.nodes) > 1:
+            names = [n.name or getattr(n, "host", "") for n in self.nodes]
+            if len(set(names)) < len(names):
+                raise ValueError(f"nodes: names {names} repeat: give every node its own `name`")
+            if not self.verdict.interleave:
+                raise ValueError("verdict.interleave: several nodes need interleaved baseline runs "
+                                 "(each candidate is compared with its own node's baseline): set it to true")
         self.journal = self.journal.replace("{name}", self.name)
         return self
 

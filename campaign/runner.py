@@ -219,13 +219,15 @@ def _mark_stale(graph, store: Any, cid: str) -> list[str]:
     values = snap.values or {}
     current = (values.get("current") or {}) if snap.next else {}  # no next step: the graph restarts
     keep = [e for e in (current.get("experiment_id"),) if e]
-    if current.get("hypothesis"):
-        keep += [e.id for e in store.list_experiments(cid, hypothesis=current["hypothesis"])
-                 if e.attempt == current.get("attempt")]
+    in_flight = [current] + list((values.get("batch") or []) if snap.next else [])  # parallel branches too
+    for cur in in_flight:
+        if cur.get("hypothesis"):
+            keep += [e.id for e in store.list_experiments(cid, hypothesis=cur["hypothesis"])
+                     if e.attempt == cur.get("attempt")]
     attempt = values.get("baseline_attempt") or 0
     keep += [e.id for e in store.list_experiments(cid, role="baseline") if e.attempt in (attempt, attempt + 1)]
     for h in store.list_hypotheses(cid, status="running"):
-        if h.name != current.get("hypothesis"):
+        if h.name not in {c.get("hypothesis") for c in in_flight}:
             store.set_hypothesis_status(cid, h.name, "queued")
     return store.mark_stale_experiments(cid, keep=keep)
 
