@@ -96,7 +96,7 @@ class Nodes:
         eid = exp.id
         if exp.status == "running":
             self.d.events("baseline", {"reason": reason, "experiment": eid})
-            for r in range(pb.verdict.repeats.min):
+            for r in range(max(2, pb.verdict.repeats.min)):  # two at least: the node's noise floor
                 if store.has_side(eid, "baseline", r):
                     continue
                 m = self._node(state).measure(config, workloads_of(pb), label=f"baseline{attempt}-r{r}",
@@ -173,8 +173,8 @@ class Nodes:
                                      attempt=cur["attempt"], baseline_ref=state.get("baseline_id"))
         diff = confound_changes(base, config, None)
         store.record_artifact(exp.id, "config_diff", "\n".join(c.model_dump_json() for c in diff))
-        first = "baseline" if self.pb.verdict.interleave else "candidate"
-        return {"current": {**cur, "experiment_id": exp.id, "side": first}}
+        # candidate first: an idea that crashes at start costs one launch, not a baseline round too
+        return {"current": {**cur, "experiment_id": exp.id, "side": "candidate"}}
 
     # --------------------------------------------------------------- measure
     def measure(self, state: CampaignState) -> dict[str, Any]:
@@ -198,14 +198,14 @@ class Nodes:
         if side == "baseline" and not cur.get("reference_config"):
             noise, _ = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
             check_drift(store, cid, state.get("baseline_id"), eid, rnd, pb.verdict.metric, noise)
-        if side == "baseline":
-            return {"current": {**cur, "side": "candidate"}}
+        if side == "candidate" and pb.verdict.interleave and not store.has_side(eid, "baseline", rnd):
+            return {"current": {**cur, "side": "baseline"}}  # the other half of this round (C B, C B, ...)
         rounds = rnd + 1
         noise, df = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
         more = verdict_logic.needs_more_repeats(store.level_samples(eid), pb.verdict, rounds,
                                                 noise_floor_pct=noise, noise_floor_df=df)
         more = more and rounds < pb.verdict.repeats.max
-        nxt = ("baseline" if pb.verdict.interleave else "candidate") if more else ""
+        nxt = "candidate" if more else ""
         self.d.events("round", {"hypothesis": spec.name, "round": rounds, "more": more})
         return {"current": {**cur, "rounds": rounds, "side": nxt}}
 

@@ -34,8 +34,10 @@ class RunOutcome:
         return {"finished": 0, "awaiting_review": 3, "failed": 1, "interrupted": 130}[self.status]
 
 
-class Interrupted(Exception):
-    """SIGTERM/SIGINT: stop cleanly (servers stopped by their context managers)."""
+class Interrupted(BaseException):
+    """SIGTERM/SIGINT: stop cleanly (servers stopped by their context managers).  A
+    BaseException, like KeyboardInterrupt, so no `except Exception` on the way up can
+    mistake a stop for a failure of the server under test."""
 
 
 def checkpoint_path(db_path: Path) -> Path:

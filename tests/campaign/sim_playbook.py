@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 FAST_NODE = {"kind": "simulated", "profile": "rtx6000bw-pcie-8x", "cuda": "12.8", "seed": 3,
-             "time_scale": 100, "noise_pct": 1.0}
+             "time_scale": 25, "noise_pct": 1.0}
 
 
 def sim_playbook(tmp_path: Path, hypotheses: list[dict[str, Any]], **over: Any) -> Path:
@@ -30,7 +30,7 @@ def sim_playbook(tmp_path: Path, hypotheses: list[dict[str, Any]], **over: Any) 
             "parallel": {"concurrency": [1, 8], "prompts": "diverse", "output_tokens": 64,
                          "requests_per_level": "C", "warmup_requests": 0},
         }),
-        "verdict": {"min_effect_pct": 3, "repeats": {"min": 1, "max": 3},
+        "verdict": {"min_effect_pct": 3, "repeats": {"min": 2, "max": 4},
                     "correctness": {"prompts": 3, "max_tokens": 8}},
         "review": over.pop("review", {"after_no_win_streak": 10}),
         "hypotheses": hypotheses,

@@ -21,7 +21,7 @@ HYPS = [
      "flags": {"cuda-graph-max-bs": 128}, "adopt_if_win": True},
     {"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
     {"name": "nccl-fewer-channels", "env": {"NCCL_MIN_NCHANNELS": "2", "NCCL_MAX_NCHANNELS": "2"},
-     "flags": {"mem-fraction-static": 0.80}, "declares": ["NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"]},
+     "flags": {"chunked-prefill-size": 4096}, "declares": ["NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"]},
 ]
 
 
@@ -61,7 +61,7 @@ def test_campaign_reaches_verdicts_and_moves_the_baseline(tmp_path):
     assert verdicts["flashinfer-allreduce-fusion"]["failure_class"] == "jit_error"
     assert verdicts["nccl-fewer-channels"]["verdict"] == "inconclusive"
     assert "confounded" in verdicts["nccl-fewer-channels"]["reason"]
-    assert "mem-fraction-static" in verdicts["nccl-fewer-channels"]["reason"]
+    assert "chunked-prefill-size" in verdicts["nccl-fewer-channels"]["reason"]
     # the adopted win became the baseline: re-measured with cuda-graph-max-bs 128
     assert data["baseline"]["config"]["flags"]["cuda-graph-max-bs"] == 128
     assert data["status"] == "finished"
@@ -72,7 +72,7 @@ def test_campaign_reaches_verdicts_and_moves_the_baseline(tmp_path):
 @pytest.mark.slow
 def test_review_halt_and_resume_with_environment_change(tmp_path):
     hyps = [{"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}}]
-    pb, store, cid, deps = _setup(tmp_path, hyps, review={"after_no_win_streak": 1})
+    pb, store, cid, deps = _setup(tmp_path, hyps, review={"after_consecutive_dead_ends": 1})
     saver = InMemorySaver()
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
     graph = build_graph(deps).compile(checkpointer=saver)
@@ -80,7 +80,7 @@ def test_review_halt_and_resume_with_environment_change(tmp_path):
     snap = graph.get_state(cfg)
     assert snap.next == ("review",)
     assert store.get_campaign(cid).status == "awaiting_review"
-    assert "without a win" in store.get_campaign(cid).halt_reason
+    assert "1 dead ends in a row" in store.get_campaign(cid).halt_reason
     # the reviewer upgrades CUDA: new deps from the overridden playbook, resume the same thread
     from campaign.playbook_load import apply_overrides
 
@@ -94,4 +94,22 @@ def test_review_halt_and_resume_with_environment_change(tmp_path):
     assert exps[1]["failure_class"] is None  # CUDA 13 JIT supports sm_120: it ran and was measured
     baselines = [e for e in store.list_experiments(cid, role="baseline")]
     assert len(baselines) == 2 and "environment change" in baselines[1].reason
+    assert graph13.get_state(cfg).next == ()
     assert store.get_campaign(cid).status == "finished"
+    assert [r.decision for r in store.list_reviews(cid)] == ["approve"]
+
+
+@pytest.mark.slow
+def test_reject_at_review_stops_the_campaign(tmp_path):
+    hyps = [{"name": "torch-symm-mem", "flags": {"enable-torch-symm-mem": True}},
+            {"name": "never-run", "flags": {"cuda-graph-max-bs": 256}}]
+    pb, store, cid, deps = _setup(tmp_path, hyps, review={"after_consecutive_dead_ends": 1})
+    cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
+    graph = build_graph(deps).compile(checkpointer=InMemorySaver())
+    graph.invoke({"campaign_id": cid}, cfg)
+    assert graph.get_state(cfg).next == ("review",)
+    graph.invoke(Command(resume={"decision": "reject", "note": "enough"}), cfg)
+    camp = store.get_campaign(cid)
+    assert camp.status == "finished" and camp.halt_reason.startswith("stopped at review")
+    assert [r.decision for r in store.list_reviews(cid)] == ["reject"]
+    assert store.list_experiments(cid, hypothesis="never-run") == []
