@@ -41,6 +41,10 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
 
     executor = build_executor(spec)
     sim: SimulatedNodeSpec | None = spec if isinstance(spec, SimulatedNodeSpec) else getattr(spec, "simulated", None)
+    if sim is not None and getattr(spec, "kind", "") in ("ssh", "slurm"):
+        from tools.executors.project_code import WithProjectCode
+
+        executor = WithProjectCode(executor, spec.workdir)  # the node runs the controller's code
     python = getattr(spec, "python", None) if getattr(spec, "kind", "") in ("ssh", "slurm") else sys.executable
     fmt: dict[str, Any] = {"python": python or sys.executable, "host": "127.0.0.1"}
     if getattr(spec, "kind", "") in ("ssh", "slurm"):

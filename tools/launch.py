@@ -114,6 +114,8 @@ class ServerLauncher:
                 evidence=[f"connect({host}, {req.port}) succeeded before the server was started"]))
 
         handle = self.executor.start(req.argv, log_path=req.log_path, env=req.env, cwd=req.cwd)
+        if req.host is None and handle.host and handle.host != host:  # e.g. the node Slurm picked
+            url = f"http://{_url_host(handle.host)}:{req.port}"
         server = RunningServer(self.executor, handle, req, url, self.ledger, self.extra_rules)
         up = False
         try:

@@ -99,7 +99,7 @@ class NodeRuntime:
         log_path = str(Path(self.workdir) / "logs" / f"{label}-{int(time.time() * 1000)}.log")
         req = LaunchRequest(argv=argv, env=_launch_env(config.env), health_path=self.health,
                             startup_timeout_s=self.startup_timeout_s, log_path=log_path, port=port,
-                            host=self.executor.host, expect_model=self.model)
+                            expect_model=self.model)  # host: the executor's, then the handle's
         out = Measurement(command=redact_argv(argv))
         t0 = time.monotonic()
         self.progress("launch", {"label": label, "node": self.name, "command": out.command})

@@ -1,0 +1,112 @@
+"""Node sections for the CI cluster (.ci/cluster_up.sh): the simulated node run on the
+loopback sshd (as the unprivileged `campaign` user) and as a Slurm job.
+
+The node needs a Python with the project's dependencies that its user can execute.
+The controller's own interpreter is used when the node user can run it; otherwise
+(an interpreter under a private home, e.g. pyenv in /root) a venv is made in the
+cluster's shared dir from a system interpreter of the same minor version, with a
+`.pth` file that adds the controller's site-packages: same ABI, same packages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.tools.executors.conftest import load_cluster_env
+
+PROBE = "import pydantic, aiohttp, yaml, httpx"
+
+
+def ssh_argv(env: dict[str, str]) -> list[str]:
+    return ["ssh", "-p", env["CAMPAIGN_CLUSTER_SSH_PORT"], "-i", env["CAMPAIGN_CLUSTER_SSH_KEY"],
+            "-o", f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}", "-o", "BatchMode=yes",
+            f"{env['CAMPAIGN_CLUSTER_SSH_USER']}@{env['CAMPAIGN_CLUSTER_SSH_HOST']}"]
+
+
+def _node_can_run(env: dict[str, str], python: str) -> bool:
+    cmd = f"{shlex.quote(python)} -c {shlex.quote(PROBE)}"
+    return subprocess.run(ssh_argv(env) + [cmd], capture_output=True, timeout=60).returncode == 0
+
+
+def node_python(env: dict[str, str]) -> str:
+    """An interpreter the node user can run, with the controller's packages."""
+    if _node_can_run(env, sys.executable):
+        return sys.executable
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    tag = hashlib.sha256(("|".join(sorted(paths)) + sys.version).encode()).hexdigest()[:10]
+    venv = Path(env["CAMPAIGN_CLUSTER_SHARED_DIR"]) / f"node-venv-{tag}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        base = shutil.which(version, path="/usr/local/bin:/usr/bin:/bin")
+        if base is None:
+            pytest.skip(f"the node user cannot run {sys.executable} and there is no system {version}")
+        subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        site = venv / "lib" / version / "site-packages"
+        (site / "controller.pth").write_text("\n".join(sorted(paths)) + "\n")
+        subprocess.run(["chmod", "-R", "a+rX", str(venv)], check=True)
+    if not _node_can_run(env, str(python)):
+        pytest.skip(f"the node user can read neither {sys.executable} nor its site-packages {sorted(paths)}")
+    return str(python)
+
+
+def ssh_node(env: dict[str, str], name: str, workdir: str, sim: dict, python: str) -> dict:
+    return {"kind": "ssh", "name": name, "host": env["CAMPAIGN_CLUSTER_SSH_HOST"],
+            "user": env["CAMPAIGN_CLUSTER_SSH_USER"], "port": int(env["CAMPAIGN_CLUSTER_SSH_PORT"]),
+            "identity_file": env["CAMPAIGN_CLUSTER_SSH_KEY"],
+            "ssh_options": ["-o", f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}",
+                            "-o", "StrictHostKeyChecking=yes"],
+            "workdir": workdir, "python": python, "simulated": {**sim, "name": name}}
+
+
+def slurm_node(env: dict[str, str], workdir: str, sim: dict) -> dict:
+    return {"kind": "slurm", "name": "slurm-node", "partition": env["CAMPAIGN_CLUSTER_SLURM_PARTITION"],
+            "gres": "gpu:8", "exclusive": False,  # tp 8: the simulated node checks CUDA_VISIBLE_DEVICES
+            "time_limit": "00:20:00", "workdir": workdir,
+            "python": sys.executable, "simulated": {**sim, "name": "slurm-node"}}
+
+
+def cluster_env() -> dict[str, str]:
+    """The cluster's env (skips when it is not up); SLURM_CONF exported for the executors."""
+    env = load_cluster_env()
+    os.environ.setdefault("SLURM_CONF", env["SLURM_CONF"])
+    return env
+
+
+def campaign_processes(env: dict[str, str], marker: str) -> list[str]:
+    """simnode processes of the node user whose command line names `marker`."""
+    out = subprocess.run(["ps", "-ww", "-u", env["CAMPAIGN_CLUSTER_SSH_USER"], "-o", "pid=,args="],
+                         capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if "tools.simnode" in ln and marker in ln]
+
+
+def squeue_jobs(env: dict[str, str]) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i %j"], env={**os.environ, "SLURM_CONF": env["SLURM_CONF"]},
+                         capture_output=True, text=True, timeout=30).stdout
+    return [ln for ln in out.splitlines() if ln.strip()]
+
+
+def remote_playbook(tmp_path: Path, hypotheses: list[dict], *, node: dict | None = None,
+                    nodes: list[dict] | None = None, **over) -> Path:
+    """`sim_playbook` with a remote node section (it merges `node` into a simulated one)."""
+    import yaml
+
+    from tests.campaign.sim_playbook import sim_playbook
+
+    path = sim_playbook(tmp_path, hypotheses, **over)
+    data = yaml.safe_load(path.read_text())
+    if node is not None:
+        data["node"] = node
+    if nodes is not None:
+        data["nodes"] = nodes
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
