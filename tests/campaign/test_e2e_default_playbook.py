@@ -77,8 +77,10 @@ def test_default_playbook_halts_for_review_then_resumes_on_cuda13(tmp_path):
     for name in ("flashinfer-allreduce-fusion", "torch-symm-mem", "eagle3"):
         assert len(attempts[name]) == 2, name
         assert attempts[name][1]["failure_class"] is None, attempts[name][1]
-    for name in ("custom-allreduce-pcie", "ep-flashinfer-a2a", "nccl-fewer-channels", "smaller-cuda-graph"):
-        assert len(attempts[name]) == 1, name
+    for name in ("custom-allreduce-pcie", "nccl-fewer-channels", "smaller-cuda-graph"):
+        assert len(attempts[name]) == 1, name  # not tied to CUDA: never re-opened
+    # the EP assertion is tied to the engine version, which the CUDA 13 stack also changed
+    assert [e["failure_class"] for e in attempts["ep-flashinfer-a2a"]] == ["assertion", "assertion"]
     eagle = attempts["eagle3"][1]
     assert eagle["verdict"] == "dead_end"
     assert "single_stream" in eagle["reason"] and "parallel" in eagle["reason"]
