@@ -114,10 +114,10 @@ def _headline_row(rows: list[LevelRow]) -> LevelRow | None:
 
 def headline(exp: ExperimentView) -> tuple[str, str]:
     """The scoreboard's figure and its change vs the baseline."""
+    if exp.failure is not None:  # what it measured before it crashed is evidence, not a figure
+        return f"crashed ({exp.failure.phase})", "-"
     row = _headline_row(exp.rows)
     if row is None:
-        if exp.failure is not None:
-            return f"crashed ({exp.failure.phase})", "-"
         return "-", "-"
     delta = exp.verdict.headline_delta_pct if exp.verdict and exp.verdict.headline_delta_pct is not None else None
     if delta is None and row.comparison is not None:

@@ -181,6 +181,7 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
         apply_overrides(pb, {**row.overrides, **overrides})  # validate before recording
         row = store.update_campaign(cid, overrides={**row.overrides, **overrides})
     pb = apply_overrides(pb, row.overrides)
+    store.update_campaign(cid, node=", ".join(_describe_node(n) for n in pb.all_nodes()))
     added: list[dict] = []
     if add_hypothesis:
         added = [h.model_dump() for h in _load_added(add_hypothesis, pb, store, cid)]
