@@ -55,16 +55,17 @@ class Nodes:
         cid, store = state["campaign_id"], self.d.store
         previous = store.latest_fingerprint(cid)
         fp = self._node(state).fingerprint()
-        store.record_fingerprint(cid, fp)  # the store writes the "environment changed" event
+        fid = store.record_fingerprint(cid, fp)  # the store writes the "environment changed" event
         if previous is None:
-            return {"env_changed": []}
+            return {"env_changed": [], "fingerprint_id": fid}
         changed = changed_components(previous, fp)
         if not changed:
-            return {"env_changed": []}
+            return {"env_changed": [], "fingerprint_id": fid}
         reopened = self._reopen(cid, changed)
         what = ", ".join(f"{c} {previous.components().get(c, '?')} -> {fp.components().get(c, '?')}" for c in changed)
         self.d.events("environment", {"changed": what, "reopened": reopened})
         update: dict[str, Any] = {"env_changed": changed, "need_baseline": f"environment change: {what}",
+                                  "fingerprint_id": fid,
                                   "no_win_streak": 0, "dead_end_streak": 0}
         if self.pb.review.on_environment_change:
             update["halt"] = {"kind": "review", "reason": f"environment changed: {what}"}
@@ -92,7 +93,7 @@ class Nodes:
         reason = state.get("need_baseline") or "campaign start"
         attempt = state.get("baseline_attempt", 0) + 1
         exp = store.start_experiment(cid, "baseline", config=config, role="baseline", node=self._node(state).name,
-                                     attempt=attempt, reason=reason)
+                                     attempt=attempt, reason=reason, fingerprint_id=state.get("fingerprint_id"))
         eid = exp.id
         if exp.status == "running":
             self.d.events("baseline", {"reason": reason, "experiment": eid})
@@ -170,7 +171,8 @@ class Nodes:
         base = _base(state)
         config = hypothesis_config(base, spec)
         exp = store.start_experiment(cid, spec.name, config=config, role="candidate", node=self._node(state).name,
-                                     attempt=cur["attempt"], baseline_ref=state.get("baseline_id"))
+                                     attempt=cur["attempt"], baseline_ref=state.get("baseline_id"),
+                                     fingerprint_id=state.get("fingerprint_id"))
         diff = confound_changes(base, config, None)
         store.record_artifact(exp.id, "config_diff", "\n".join(c.model_dump_json() for c in diff))
         # candidate first: an idea that crashes at start costs one launch, not a baseline round too
