@@ -123,7 +123,7 @@ def _overview_figure(view: CampaignView) -> Figure | None:
         for i, y in enumerate(ys):
             hx.annotate(f"{y:.1f}", (i, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
         hx.set_xticks(range(len(ys)))
-        hx.set_xticklabels([textwrap.fill(f"{i}. {h.reason or 'measured'}", 22) for i, (h, _) in enumerate(history, 1)],
+        hx.set_xticklabels([textwrap.fill(textwrap.shorten(f"{i}. {h.reason or 'measured'}", 60, placeholder=" ..."), 22) for i, (h, _) in enumerate(history, 1)],
                            fontsize=7)
         hx.set_xlim(-0.5, len(ys) - 0.5)
         hx.set_ylim(0, max(ys) * 1.2)
