@@ -95,21 +95,22 @@ def build_deps(pb: Playbook, store: Any, *, db_path: Path, events: EventFn | Non
 
 
 def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:
-    """Stop every server a dead run left behind (the run ledger), before anything starts."""
+    """Stop every server a dead run left behind (the run ledger), before anything starts.
+    Each handle goes to the executor of the node that started it (kind and host)."""
     from tools.executors.factory import build_executor
+    from tools.executors.local import LocalExecutor
     from tools.ledger import ProcessLedger
 
     ledger = ProcessLedger(db_path.parent / "ledger.jsonl")
-    by_kind: dict[str, Any] = {}
-    for spec in pb.all_nodes():
-        kind = "local" if spec.kind in ("simulated", "local") else spec.kind
-        by_kind.setdefault(kind, spec)
+    if not ledger.live():
+        return []
+    executors = [build_executor(spec) for spec in pb.all_nodes()]
 
     def executor_for(handle):
-        from tools.executors.local import LocalExecutor
-
-        spec = by_kind.get(handle.executor)
-        return build_executor(spec) if spec is not None else LocalExecutor()
+        same_kind = [e for e in executors if e.kind == handle.executor]
+        same_host = [e for e in same_kind if e.host == handle.host]
+        chosen = (same_host or same_kind or [None])[0]
+        return chosen if chosen is not None else LocalExecutor()
 
     return [f"{h.executor}:{h.pid or h.job_id}" for h in ledger.reap(executor_for)]
 
