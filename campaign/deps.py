@@ -57,8 +57,13 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
                             "--cuda", sim.cuda]
     node_workdir = getattr(spec, "workdir", None) if getattr(spec, "kind", "") in ("ssh", "slurm") else None
     progress = (lambda kind, data: events(kind, {**data, "node": spec.name})) if events else None
+    from tools.engines import engine_profile
+
+    profile = engine_profile(pb.server.engine)
+    sweep_on = getattr(spec, "sweep_on", "controller") if getattr(spec, "kind", "") == "ssh" else "controller"
     return NodeRuntime(
         spec.name or getattr(spec, "host", "node"), executor, command=pb.server.command, model=pb.server.model,
         health=pb.server.health, startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
         workdir=str(node_workdir or workdir), fingerprint_argv=fingerprint_argv, ledger=ledger, progress=progress,
+        extra_rules=tuple(profile.triage_rules), sweep_on=sweep_on,
     )

@@ -60,8 +60,10 @@ class NodeRuntime:
     def __init__(self, name: str, executor: Executor, *, command: str, model: str, health: str,
                  startup_timeout_s: float, fmt: dict[str, object], workdir: str,
                  fingerprint_argv: list[str] | None = None, ledger=None,
-                 progress: ProgressFn | None = None, extra_rules: tuple = ()) -> None:
+                 progress: ProgressFn | None = None, extra_rules: tuple = (),
+                 sweep_on: str = "controller") -> None:
         self.extra_rules = tuple(extra_rules)
+        self.sweep_on = sweep_on  # "node": the load generator runs on the node, next to the server
         self.name = name
         self.executor = executor
         self.command = command
@@ -124,9 +126,12 @@ class NodeRuntime:
                                                              correctness_tokens, model=self.model, timeout_s=timeout))
                 for wl in workloads:
                     self.progress("sweep", {"label": label, "workload": wl.name})
-                    res = asyncio.run(run_sweep(server.url, wl, model=self.model, time_scale=out.time_scale,
-                                                progress=lambda ev: self.progress("level", {"event": ev}),
-                                                request_timeout_s=timeout))
+                    if self.sweep_on == "node":
+                        res = self._sweep_on_node(port, wl, out.time_scale, timeout, label)
+                    else:
+                        res = asyncio.run(run_sweep(server.url, wl, model=self.model, time_scale=out.time_scale,
+                                                    progress=lambda ev: self.progress("level", {"event": ev}),
+                                                    request_timeout_s=timeout))
                     out.sweeps[wl.name] = res
                     out.failure = server.check() or _load_failure(res)
                     if out.failure is not None:
@@ -186,6 +191,44 @@ def _launch_env(env: dict[str, str]) -> dict[str, str]:
         return expand_env_refs(env)
     except MissingEnvRef as exc:
         raise UserError(f"env: {exc}") from None
+
+
+    def _sweep_on_node(self, port: int, wl: WorkloadSpec, time_scale: float, timeout: float,
+                       label: str) -> SweepResult:
+        """Run the load sweep on the node itself (closer to the server: latency figures
+        without the network between controller and node), then fetch its JSON."""
+        import tempfile
+
+        remote_dir = f"{self.workdir}/sweeps"
+        self.executor.run(["mkdir", "-p", remote_dir], timeout=60)
+        prompts = wl.prompts
+        if prompts not in ("fixed", "diverse"):  # a JSONL file: ship it
+            prompts = f"{remote_dir}/{Path(wl.prompts).name}"
+            self.executor.put(wl.prompts, prompts)
+        remote = f"{remote_dir}/{label}-{wl.name}.json"
+        python = str(self.fmt.get("python") or "python3")
+        n_requests = len(wl.concurrency) * 2 * max(wl.concurrency)
+        res = self.executor.run(_bench_argv(python, port, wl, self.model, time_scale, timeout, prompts, remote),
+                                timeout=timeout * max(4, n_requests))
+        if res.returncode != 0:
+            raise RuntimeError(f"load sweep on node {self.name} failed (exit {res.returncode}): "
+                               f"{redact_text((res.stderr or res.stdout).strip()[-300:])}")
+        with tempfile.TemporaryDirectory() as tmp:
+            local = str(Path(tmp) / "sweep.json")
+            self.executor.get(remote, local)
+            result = SweepResult.model_validate_json(Path(local).read_text())
+        result.workload = wl
+        return result
+
+def _bench_argv(python: str, port: int, wl: WorkloadSpec, model: str, time_scale: float, timeout: float,
+                prompts: str, out: str) -> list[str]:
+    """`campaign bench` on the node with exactly the workload's parameters."""
+    return [python, "-m", "campaign.cli", "bench", f"http://127.0.0.1:{port}",
+            "--concurrency", ",".join(str(c) for c in wl.concurrency),
+            "--requests-per-level", str(wl.requests_per_level), "--output-tokens", str(wl.output_tokens),
+            "--prompts", prompts, "--prompt-tokens", str(wl.prompt_tokens), "--warmup", str(wl.warmup_requests),
+            "--seed", str(wl.seed), "--endpoint", wl.endpoint, "--model", model,
+            "--time-scale", repr(time_scale), "--timeout", repr(timeout), "--json", out]
 
 
 def _load_failure(res: SweepResult) -> Failure | None:
