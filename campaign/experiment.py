@@ -47,6 +47,8 @@ def record_measurement(store: Any, experiment: str, side: str, repeat: int, m: M
     if m.reported is not None:
         store.record_artifact(experiment, "reported_config", m.reported.model_dump_json(), seq=seq)
     store.record_artifact(experiment, "command", m.command, seq=seq)
+    if m.stats:
+        store.record_artifact(experiment, "server_stats", json.dumps(m.stats, sort_keys=True), seq=seq)
     store.record_artifact(experiment, "node_seconds", f"{m.node_seconds:.3f}", seq=seq)
     levels = [(name, level, sweep.prompt_set_hash) for name, sweep in m.sweeps.items() for level in sweep.levels]
     store.record_side(experiment, side, repeat, levels, node=node)
@@ -124,3 +126,40 @@ def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experimen
     store.add_event(campaign_id, "drift", msg, key=f"drift:{experiment}:{repeat}")
     store.record_artifact(experiment, "drift", msg, seq=repeat)
     return msg
+
+
+def provenance_notes(store: Any, experiment: str, pb: Playbook, regimes: dict[str, str]) -> list[str]:
+    """The exact work each workload put on both sides, whether both sides saw the same
+    prompts, and - where workloads on different prompt sets disagree - what differed."""
+    runs = store.runs_for(experiment)
+    hashes: dict[tuple[str, str], set[str]] = {}
+    for r in runs:
+        hashes.setdefault((r.workload, r.side), set()).add(r.prompt_set_hash)
+    notes = []
+    for name, wl in pb.workloads.items():
+        h = sorted(hashes.get((name, "candidate"), set()) | hashes.get((name, "baseline"), set()))
+        cs = ",".join(str(c) for c in wl.concurrency)
+        notes.append(f"workload {name}: prompts {wl.prompts} (set {'/'.join(x for x in h if x) or '-'}), "
+                     f"~{wl.prompt_tokens} tokens in, {wl.output_tokens} out, C={cs}, "
+                     f"{wl.requests_per_level} requests per level")
+    sides = {}
+    for (name, side), hs in hashes.items():
+        sides.setdefault(name, {})[side] = hs
+    for name, by_side in sides.items():
+        if len(by_side) == 2 and by_side["candidate"] != by_side["baseline"]:
+            notes.append(f"workload {name}: the candidate and the baseline ran different prompt sets")
+    won = {w for w, r in regimes.items() if r == "candidate"}
+    lost = {w for w, r in regimes.items() if r == "baseline"}
+    if won and lost:
+        acc: dict[str, list[float]] = {}
+        for kind, seq, content in store.list_artifacts(experiment):
+            if kind == "server_stats" and seq % 2 == 1:  # candidate sides
+                for w, st in json.loads(content).items():
+                    if st.get("spec_accept_length") is not None:
+                        acc.setdefault(w, []).append(float(st["spec_accept_length"]))
+        if acc:
+            parts = [f"{sum(v) / len(v):.2f} tokens per verify on {w} (prompts {pb.workloads[w].prompts})"
+                     for w, v in acc.items() if w in pb.workloads]
+            notes.append("the workloads disagree; the draft's accept length was " + " vs ".join(parts) +
+                         ": speculation pays only where the prompt makes the draft right and the batch is small")
+    return notes

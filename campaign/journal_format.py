@@ -219,6 +219,7 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         "verdict": Md(mdsafe.text(v.reason) + (f" (confidence {confidence * 100:.0f}%, {exp.repeats} repeats)"
                                                  if exp.rows else "")) if v else None,
         "regimes": regimes_sentence(exp),
+        "verdict_notes": [mdsafe.text(n) for n in (exp.verdict.notes if exp.verdict else [])],
         "confounded": Md("This run also changed " + ", ".join(
             f"{mdsafe.code(c.key)} ({mdsafe.text(fmt_value(c.before))} -> {mdsafe.text(fmt_value(c.after))})"
             for c in v.confounded_by) + ", which the hypothesis did not declare: its effect cannot be "

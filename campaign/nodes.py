@@ -21,6 +21,7 @@ from campaign.experiment import (
     correctness_of,
     hypothesis_config,
     node_seconds_of,
+    provenance_notes,
     record_measurement,
     recorded_failure,
     workloads_of,
@@ -228,6 +229,11 @@ class Nodes:
         v = verdict_logic.decide(comparisons, pb.verdict, failure=failure, confounded_by=confounded,
                                  correctness=correctness, revisit_on=revisit,
                                  primary_workload=next(iter(pb.workloads)))
+        if not failure:
+            v.notes = provenance_notes(store, eid, pb, dict(v.regimes))
+            if any("different prompt sets" in n for n in v.notes) and v.kind == "win":
+                v = v.model_copy(update={"kind": "inconclusive",
+                                         "reason": "not the same work: the sides ran different prompt sets"})
         store.record_verdict(eid, v)
         return {}
 

@@ -55,6 +55,7 @@ class Verdict(BaseModel):
     revisit_on: list[str] = Field(default_factory=list)
     correctness: CorrectnessResult | None = None
     headline_delta_pct: float | None = None  # primary workload's effect, for the scoreboard
+    notes: list[str] = Field(default_factory=list)  # provenance: the exact work, why workloads disagree
 
 
 class DeadEnd(BaseModel):

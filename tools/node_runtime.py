@@ -45,6 +45,7 @@ class Measurement(BaseModel):
     node_seconds: float = 0.0
     wall_seconds: float = 0.0
     time_scale: float = 1.0
+    stats: dict[str, dict[str, float]] = Field(default_factory=dict)  # workload -> server-side figures
 
     @property
     def infrastructure_fault(self) -> bool:
@@ -124,6 +125,7 @@ class NodeRuntime:
                 if correctness_prompts:
                     out.outputs = asyncio.run(greedy_outputs(server.url, correctness_prompts,
                                                              correctness_tokens, model=self.model, timeout_s=timeout))
+                before = info
                 for wl in workloads:
                     self.progress("sweep", {"label": label, "workload": wl.name})
                     if self.sweep_on == "node":
@@ -133,6 +135,11 @@ class NodeRuntime:
                                                     progress=lambda ev: self.progress("level", {"event": ev}),
                                                     request_timeout_s=timeout))
                     out.sweeps[wl.name] = res
+                    after = _server_info(server.url)
+                    acc = _accept_length(before, after)
+                    if acc is not None:
+                        out.stats[wl.name] = {"spec_accept_length": acc}
+                    before = after
                     out.failure = server.check() or _load_failure(res)
                     if out.failure is not None:
                         break
@@ -229,6 +236,17 @@ def _bench_argv(python: str, port: int, wl: WorkloadSpec, model: str, time_scale
             "--prompts", prompts, "--prompt-tokens", str(wl.prompt_tokens), "--warmup", str(wl.warmup_requests),
             "--seed", str(wl.seed), "--endpoint", wl.endpoint, "--model", model,
             "--time-scale", repr(time_scale), "--timeout", repr(timeout), "--json", out]
+
+
+def _accept_length(before: dict, after: dict) -> float | None:
+    """Speculative tokens accepted per verify step during one workload, from the server's
+    cumulative counters (SGLang-style server info on the simulated node)."""
+    try:
+        n = after["spec_requests_total"] - before.get("spec_requests_total", 0)
+        t = after["spec_accept_tokens_total"] - before.get("spec_accept_tokens_total", 0)
+    except (KeyError, TypeError):
+        return None
+    return round(t / n, 3) if n else None
 
 
 def _load_failure(res: SweepResult) -> Failure | None:

@@ -102,6 +102,7 @@ class SimNode:
             "status": "ready" if self.ready else "loading",
             "flags": self.effective_flags(), "env": dict(self.cfg.env),
             "spec_accept_length": spec,
+            "spec_accept_tokens_total": self.spec_tokens, "spec_requests_total": self.spec_requests,
             "spec_accept_length_expected": ({"fixed": accept_length(FIXED_PREDICTABILITY, self.cfg),
                                              "diverse": accept_length(DIVERSE_PREDICTABILITY, self.cfg)}
                                             if self.cfg.speculative else None),
