@@ -31,7 +31,7 @@ def sim_playbook(tmp_path: Path, hypotheses: list[dict[str, Any]], **over: Any) 
                          "requests_per_level": "C", "warmup_requests": 0},
         }),
         "verdict": {"min_effect_pct": 3, "repeats": {"min": 2, "max": 4},
-                    "correctness": {"prompts": 3, "max_tokens": 8}},
+                    "correctness": {"prompts": 8, "max_tokens": 32}},
         "review": over.pop("review", {"after_no_win_streak": 10}),
         "hypotheses": hypotheses,
     }

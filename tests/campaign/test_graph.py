@@ -113,3 +113,35 @@ def test_reject_at_review_stops_the_campaign(tmp_path):
     assert camp.status == "finished" and camp.halt_reason.startswith("stopped at review")
     assert [r.decision for r in store.list_reviews(cid)] == ["reject"]
     assert store.list_experiments(cid, hypothesis="never-run") == []
+
+
+@pytest.mark.slow
+def test_correctness_gate_makes_a_fast_but_wrong_kernel_a_dead_end(tmp_path):
+    hyps = [{"name": "fp8-kv-triton", "rationale": "half the KV bytes",
+             "flags": {"kv-cache-dtype": "fp8_e4m3", "attention-backend": "triton"}}]
+    pb, store, cid, deps = _setup(tmp_path, hyps)
+    graph = build_graph(deps).compile(checkpointer=InMemorySaver())
+    graph.invoke({"campaign_id": cid}, {"configurable": {"thread_id": cid}, "recursion_limit": 1000})
+    (exp,) = [e for e in store.show_json(cid)["experiments"] if e["hypothesis"] == "fp8-kv-triton"]
+    assert (exp["verdict"], exp["failure_class"]) == ("dead_end", "incorrect")
+    assert "greedy outputs differ" in exp["reason"]
+
+
+@pytest.mark.slow
+def test_adopted_wins_are_revalidated_together_against_the_original_baseline(tmp_path):
+    hyps = [{"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}, "adopt_if_win": True},
+            {"name": "torch-symm-mem", "flags": {"enable-torch-symm-mem": True}, "adopt_if_win": True}]
+    pb, store, cid, deps = _setup(tmp_path, hyps, node={"cuda": "13.0"})
+    graph = build_graph(deps).compile(checkpointer=InMemorySaver())
+    graph.invoke({"campaign_id": cid}, {"configurable": {"thread_id": cid}, "recursion_limit": 1000})
+    adopted = [e.hypothesis for e in store.list_experiments(cid, role="candidate") if e.adopted]
+    stack = store.list_experiments(cid, hypothesis="stack-check-1")
+    if len(adopted) < 2:  # noise made one of them inconclusive: then nothing is stacked
+        assert stack == []
+        return
+    assert len(stack) == 1 and store.get_verdict(stack[0].id) is not None
+    spec = store.get_hypothesis(cid, "stack-check-1").spec
+    assert spec.flags == {"cuda-graph-max-bs": 128, "enable-torch-symm-mem": True}
+    (event,) = store.events(cid, "stack")
+    assert event.message.startswith("stack of 2 adopted wins (expected +")
+    assert store.get_campaign(cid).status == "finished"
