@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -157,6 +158,33 @@ class NodeRuntime:
         out.node_seconds = out.wall_seconds * out.time_scale
         return out
 
+    def _sweep_on_node(self, port: int, wl: WorkloadSpec, time_scale: float, timeout: float,
+                       label: str) -> SweepResult:
+        """Run the load sweep on the node itself (closer to the server: latency figures
+        without the network between controller and node), then fetch its JSON."""
+        import tempfile
+
+        remote_dir = f"{self.workdir}/sweeps"
+        self.executor.run(["mkdir", "-p", remote_dir], timeout=60)
+        prompts = wl.prompts
+        if prompts not in ("fixed", "diverse"):  # a JSONL file: ship it
+            prompts = f"{remote_dir}/{Path(wl.prompts).name}"
+            self.executor.put(wl.prompts, prompts)
+        remote = f"{remote_dir}/{label}-{wl.name}.json"
+        python = str(self.fmt.get("python") or "python3")
+        n_requests = len(wl.concurrency) * 2 * max(wl.concurrency)
+        res = self.executor.run(_bench_argv(python, port, wl, self.model, time_scale, timeout, prompts, remote),
+                                timeout=timeout * max(4, n_requests))
+        if res.returncode != 0:
+            raise RuntimeError(f"load sweep on node {self.name} failed (exit {res.returncode}): "
+                               f"{redact_text((res.stderr or res.stdout).strip()[-300:])}")
+        with tempfile.TemporaryDirectory() as tmp:
+            local = str(Path(tmp) / "sweep.json")
+            self.executor.get(remote, local)
+            result = SweepResult.model_validate_json(Path(local).read_text())
+        result.workload = wl
+        return result
+
 
 
 #: a request that takes longer than this (node time) is taken for a hang; a time-scaled
@@ -200,33 +228,6 @@ def _launch_env(env: dict[str, str]) -> dict[str, str]:
         raise UserError(f"env: {exc}") from None
 
 
-    def _sweep_on_node(self, port: int, wl: WorkloadSpec, time_scale: float, timeout: float,
-                       label: str) -> SweepResult:
-        """Run the load sweep on the node itself (closer to the server: latency figures
-        without the network between controller and node), then fetch its JSON."""
-        import tempfile
-
-        remote_dir = f"{self.workdir}/sweeps"
-        self.executor.run(["mkdir", "-p", remote_dir], timeout=60)
-        prompts = wl.prompts
-        if prompts not in ("fixed", "diverse"):  # a JSONL file: ship it
-            prompts = f"{remote_dir}/{Path(wl.prompts).name}"
-            self.executor.put(wl.prompts, prompts)
-        remote = f"{remote_dir}/{label}-{wl.name}.json"
-        python = str(self.fmt.get("python") or "python3")
-        n_requests = len(wl.concurrency) * 2 * max(wl.concurrency)
-        res = self.executor.run(_bench_argv(python, port, wl, self.model, time_scale, timeout, prompts, remote),
-                                timeout=timeout * max(4, n_requests))
-        if res.returncode != 0:
-            raise RuntimeError(f"load sweep on node {self.name} failed (exit {res.returncode}): "
-                               f"{redact_text((res.stderr or res.stdout).strip()[-300:])}")
-        with tempfile.TemporaryDirectory() as tmp:
-            local = str(Path(tmp) / "sweep.json")
-            self.executor.get(remote, local)
-            result = SweepResult.model_validate_json(Path(local).read_text())
-        result.workload = wl
-        return result
-
 def _bench_argv(python: str, port: int, wl: WorkloadSpec, model: str, time_scale: float, timeout: float,
                 prompts: str, out: str) -> list[str]:
     """`campaign bench` on the node with exactly the workload's parameters."""
@@ -235,7 +236,7 @@ def _bench_argv(python: str, port: int, wl: WorkloadSpec, model: str, time_scale
             "--requests-per-level", str(wl.requests_per_level), "--output-tokens", str(wl.output_tokens),
             "--prompts", prompts, "--prompt-tokens", str(wl.prompt_tokens), "--warmup", str(wl.warmup_requests),
             "--seed", str(wl.seed), "--endpoint", wl.endpoint, "--model", model,
-            "--time-scale", repr(time_scale), "--timeout", repr(timeout), "--json", out]
+            "--time-scale", repr(time_scale), "--timeout", str(max(1, math.ceil(timeout))), "--json", out]
 
 
 def _accept_length(before: dict, after: dict) -> float | None:
