@@ -178,14 +178,15 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
     store = open_store(db_path)
     row = store.get_campaign(cid)
     pb = load_playbook(playbook_path or row.playbook_path)
-    if overrides:
-        apply_overrides(pb, {**row.overrides, **overrides})  # validate before recording
-        row = store.update_campaign(cid, overrides={**row.overrides, **overrides})
-    pb = apply_overrides(pb, row.overrides)
-    store.update_campaign(cid, node=", ".join(_describe_node(n) for n in pb.all_nodes()))
+    merged = {**row.overrides, **(overrides or {})}
+    pb = apply_overrides(pb, merged)  # validates every override
     added: list[dict] = []
     if add_hypothesis:
         added = [h.model_dump() for h in _load_added(add_hypothesis, pb, store, cid)]
+    # every input is valid by now: record the overrides and what the node has become
+    node_text = ", ".join(_describe_node(n) for n in pb.all_nodes())
+    if merged != row.overrides or node_text != row.node:
+        store.update_campaign(cid, overrides=merged, node=node_text)
     reap_leftovers(db_path, pb)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         deps = build_deps(pb, store, db_path=db_path, events=events)
