@@ -18,16 +18,7 @@ from sqlalchemy.engine import Engine
 from campaign.errors import CampaignLocked
 from campaign.store_db import read_session, write_session
 from campaign.store_models import RunLockRow
-
-
-def pid_start_time(pid: int) -> str:
-    """The kernel's start time of `pid` ("" where /proc is unavailable)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else ""
+from tools.executors.procinfo import start_ticks
 
 
 def pid_alive(pid: int, started: str = "") -> bool:
@@ -38,7 +29,7 @@ def pid_alive(pid: int, started: str = "") -> bool:
         return False
     except PermissionError:
         pass  # exists, owned by another user
-    if started and pid_start_time(pid) not in ("", started):
+    if started and start_ticks(pid) not in ("", started):
         return False
     return True
 
@@ -69,7 +60,7 @@ def acquire(engine: Engine, campaign_id: str, owner: str, *, force: bool = False
         if row is None:
             row = RunLockRow(campaign_id=campaign_id, owner=owner, pid=pid, host=host, acquired_at=time.time())
         row.owner, row.pid, row.host = owner, pid, host
-        row.pid_started, row.acquired_at = pid_start_time(pid), time.time()
+        row.pid_started, row.acquired_at = start_ticks(pid), time.time()
         session.add(row)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tools.executors.base import Executor
+from tools.executors.procinfo import start_ticks
 from tools.models import ProcessHandle
 
 
@@ -32,7 +33,7 @@ class ProcessLedger:
     def record(self, handle: ProcessHandle) -> None:
         """Record a started handle with its owner (this controller), so that another
         controller never reaps a server whose owner is still alive."""
-        owner = {"pid": os.getpid(), "started": _pid_start_time(os.getpid())}
+        owner = {"pid": os.getpid(), "started": start_ticks(os.getpid())}
         self._append({"op": "start", "key": handle_key(handle), "handle": handle.model_dump(mode="json"),
                       "owner": owner})
 
@@ -107,17 +108,6 @@ class ProcessLedger:
         os.replace(tmp, self.path)
 
 
-def _pid_start_time(pid: int) -> str:
-    """The kernel's start time of `pid` ("" where /proc is unavailable): tells a
-    recycled pid from the controller that recorded the entry."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else ""
-
-
 def _owner_alive(owner: dict | None) -> bool:
     """True when the controller that recorded an entry still runs (and is not us)."""
     if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int) or owner["pid"] == os.getpid():
@@ -135,4 +125,4 @@ def _owner_alive(owner: dict | None) -> bool:
     except OSError:
         pass
     started = owner.get("started") or ""
-    return not started or _pid_start_time(owner["pid"]) in ("", started)
+    return not started or start_ticks(owner["pid"]) in ("", started)

@@ -13,7 +13,8 @@ import pytest
 
 from campaign.errors import CampaignLocked, UserError
 from campaign.store import Store
-from campaign.store_lock import holder_is_stale, pid_start_time
+from campaign.store_lock import holder_is_stale
+from tools.executors.procinfo import start_ticks as pid_start_time
 from campaign.store_models import RunLockRow
 
 PLAYBOOK = {"name": "demo", "workloads": {"single_stream": {"concurrency": [1]}}}

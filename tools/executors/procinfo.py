@@ -119,3 +119,10 @@ def tail_file(path: str, lines: int, chunk: int = 65536) -> list[str]:
         return []
     text = data.decode("utf-8", errors="replace").splitlines()
     return text[-lines:] if lines > 0 else []
+
+
+def start_ticks(pid: int) -> str:
+    """The kernel's start time of `pid` in clock ticks, as text ("" where /proc is
+    unavailable): tells a recycled pid from the process that recorded it."""
+    fields = _stat_fields(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else ""
