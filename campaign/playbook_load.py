@@ -191,7 +191,7 @@ def _cross_check_lines(root: yaml.Node | None, data: dict[str, Any], source: str
                 continue
             close = difflib.get_close_matches(str(flag), allowed, n=1, cutoff=0.6)
             fix = f"did you mean '{close[0]}'?" if close else \
-                f"remove it, or add it to server.allowed_flags if the server template takes it"
+                "remove it, or add it to server.allowed_flags if the server template takes it"
             lines.append(f"{source}:{_line(loc, root, key=where == 'flags')}: hypotheses[{i}].{where}.{flag}: "
                          f"flag '{flag}' is not in server.allowed_flags {allowed} (fix: {fix})")
     return lines

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import socket
 import time
-from pathlib import Path
 
 from sqlalchemy.engine import Engine
 

@@ -29,14 +29,6 @@ EXECUTOR_FACTORIES: dict[str, Callable[[Path], Executor]] = {"local": make_local
 EXECUTOR_MARKS: dict[str, list[pytest.MarkDecorator]] = {"local": []}
 
 
-@pytest.fixture(params=[pytest.param(name, marks=EXECUTOR_MARKS.get(name, []), id=name)
-                        for name in EXECUTOR_FACTORIES])
-def executor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Executor]:
-    ex = EXECUTOR_FACTORIES[request.param](tmp_path)
-    yield ex
-    ex.close()
-
-
 @pytest.fixture
 def node_dir(executor: Executor) -> Iterator[str]:
     """A scratch directory on the node, removed afterwards."""
@@ -110,11 +102,10 @@ EXECUTOR_FACTORIES.update({"ssh": make_ssh, "slurm": make_slurm})
 EXECUTOR_MARKS.update({"ssh": [pytest.mark.cluster], "slurm": [pytest.mark.cluster]})
 
 
-# The registry above was extended after `executor` took its params: define it again
-# over the whole registry (same body as above).
+# One contract suite over every executor kind in the registry (local, ssh, slurm).
 @pytest.fixture(params=[pytest.param(name, marks=EXECUTOR_MARKS.get(name, []), id=name)
                         for name in EXECUTOR_FACTORIES])
-def executor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Executor]:  # noqa: F811
+def executor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Executor]:
     ex = EXECUTOR_FACTORIES[request.param](tmp_path)
     yield ex
     ex.close()
