@@ -37,6 +37,7 @@ def _latest(data: dict) -> dict[str, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3000)
 def test_default_playbook_halts_for_review_then_resumes_on_cuda13(tmp_path):
     run = _cli(tmp_path, "run", str(PLAYBOOK), "--db", "c.db")
     assert run.returncode == 3, run.stdout + run.stderr
