@@ -54,6 +54,7 @@ def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=timeout)
 
 
+@pytest.mark.timeout(1800)
 def test_campaign_reaches_verdicts(vllm_setup: VllmSetup, tmp_path: Path) -> None:
     playbook = tmp_path / "playbook.yaml"
     playbook.write_text(yaml.safe_dump(small_playbook(vllm_setup, tmp_path), sort_keys=False))
