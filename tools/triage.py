@@ -57,9 +57,10 @@ RULES: tuple[TriageRule, ...] = (
          r"error: the following arguments are required", 10, "argument parser rejected the command line"),
     rule(FC.port_in_use, r"address already in use|\baddress in use\b|EADDRINUSE|"
          r"port \d+ is (already )?(in use|used)", 10, "port already taken"),
-    rule(FC.jit_error, r"ninja: build stopped|ninja build failed|Error building extension|nvcc fatal|"
-         r"ptxas (fatal|error)|\bJIT\b.*(fail|error)|compil\w+ (failed|error).*(kernel|cuda|jit)|"
-         r"CalledProcessError: Command '\[?'?ninja", 20, "kernel JIT compilation failed"),
+    # (not an argparse usage line: vLLM's `[--jit-monitor-mode {error,warn}]` is no JIT failure)
+    rule(FC.jit_error, r"^(?!.*\[--)(?:.*?)(?:ninja: build stopped|ninja build failed|Error building extension|"
+         r"nvcc fatal|ptxas (fatal|error)|\bJIT\b.*(fail|error)|compil\w+ (failed|error).*(kernel|cuda|jit)|"
+         r"CalledProcessError: Command '\[?'?ninja)", 20, "kernel JIT compilation failed"),
     rule(FC.unsupported_arch, r"unsupported (gpu )?arch|not supported arch|arch\w* (is )?not supported|"
          r"no kernel image is available|\bsm_?120a?\b.*not (supported|in)|not in .*arch\w* (table|list)|"
          r"requires (compute capability|sm_?\d+)", 30, "GPU architecture not supported"),
@@ -76,7 +77,7 @@ RULES: tuple[TriageRule, ...] = (
          60, "out of GPU memory"),
     rule(FC.assertion, r"\bAssertionError\b|Assertion `.*' failed|assert(ion)? failed", 60, "assertion failed"),
     rule(FC.engine_dead, r"EngineDeadError", 70, "vLLM engine died",
-         unless_after=r"stopping engine client|\[shutdown\]"),
+         unless_after=r"stopping engine client|\[shutdown\] API server"),  # a requested shutdown
 )
 
 

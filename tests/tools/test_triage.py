@@ -179,3 +179,17 @@ def test_capture_that_runs_out_of_memory_is_oom_not_graph_incompatibility():
     assert classify(1, lines).failure_class.value == "oom"
     nccl = ["[TP0] Exception: Capture cuda graph failed: NCCL error: invalid usage"]
     assert classify(1, nccl).failure_class.value == "cuda_graph_incompatible"
+
+
+def test_vllm_usage_text_is_not_a_jit_error_and_a_worker_shutdown_is_not_a_requested_one():
+    from tools.triage import classify
+
+    usage = ["usage: api_server.py [-h] [--jit-monitor-mode {error,warn}] [--max-num-seqs MAX_NUM_SEQS]",
+             "api_server.py: error: argument --max-num-seqs: invalid int value: 'many'"]
+    f = classify(2, usage)
+    assert f.failure_class.value == "bad_flag" and "jit" not in f.summary.lower()
+    crash = ["(EngineCore_DP0) [shutdown] Executor: worker died unexpectedly",
+             "ERROR vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."]
+    assert classify(0, crash, phase="load").failure_class.value == "engine_dead"
+    asked = ["[shutdown] API server: stopping engine client", "EngineDeadError: EngineCore encountered an issue."]
+    assert classify(0, asked, phase="load").failure_class.value == "exited"
