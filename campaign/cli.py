@@ -7,6 +7,7 @@ that `campaign --help` and `campaign validate` stay fast.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Optional
 
@@ -39,6 +40,11 @@ def _outcome(out) -> None:
     elif out.status == "interrupted":
         con.print(f"[bold]campaign {out.campaign_id} stopped ({out.reason}); every recorded result is kept.[/]")
         con.print(f"resume:  campaign resume {out.campaign_id}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # the interrupted node's worker thread would finish its measurement before a normal
+        # exit: its servers are already stopped and the checkpoint is on disk, so leave now
+        os._exit(out.exit_code)
     elif out.status == "failed":
         con.print(f"[bold red]campaign {out.campaign_id} failed:[/] {out.reason}\njournal: {out.journal}")
     else:

@@ -115,7 +115,7 @@ def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:
     return [f"{h.executor}:{h.pid or h.job_id}" for h in ledger.reap(executor_for)]
 
 
-def _drive(graph, payload: Any, cid: str, store: Any) -> RunOutcome:
+def _drive(graph, payload: Any, cid: str, store: Any, on_stop: Any = None) -> RunOutcome:
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 10_000}
     try:
         with _signals_raise():
@@ -123,6 +123,10 @@ def _drive(graph, payload: Any, cid: str, store: Any) -> RunOutcome:
             # kill -9 loses at most the step in hand (the default "async" can lose more)
             graph.invoke(payload, cfg, durability="sync")
     except (KeyboardInterrupt, Interrupted) as exc:
+        # the node in hand runs in a worker thread: stop what this run started (the ledger
+        # knows) instead of waiting for that thread to finish its measurement
+        if on_stop is not None:
+            on_stop()
         store.add_event(cid, "interrupted", f"stopped by {exc.__class__.__name__} {exc}")
         return RunOutcome(cid, "interrupted", reason=str(exc) or "interrupted")
     snap = graph.get_state(cfg)
@@ -162,7 +166,7 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
             started = graph.get_state({"configurable": {"thread_id": cid}}).values
             payload = None if started else {"campaign_id": cid, "no_win_streak": 0, "dead_end_streak": 0,
                                              "experiments_done": 0, "baseline_config": None}
-            out = _drive(graph, payload, cid, store)
+            out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
     out.journal = pb.journal
     return out
 
@@ -205,7 +209,7 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
                 for h in added:
                     store.upsert_hypothesis(cid, HypothesisSpec.model_validate(h), source="review")
                 payload = None if snap.next else {"campaign_id": cid}
-            out = _drive(graph, payload, cid, store)
+            out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
     out.journal = pb.journal
     return out
 
