@@ -10,6 +10,8 @@ cluster's shared dir from a system interpreter of the same minor version, with a
 
 from __future__ import annotations
 
+from tests.needs import missing
+
 import hashlib
 import os
 import shlex
@@ -19,7 +21,6 @@ import sys
 import sysconfig
 from pathlib import Path
 
-import pytest
 
 from tests.tools.executors.conftest import load_cluster_env
 
@@ -49,13 +50,13 @@ def node_python(env: dict[str, str]) -> str:
     if not python.exists():
         base = shutil.which(version, path="/usr/local/bin:/usr/bin:/bin")
         if base is None:
-            pytest.skip(f"the node user cannot run {sys.executable} and there is no system {version}")
+            missing(f"the node user cannot run {sys.executable} and there is no system {version}")
         subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
         site = venv / "lib" / version / "site-packages"
         (site / "controller.pth").write_text("\n".join(sorted(paths)) + "\n")
         subprocess.run(["chmod", "-R", "a+rX", str(venv)], check=True)
     if not _node_can_run(env, str(python)):
-        pytest.skip(f"the node user can read neither {sys.executable} nor its site-packages {sorted(paths)}")
+        missing(f"the node user can read neither {sys.executable} nor its site-packages {sorted(paths)}")
     return str(python)
 
 
