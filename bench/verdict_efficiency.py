@@ -20,12 +20,12 @@ Target: adaptive has zero wrong verdicts at <= half the node time of fixed-3.
 
     python bench/verdict_efficiency.py [--seeds 20] [--noise 1.5] [--drift 0.5] [--json FILE]
 
-Result (playbooks/eagle_verify.yaml, min effect 3%, 8 hypotheses x CUDA 12.8/13.0 x 20
+Result (playbooks/eagle_verify.yaml, min effect 2%, 8 hypotheses x CUDA 12.8/13.0 x 20
 seeds, drift 0.5%; node time relative to fixed-3, wrong / missed of 320 verdicts):
-    noise 1.0%: fixed-3 1.00, 0 / 2    adaptive 0.42, 0 / 1
-    noise 1.5%: fixed-3 1.00, 0 / 31   adaptive 0.47, 0 / 7
-    noise 2.0%: fixed-3 1.00, 0 / 63   adaptive 0.50, 0 / 33
-    noise 3.0%: fixed-3 1.00, 0 / 96   adaptive 0.51, 0 / 75
+    noise 1.0%: fixed-3 1.00, 0 / 2    adaptive+selective 0.42, 0 / 1
+    noise 1.5%: fixed-3 1.00, 0 / 17   adaptive+selective 0.46, 0 / 6
+    noise 2.0%: fixed-3 1.00, 0 / 41   adaptive+selective 0.49, 0 / 21
+    noise 3.0%: fixed-3 1.00, 0 / 68   adaptive+selective 0.50, 1 / 59
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from urllib.parse import quote
 from campaign import mdsafe
 from campaign.mdsafe import Md
 from campaign.records import BaselineView, CampaignView, ExperimentView, LevelRow
+from campaign.verdict import level_confidence, loss_bound
 
 UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}
 PRIMARY_WORKLOAD = "single_stream"
@@ -164,13 +165,18 @@ def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
     unit = unit_of(metric_of(exp))
     limits = any(r.comparison and (r.comparison.candidate_meets_limit is not None
                                    or r.comparison.baseline_meets_limit is not None) for r in rows)
-    header = ["C", f"candidate ({unit})", f"baseline ({unit})", "winner", f"± ({confidence * 100:.0f}% CI)"]
+    # the winner's interval is Bonferroni-corrected over every compared level; the
+    # no-loss bound is one-sided at the playbook's confidence (campaign.verdict)
+    k = sum(1 for r in exp.rows if r.comparison)
+    header = ["C", f"candidate ({unit})", f"baseline ({unit})", "winner",
+              f"± ({level_confidence(confidence, k) * 100:.3g}% CI)", f"no worse than ({confidence * 100:.0f}%)"]
     header += ["latency limit (cand / base)"] if limits else []
     out = []
     for r in sorted(rows, key=lambda r: r.concurrency):
         c = r.comparison
         ci = f"±{(c.ci_high_pct - c.ci_low_pct) / 2:.1f}%" if c else "-"
-        line = [r.concurrency, fmt_num(r.candidate), fmt_num(r.baseline), winner_text(r), ci]
+        bound = f"{loss_bound(c):+.1f}%" if c else "-"
+        line = [r.concurrency, fmt_num(r.candidate), fmt_num(r.baseline), winner_text(r), ci, bound]
         if limits:
             def ok(v: bool | None) -> str:
                 return "-" if v is None else ("ok" if v else "MISSED")

@@ -208,6 +208,8 @@ class Nodes:
         more = verdict_logic.needs_more_repeats(store.level_samples(eid), pb.verdict, rounds,
                                                 noise_floor_pct=noise, noise_floor_df=df)
         more = more and rounds < pb.verdict.repeats.max
+        if confound_changes(base, hypothesis_config(base, spec), spec):
+            more = rounds < pb.verdict.repeats.min  # confounded: no number of repeats makes it a result
         nxt = "candidate" if more else ""
         self.d.events("round", {"hypothesis": spec.name, "round": rounds, "more": more})
         return {"current": {**cur, "rounds": rounds, "side": nxt}}

@@ -27,6 +27,9 @@ class LevelComparison(BaseModel):
     delta_pct: float  # (candidate / baseline - 1) * 100
     ci_low_pct: float  # confidence interval of delta_pct
     ci_high_pct: float
+    # one-sided lower bound of delta_pct at the playbook's confidence, without the
+    # multiplicity correction: the per-level test of "no loss beyond m" (see verdict.py)
+    loss_bound_pct: float | None = None
     n_baseline: int
     n_candidate: int
     winner: Winner

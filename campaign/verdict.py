@@ -11,13 +11,19 @@ Latency limit: where exactly one side meets it (mean over repeats of the chosen 
 statistic <= max_ms), that side wins the level whatever the throughput; where neither
 meets it the throughput rule stands.
 Multiple levels: each level's interval uses confidence 1 - (1 - c) / k for k levels
-(Bonferroni), so the whole verdict holds at confidence c.
+(Bonferroni), so a claim that the candidate wins *some* level holds at confidence c.
+The other half of a WIN, "no level loses more than m", must hold at *every* level: an
+intersection-union test (Berger 1982), which keeps level 1 - c with each level tested
+alone at it, so that check uses each level's one-sided lower bound at c
+(`loss_bound_pct`), not the Bonferroni interval.  Bonferroni there would demand a
+99.7% bound at each of 9 levels and call real wins inconclusive for no gain in rigour.
 
 Experiment rule (`decide`), first match wins: a launch/serving failure -> dead end with
 its class (infrastructure failures -> inconclusive, they are retried); failed
 correctness -> dead end `incorrect`; undeclared config differences -> inconclusive
 (confounded); candidate wins some level, loses none and no level's interval reaches
-below -m -> WIN (a possible loss beyond m -> inconclusive, naming the levels); it wins
+below -m (one-sided bound, see above) -> WIN (a possible loss beyond m -> inconclusive,
+naming the levels); it wins
 some and loses some -> dead end naming the regimes each side wins; it loses some and wins none -> dead
 end "slower"; otherwise inconclusive "within noise".
 """
@@ -84,6 +90,10 @@ def compare_level(
         noise_floor_pct=noise_floor_pct, noise_floor_df=noise_floor_df,
     )
     winner = level_winner(eff.delta_pct, eff.low_pct, eff.high_pct, spec.min_effect_pct)
+    one_sided = relative_effect(  # its lower end is the one-sided bound at spec.confidence
+        b, c, confidence=max(0.5, 1.0 - 2.0 * (1.0 - spec.confidence)), paired=paired,
+        noise_floor_pct=noise_floor_pct, noise_floor_df=noise_floor_df,
+    )
     b_ok, c_ok = _meets_limit(baseline, spec), _meets_limit(candidate, spec)
     if b_ok is not None and c_ok is not None and b_ok != c_ok:
         winner = "candidate" if c_ok else "baseline"
@@ -91,7 +101,7 @@ def compare_level(
         workload=workload, concurrency=concurrency, metric=spec.metric,
         baseline_mean=mean(b), candidate_mean=mean(c), delta_pct=_finite(eff.delta_pct),
         ci_low_pct=_finite(eff.low_pct), ci_high_pct=_finite(eff.high_pct),
-        n_baseline=len(b), n_candidate=len(c), winner=winner,
+        loss_bound_pct=_finite(one_sided.low_pct), n_baseline=len(b), n_candidate=len(c), winner=winner,
         baseline_meets_limit=b_ok, candidate_meets_limit=c_ok,
     )
 
@@ -212,16 +222,21 @@ def _latency_decided(c: LevelComparison) -> bool:
     return c.baseline_meets_limit is not None and c.baseline_meets_limit != c.candidate_meets_limit
 
 
+def loss_bound(c: LevelComparison) -> float:
+    """The level's lower bound for the no-loss test (records made before it: the interval's)."""
+    return c.loss_bound_pct if c.loss_bound_pct is not None else c.ci_low_pct
+
+
 def _loss_not_ruled_out(c: LevelComparison, spec: VerdictSpec) -> bool:
-    """A WIN needs every level shown not to lose more than m (lo >= -m), latency aside."""
-    return c.ci_low_pct < -spec.min_effect_pct and not _latency_decided(c)
+    """A WIN needs every level shown not to lose more than m (bound >= -m), latency aside."""
+    return loss_bound(c) < -spec.min_effect_pct and not _latency_decided(c)
 
 
 def _worth_repeating(c: LevelComparison, spec: VerdictSpec, win_in_sight: bool) -> bool:
     """Futility rule: repeat an unsettled level only if, at repeats.max, the interval
     around today's estimate (half-width x sqrt(n / max), ignoring the t quantile's own
     shrink) would change the level's winner - or, while some level wins, would rule a
-    loss in or out.  Proving an equivalence for its own sake is never pursued."""
+    loss out.  Proving an equivalence for its own sake is never pursued."""
     m, n, n_max = spec.min_effect_pct, min(c.n_baseline, c.n_candidate), spec.repeats.max
     if level_settled(c, m) or n >= n_max or _latency_decided(c):
         return False
@@ -232,7 +247,13 @@ def _worth_repeating(c: LevelComparison, spec: VerdictSpec, win_in_sight: bool) 
     p_lo, p_hi = math.expm1(centre - half) * 100, math.expm1(centre + half) * 100
     if level_winner(c.delta_pct, p_lo, p_hi, m) != level_winner(c.delta_pct, c.ci_low_pct, c.ci_high_pct, m):
         return True
-    return win_in_sight and c.ci_low_pct < -m and (p_lo >= -m or p_hi < -m)
+    if not (win_in_sight and _loss_not_ruled_out(c, spec)):
+        return False
+    bound = loss_bound(c)
+    if bound <= -100:
+        return True
+    b_half = (centre - math.log1p(bound / 100)) * math.sqrt(n / n_max)
+    return math.expm1(centre - b_half) * 100 >= -m  # max repeats could rule the loss out
 
 
 def levels_needing_repeats(comparisons: Sequence[LevelComparison], spec: VerdictSpec) -> list[LevelComparison]:

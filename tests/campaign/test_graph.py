@@ -68,6 +68,9 @@ def test_campaign_reaches_verdicts_and_moves_the_baseline(tmp_path):
     assert verdicts["nccl-fewer-channels"]["verdict"] == "inconclusive"
     assert "confounded" in verdicts["nccl-fewer-channels"]["reason"]
     assert "chunked-prefill-size" in verdicts["nccl-fewer-channels"]["reason"]
+    (confounded,) = store.list_experiments(cid, hypothesis="nccl-fewer-channels")
+    # no number of repeats makes a confounded run a result: the minimum, not the adaptive maximum
+    assert {len(s.candidate) for s in store.level_samples(confounded.id)} == {pb.verdict.repeats.min}
     # the adopted win became the baseline: re-measured without the flag
     assert "enable-custom-all-reduce" not in data["baseline"]["config"]["flags"]
     assert len(store.list_experiments(cid, role="baseline")) == 2

@@ -88,6 +88,9 @@ def test_eagle_section_per_level_table_regimes_and_analysis(doc):
     assert [int(r[0]) for r in par] == PARALLEL_C
     assert [float(r[1]) for r in par] == EAGLE_PARALLEL and [float(r[2]) for r in par] == BASE_PARALLEL
     assert par[0][3] == "baseline (+19.5%)" and par[4][3] == "baseline (+137.4%)" and par[0][4] == "±3.0%"
+    header = [ln for ln in sec.split("**Workload parallel**")[1].splitlines() if ln.startswith("|")][0]
+    assert "| ± (99.4% CI) | no worse than (95%) |" in header  # 9 levels, Bonferroni; one-sided bound
+    assert all(re.fullmatch(r"-\d+\.\d%", r[5]) and float(r[5][:-1]) < -10 for r in par)  # a loss, bounded
     assert "| `speculative-num-draft-tokens` | (unset) | 16 | added |" in sec
     assert "**Patch commit.** `9f8e7d6c5b4a39281706f5e4d3c2b1a098765432`" in sec
     assert "**Analysis (model-written, not verified by the campaign):**" in sec
