@@ -204,16 +204,43 @@ def validate(playbook: str) -> None:
                f"node {pb.node.kind})")
 
 
-def main() -> None:
+def _click_exceptions():  # type: ignore[no-untyped-def]
+    """typer >= 0.23 vendors click as typer._click; older releases use click itself."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions  # type: ignore[no-redef]
+    return exceptions
+
+
+def usage_line(exc: Exception) -> str:
+    """One line for a command-line usage error: what is wrong, and where the fix is."""
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None else "campaign"
+    msg = " ".join(exc.format_message().split()) if hasattr(exc, "format_message") else str(exc)
+    return f"{path}: {msg} (fix: see '{path} --help')"
+
+
+def main(argv: list[str] | None = None) -> None:
     from campaign.cli_toolkit import register as register_toolkit
 
     register_toolkit(app)
+    ex = _click_exceptions()
     try:
-        app()
+        rv = app(args=argv, prog_name="campaign", standalone_mode=False)
+    except ex.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `campaign`: typer has shown the help
+            sys.exit(0)
+        print(usage_line(exc), file=sys.stderr)
+        sys.exit(2)
+    except ex.ClickException as exc:
+        print(f"campaign: {' '.join(exc.format_message().split())}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     except UserError as exc:  # raised outside a command body
         for line in exc.lines:
             print(f"campaign: {line}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,23 @@ def test_unknown_campaign_id(tmp_path: Path, recorded) -> None:
     assert cid in cli("status", "--db", str(db), cwd=tmp_path).stdout
 
 
+def test_command_line_usage_errors_are_one_line(tmp_path: Path, recorded) -> None:
+    _, db, _ = recorded
+    before = table_counts(db)
+    cases = [
+        (("run", "--bogus"), ("campaign run", "No such option: --bogus", "campaign run --help")),
+        (("run",), ("campaign run", "Missing argument 'playbook'")),
+        (("bogus",), ("No such command 'bogus'", "campaign --help")),
+        (("status", "--db", str(db), "--limit"), ("No such option: --limit",)),
+        (("resume", "x", "--db", str(db), "--set"), ("Option '--set' requires an argument",)),
+    ]
+    for args, needles in cases:
+        one_line_error(cli(*args, cwd=tmp_path), *needles)
+    assert table_counts(db) == before
+    helped = cli("run", "--help", cwd=tmp_path)
+    assert helped.returncode == 0 and "Usage: campaign run" in helped.stdout
+
+
 def test_missing_database(tmp_path: Path) -> None:
     for cmd in (["show", "x"], ["resume", "x"], ["status"]):
         one_line_error(cli(*cmd, "--db", str(tmp_path / "none.db"), cwd=tmp_path), "none.db", "--db")
