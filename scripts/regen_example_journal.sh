@@ -13,7 +13,7 @@ set -e
 [ "$rc" = 3 ] || { echo "expected the review gate (exit 3), got $rc" >&2; exit 1; }
 cid=$(campaign status --db c.db --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 campaign resume "$cid" --db c.db --approve --set node.cuda=13.0 --note "node upgraded to CUDA 13" --quiet
-rm -rf "$root/journal/example"
-mkdir -p "$root/journal/example"
+mkdir -p "$root/journal/example"      # the vLLM example beside it stays
+rm -rf "$root/journal/example/eagle-fast-verify.md" "$root/journal/example/eagle-fast-verify.plots"
 cp -r journal/. "$root/journal/example/"
 echo "journal/example/ regenerated from campaign $cid"
