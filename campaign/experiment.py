@@ -97,6 +97,26 @@ def baseline_noise(store: Any, baseline_id: str | None, metric: str) -> tuple[fl
     return (est.pct, est.df) if est else (None, 8)
 
 
+def baseline_noise_by_workload(store: Any, baseline_id: str | None, metric: str) -> dict[str, tuple[float, int]]:
+    """The same, per workload: each workload's levels pooled on their own, so one noisy
+    protocol (short sweep waves) does not widen the intervals of a steady one (a
+    single stream).  Workloads without two repeats of some level are left out: the
+    pooled floor stands in for them."""
+    from campaign.stats import noise_estimate
+
+    if not baseline_id:
+        return {}
+    groups: dict[str, dict[int, list[float]]] = {}
+    for s in store.level_samples(baseline_id):
+        groups.setdefault(s.workload, {})[s.concurrency] = [getattr(r, metric) for r in s.baseline]
+    out = {}
+    for workload, levels in groups.items():
+        est = noise_estimate(levels)
+        if est is not None:
+            out[workload] = (est.pct, est.df)
+    return out
+
+
 def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,
                 metric: str, noise_pct: float | None) -> str | None:
     """Compare a fresh measurement of the baseline config (an interleaved baseline side)

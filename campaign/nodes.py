@@ -16,6 +16,7 @@ from campaign import verdict as verdict_logic
 from campaign.deps import Deps
 from campaign.experiment import (
     baseline_noise,
+    baseline_noise_by_workload,
     check_drift,
     confound_changes,
     correctness_of,
@@ -205,8 +206,9 @@ class Nodes:
             return {"current": {**cur, "side": "baseline"}}  # the other half of this round (C B, C B, ...)
         rounds = rnd + 1
         noise, df = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
-        more = verdict_logic.needs_more_repeats(store.level_samples(eid), pb.verdict, rounds,
-                                                noise_floor_pct=noise, noise_floor_df=df)
+        more = verdict_logic.needs_more_repeats(
+            store.level_samples(eid), pb.verdict, rounds, noise_floor_pct=noise, noise_floor_df=df,
+            noise_by_workload=baseline_noise_by_workload(store, state.get("baseline_id"), pb.verdict.metric))
         more = more and rounds < pb.verdict.repeats.max
         if confound_changes(base, hypothesis_config(base, spec), spec):
             more = rounds < pb.verdict.repeats.min  # confounded: no number of repeats makes it a result
@@ -225,7 +227,8 @@ class Nodes:
         confounded = confound_changes(base, hypothesis_config(base, spec), spec)
         noise, df = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
         comparisons = [] if failure else verdict_logic.compare_levels(
-            store.level_samples(eid), pb.verdict, noise_floor_pct=noise, noise_floor_df=df)
+            store.level_samples(eid), pb.verdict, noise_floor_pct=noise, noise_floor_df=df,
+            noise_by_workload=baseline_noise_by_workload(store, state.get("baseline_id"), pb.verdict.metric))
         correctness = None if failure else correctness_of(store, eid, state.get("baseline_id"), pb)
         revisit = revisit_components(failure.failure_class if failure else None, spec.revisit_on)
         v = verdict_logic.decide(comparisons, pb.verdict, failure=failure, confounded_by=confounded,

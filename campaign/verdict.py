@@ -31,7 +31,7 @@ end "slower"; otherwise inconclusive "within noise".
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from campaign.playbook import VerdictSpec
 from campaign.records import CorrectnessResult, LevelComparison, LevelSamples, Verdict, Winner
@@ -113,16 +113,20 @@ def compare_levels(
     paired: bool | None = None,
     noise_floor_pct: float | None = None,
     noise_floor_df: int = DEFAULT_NOISE_FLOOR_DF,
+    noise_by_workload: Mapping[str, tuple[float, int]] | None = None,
 ) -> list[LevelComparison]:
     """Every level, Bonferroni-corrected.  `paired=None`: spec.interleave and equal
-    repeat counts at the level (interleaved repeats come in pairs)."""
+    repeat counts at the level (interleaved repeats come in pairs).  A workload found
+    in `noise_by_workload` uses its own (pct, df) noise floor, others the pooled one:
+    a steady single stream is not as noisy as one short wave of 250 requests."""
     conf = level_confidence(spec.confidence, len(samples))
     out = []
     for s in samples:
         pair = spec.interleave and len(s.baseline) == len(s.candidate) if paired is None else paired
+        pct, df = (noise_by_workload or {}).get(s.workload, (noise_floor_pct, noise_floor_df))
         out.append(compare_level(
             s.workload, s.concurrency, s.baseline, s.candidate, spec, paired=pair,
-            noise_floor_pct=noise_floor_pct, noise_floor_df=noise_floor_df, confidence=conf,
+            noise_floor_pct=pct, noise_floor_df=df, confidence=conf,
         ))
     return out
 
@@ -275,6 +279,7 @@ def needs_more_repeats(
     paired: bool | None = None,
     noise_floor_pct: float | None = None,
     noise_floor_df: int = DEFAULT_NOISE_FLOOR_DF,
+    noise_by_workload: Mapping[str, tuple[float, int]] | None = None,
 ) -> bool:
     """Sequential rule.  fixed: exactly repeats.min repeats.  adaptive: at least
     repeats.min, at most repeats.max, and in between only while some level's interval
@@ -286,5 +291,5 @@ def needs_more_repeats(
     items = list(comparisons_or_samples)
     if items and isinstance(items[0], LevelSamples):
         items = compare_levels(items, spec, paired=paired, noise_floor_pct=noise_floor_pct,  # type: ignore[arg-type]
-                               noise_floor_df=noise_floor_df)
+                               noise_floor_df=noise_floor_df, noise_by_workload=noise_by_workload)
     return bool(levels_needing_repeats(items, spec))  # type: ignore[arg-type]

@@ -43,3 +43,21 @@ def test_no_drift_within_noise(tmp_path):
     _side(store, exp, "baseline", 0, {1: 100.5, 8: 502.0})
     assert check_drift(store, cid, base, exp, 0, "output_tokens_per_s", noise_pct=1.0) is None
     assert store.events(cid, "drift") == []
+
+
+def test_noise_floor_per_workload_keeps_a_steady_workload_tight(tmp_path):
+    from campaign.experiment import baseline_noise, baseline_noise_by_workload
+
+    store = Store(tmp_path / "c.db")
+    cid = store.create_campaign("d", playbook=PB).id
+    base = store.start_experiment(cid, "baseline", config=EffectiveConfig(), role="baseline", attempt=1).id
+    for rep, (steady, wave) in enumerate([(89.1, 539.2), (89.2, 587.8)]):  # one hiccup in the sweep
+        store.record_side(base, "baseline", rep, [
+            ("single", LevelResult(concurrency=1, requests=6, output_tokens_per_s=steady), "h"),
+            ("sweep", LevelResult(concurrency=100, requests=100, output_tokens_per_s=wave), "h")])
+    pooled, df = baseline_noise(store, base, "output_tokens_per_s")
+    per = baseline_noise_by_workload(store, base, "output_tokens_per_s")
+    assert df == 2 and pooled > 4.0
+    assert per["single"][0] < 0.1 and per["single"][1] == 1
+    assert per["sweep"][0] > 6.0
+    assert baseline_noise_by_workload(store, None, "output_tokens_per_s") == {}

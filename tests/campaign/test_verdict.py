@@ -14,7 +14,7 @@ from campaign.verdict import (
     level_winner,
 )
 from tests.campaign.verdict_fixtures import BASE_PARALLEL, EAGLE_PARALLEL, level, results, sweep
-from tools.models import ConfigChange, Failure, FailureClass
+from tools.models import ConfigChange, Failure, FailureClass, LevelResult
 
 SPEC = VerdictSpec()  # min effect 2%, 95%
 
@@ -82,6 +82,23 @@ def test_records_without_a_loss_bound_fall_back_to_the_interval():
                          SPEC, noise_floor_pct=1.5)
     old = [c.model_copy(update={"loss_bound_pct": None}) for c in cmp]
     assert decide(old, SPEC).kind == "inconclusive"
+
+
+def test_noise_floor_per_workload():
+    # a steady +5% single stream next to a sweep whose pooled noise is 6%: with one pooled
+    # floor the single stream is a tie; with its own it is the win it measures
+    def runs(*tps: float) -> list[LevelResult]:
+        return [LevelResult(concurrency=1, requests=6, output_tokens_per_s=x) for x in tps]
+
+    steady = LevelSamples(workload="single_stream", concurrency=1,  # EAGLE-3 on CUDA 13, as measured
+                          baseline=runs(89.22, 89.36), candidate=runs(93.71, 93.79))
+    samples = [steady] + sweep(BASE_PARALLEL, [x * 0.5 for x in BASE_PARALLEL], 2)
+    pooled = compare_levels(samples, SPEC, noise_floor_pct=6.1, noise_floor_df=18)
+    own = compare_levels(samples, SPEC, noise_floor_pct=6.1, noise_floor_df=18,
+                         noise_by_workload={"single_stream": (0.1, 1)})
+    assert pooled[0].winner == "tie" and own[0].winner == "candidate"
+    assert [c.ci_low_pct for c in pooled[1:]] == [c.ci_low_pct for c in own[1:]]  # the sweep keeps the pooled floor
+    assert decide(own, SPEC).regimes == {"single_stream": "candidate", "parallel": "baseline"}
 
 
 def test_win_with_ties_elsewhere_says_so():
