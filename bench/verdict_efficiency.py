@@ -25,7 +25,7 @@ seeds, drift 0.5%; node time relative to fixed-3, wrong / missed of 320 verdicts
     noise 1.0%: fixed-3 1.00, 0 / 2    adaptive+selective 0.42, 0 / 1
     noise 1.5%: fixed-3 1.00, 0 / 17   adaptive+selective 0.46, 0 / 6
     noise 2.0%: fixed-3 1.00, 0 / 41   adaptive+selective 0.49, 0 / 21
-    noise 3.0%: fixed-3 1.00, 0 / 68   adaptive+selective 0.50, 1 / 59
+    noise 3.0%: fixed-3 1.00, 0 / 68   adaptive+selective 0.51, 1 / 58
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ class LevelComparison(BaseModel):
     # one-sided lower bound of delta_pct at the playbook's confidence, without the
     # multiplicity correction: the per-level test of "no loss beyond m" (see verdict.py)
     loss_bound_pct: float | None = None
+    # degrees of freedom and per-level confidence behind the interval (the futility rule
+    # projects how the t quantile shrinks with more repeats)
+    df: float | None = None
+    level_confidence: float | None = None
     n_baseline: int
     n_candidate: int
     winner: Winner

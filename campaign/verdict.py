@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from campaign.playbook import VerdictSpec
 from campaign.records import CorrectnessResult, LevelComparison, LevelSamples, Verdict, Winner
 from campaign.revisit import revisit_components
-from campaign.stats import DEFAULT_NOISE_FLOOR_DF, mean, relative_effect
+from campaign.stats import DEFAULT_NOISE_FLOOR_DF, mean, quantile, relative_effect
 from campaign.verdict_reasons import UNBOUNDED_PCT, confound_reason, latency_note, noise_reason, side_phrase
 from tools.models import INFRASTRUCTURE_FAILURES, ConfigChange, Failure, FailureClass, LevelResult
 
@@ -101,7 +101,8 @@ def compare_level(
         workload=workload, concurrency=concurrency, metric=spec.metric,
         baseline_mean=mean(b), candidate_mean=mean(c), delta_pct=_finite(eff.delta_pct),
         ci_low_pct=_finite(eff.low_pct), ci_high_pct=_finite(eff.high_pct),
-        loss_bound_pct=_finite(one_sided.low_pct), n_baseline=len(b), n_candidate=len(c), winner=winner,
+        loss_bound_pct=_finite(one_sided.low_pct), df=eff.df if math.isfinite(eff.df) else None,
+        level_confidence=confidence or spec.confidence, n_baseline=len(b), n_candidate=len(c), winner=winner,
         baseline_meets_limit=b_ok, candidate_meets_limit=c_ok,
     )
 
@@ -238,16 +239,19 @@ def _loss_not_ruled_out(c: LevelComparison, spec: VerdictSpec) -> bool:
 
 def _worth_repeating(c: LevelComparison, spec: VerdictSpec, win_in_sight: bool) -> bool:
     """Futility rule: repeat an unsettled level only if, at repeats.max, the interval
-    around today's estimate (half-width x sqrt(n / max), ignoring the t quantile's own
-    shrink) would change the level's winner - or, while some level wins, would rule a
-    loss out.  Proving an equivalence for its own sake is never pursued."""
+    around today's estimate would change the level's winner - or, while some level
+    wins, would rule a loss out.  The projected half-width is today's x sqrt(n / max)
+    x the t quantile's shrink from today's df to the df at max (a small noise prior
+    leaves few df, and their quantile is most of the width).  Proving an equivalence
+    for its own sake is never pursued."""
     m, n, n_max = spec.min_effect_pct, min(c.n_baseline, c.n_candidate), spec.repeats.max
     if level_settled(c, m) or n >= n_max or _latency_decided(c):
         return False
     if c.ci_low_pct <= -100 or c.ci_high_pct >= UNBOUNDED_PCT:
         return True  # nothing known yet: measure
+    shrink = math.sqrt(n / n_max) * _t_shrink(c, n_max - n, c.level_confidence or spec.confidence)
     lo, hi = math.log1p(c.ci_low_pct / 100), math.log1p(c.ci_high_pct / 100)
-    centre, half = (lo + hi) / 2, (hi - lo) / 2 * math.sqrt(n / n_max)
+    centre, half = (lo + hi) / 2, (hi - lo) / 2 * shrink
     p_lo, p_hi = math.expm1(centre - half) * 100, math.expm1(centre + half) * 100
     if level_winner(c.delta_pct, p_lo, p_hi, m) != level_winner(c.delta_pct, c.ci_low_pct, c.ci_high_pct, m):
         return True
@@ -256,8 +260,16 @@ def _worth_repeating(c: LevelComparison, spec: VerdictSpec, win_in_sight: bool) 
     bound = loss_bound(c)
     if bound <= -100:
         return True
-    b_half = (centre - math.log1p(bound / 100)) * math.sqrt(n / n_max)
+    one_sided = max(0.5, 1.0 - 2.0 * (1.0 - spec.confidence))
+    b_half = (centre - math.log1p(bound / 100)) * math.sqrt(n / n_max) * _t_shrink(c, n_max - n, one_sided)
     return math.expm1(centre - b_half) * 100 >= -m  # max repeats could rule the loss out
+
+
+def _t_shrink(c: LevelComparison, more: int, confidence: float) -> float:
+    """quantile(df + more) / quantile(df): 1 where df is unknown (older records)."""
+    if c.df is None or c.df <= 0 or more <= 0:
+        return 1.0
+    return quantile(confidence, c.df + more) / quantile(confidence, c.df)
 
 
 def levels_needing_repeats(comparisons: Sequence[LevelComparison], spec: VerdictSpec) -> list[LevelComparison]:

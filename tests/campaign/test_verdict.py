@@ -310,3 +310,17 @@ def test_adaptive_gives_up_on_a_loss_that_max_repeats_cannot_rule_out():
     cmp = compare_levels(samples, ADAPTIVE, noise_floor_pct=1.5)
     assert any(c.loss_bound_pct < -2 for c in cmp)
     assert levels_needing_repeats(cmp, ADAPTIVE) == []
+
+
+def test_futility_counts_the_t_quantile_shrinking_with_more_repeats():
+    # EAGLE-3's CUDA 13 single stream as measured: +4.3% over 2 rounds, a per-workload noise
+    # prior with 1 df: t(2 df) makes the interval +-11%; six rounds (t at 6 df) could show
+    # the win, so the level is worth repeating, though sqrt(2/6) alone says it is not
+    runs = lambda *xs: [LevelResult(concurrency=1, requests=6, output_tokens_per_s=x) for x in xs]  # noqa: E731
+    s = LevelSamples(workload="single_stream", concurrency=1, baseline=runs(89.09, 89.12), candidate=runs(93.52, 92.28))
+    spec = VerdictSpec(repeats={"min": 2, "max": 6})
+    c = compare_level(s.workload, 1, s.baseline, s.candidate, spec, paired=True, noise_floor_pct=0.91,
+                      noise_floor_df=1, confidence=level_confidence(0.95, 9))  # one of the campaign's 9 levels
+    assert c.winner == "tie" and c.df == 2 and c.ci_low_pct < -5
+    assert levels_needing_repeats([c], spec) == [c]
+    assert levels_needing_repeats([c.model_copy(update={"df": None})], spec) == []  # the old projection
