@@ -50,13 +50,15 @@ def node_python(env: dict[str, str]) -> str:
     if not python.exists():
         base = shutil.which(version, path="/usr/local/bin:/usr/bin:/bin")
         if base is None:
-            missing(f"the node user cannot run {sys.executable} and there is no system {version}")
+            missing(f"the node user cannot run {sys.executable} and there is no system {version}"
+                    " (fix: a venv the node user can read, as `bash .ci/run` makes in /opt/campaign-ci/venv)")
         subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
         site = venv / "lib" / version / "site-packages"
         (site / "controller.pth").write_text("\n".join(sorted(paths)) + "\n")
         subprocess.run(["chmod", "-R", "a+rX", str(venv)], check=True)
     if not _node_can_run(env, str(python)):
-        missing(f"the node user can read neither {sys.executable} nor its site-packages {sorted(paths)}")
+        missing(f"the node user can read neither {sys.executable} nor its site-packages {sorted(paths)}"
+                " (fix: a venv the node user can read, as `bash .ci/run` makes in /opt/campaign-ci/venv)")
     return str(python)
 
 
