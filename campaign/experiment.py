@@ -84,17 +84,38 @@ def correctness_of(store: Any, experiment: str, baseline_id: str | None, pb: Pla
 
 
 
+def _baseline_samples(store: Any, baseline_id: str | None, metric: str) -> dict[tuple[str, int], list[float]]:
+    if not baseline_id:
+        return {}
+    return {(s.workload, s.concurrency): [getattr(r, metric) for r in s.baseline]
+            for s in store.level_samples(baseline_id)}
+
+
+def _pooled(by_level: dict[tuple[str, int], list[float]]) -> tuple[float | None, int]:
+    from campaign.stats import noise_estimate
+
+    est = noise_estimate(by_level)
+    return (est.pct, est.df) if est else (None, 8)
+
+
+def _per_workload(by_level: dict[tuple[str, int], list[float]]) -> dict[str, tuple[float, int]]:
+    from campaign.stats import noise_estimate
+
+    groups: dict[str, dict[int, list[float]]] = {}
+    for (workload, c), xs in by_level.items():
+        groups.setdefault(workload, {})[c] = xs
+    out = {}
+    for workload, levels in groups.items():
+        est = noise_estimate(levels)
+        if est is not None:
+            out[workload] = (est.pct, est.df)
+    return out
+
+
 def baseline_noise(store: Any, baseline_id: str | None, metric: str) -> tuple[float | None, int]:
     """The node's run-to-run noise from the baseline's repeats: (pct, df), the prior
     that lets a verdict trust a single round when the effect is large."""
-    from campaign.stats import noise_estimate
-
-    if not baseline_id:
-        return None, 8
-    by_level = {(s.workload, s.concurrency): [getattr(r, metric) for r in s.baseline]
-                for s in store.level_samples(baseline_id)}
-    est = noise_estimate(by_level)
-    return (est.pct, est.df) if est else (None, 8)
+    return _pooled(_baseline_samples(store, baseline_id, metric))
 
 
 def baseline_noise_by_workload(store: Any, baseline_id: str | None, metric: str) -> dict[str, tuple[float, int]]:
@@ -102,19 +123,15 @@ def baseline_noise_by_workload(store: Any, baseline_id: str | None, metric: str)
     protocol (short sweep waves) does not widen the intervals of a steady one (a
     single stream).  Workloads without two repeats of some level are left out: the
     pooled floor stands in for them."""
-    from campaign.stats import noise_estimate
+    return _per_workload(_baseline_samples(store, baseline_id, metric))
 
-    if not baseline_id:
-        return {}
-    groups: dict[str, dict[int, list[float]]] = {}
-    for s in store.level_samples(baseline_id):
-        groups.setdefault(s.workload, {})[s.concurrency] = [getattr(r, metric) for r in s.baseline]
-    out = {}
-    for workload, levels in groups.items():
-        est = noise_estimate(levels)
-        if est is not None:
-            out[workload] = (est.pct, est.df)
-    return out
+
+def noise_floors(store: Any, baseline_id: str | None, metric: str) -> dict[str, Any]:
+    """Both floors from one read, as keyword arguments of `verdict.compare_levels` and
+    `verdict.needs_more_repeats`."""
+    by_level = _baseline_samples(store, baseline_id, metric)
+    pct, df = _pooled(by_level)
+    return {"noise_floor_pct": pct, "noise_floor_df": df, "noise_by_workload": _per_workload(by_level)}
 
 
 def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,

@@ -16,11 +16,11 @@ from campaign import verdict as verdict_logic
 from campaign.deps import Deps
 from campaign.experiment import (
     baseline_noise,
-    baseline_noise_by_workload,
     check_drift,
     confound_changes,
     correctness_of,
     hypothesis_config,
+    noise_floors,
     node_seconds_of,
     provenance_notes,
     record_measurement,
@@ -205,10 +205,8 @@ class Nodes:
         if side == "candidate" and pb.verdict.interleave and not store.has_side(eid, "baseline", rnd):
             return {"current": {**cur, "side": "baseline"}}  # the other half of this round (C B, C B, ...)
         rounds = rnd + 1
-        noise, df = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
-        more = verdict_logic.needs_more_repeats(
-            store.level_samples(eid), pb.verdict, rounds, noise_floor_pct=noise, noise_floor_df=df,
-            noise_by_workload=baseline_noise_by_workload(store, state.get("baseline_id"), pb.verdict.metric))
+        more = verdict_logic.needs_more_repeats(store.level_samples(eid), pb.verdict, rounds,
+                                                **noise_floors(store, state.get("baseline_id"), pb.verdict.metric))
         more = more and rounds < pb.verdict.repeats.max
         if confound_changes(base, hypothesis_config(base, spec), spec):
             more = rounds < pb.verdict.repeats.min  # confounded: no number of repeats makes it a result
@@ -225,10 +223,8 @@ class Nodes:
         failure = recorded_failure(store, eid)
         base = _base(state)
         confounded = confound_changes(base, hypothesis_config(base, spec), spec)
-        noise, df = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
         comparisons = [] if failure else verdict_logic.compare_levels(
-            store.level_samples(eid), pb.verdict, noise_floor_pct=noise, noise_floor_df=df,
-            noise_by_workload=baseline_noise_by_workload(store, state.get("baseline_id"), pb.verdict.metric))
+            store.level_samples(eid), pb.verdict, **noise_floors(store, state.get("baseline_id"), pb.verdict.metric))
         correctness = None if failure else correctness_of(store, eid, state.get("baseline_id"), pb)
         revisit = revisit_components(failure.failure_class if failure else None, spec.revisit_on)
         v = verdict_logic.decide(comparisons, pb.verdict, failure=failure, confounded_by=confounded,
