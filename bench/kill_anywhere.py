@@ -100,7 +100,7 @@ class Trial:
 
 
 def cli(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli", *args], cwd=cwd, env=env, text=True,
+    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=cwd, env=env, text=True,
                           capture_output=True, timeout=timeout)
 
 
@@ -116,7 +116,7 @@ def run_trial(index: int, moment: str, rng: random.Random, base: Path, calib: di
     db = trial_dir / "state" / "campaign.db"
     env = trial_env(trial_dir)
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli", "run", str(pb), "--db", str(db), "-q"],
+    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
                             cwd=trial_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     watch = Watch(proc.pid, db, trial_dir / "journal")
     sig = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT}.get(moment, signal.SIGKILL)
@@ -222,7 +222,7 @@ def _resume_until_done(t: Trial, trial_dir: Path, pb: Path, db: Path, env: dict[
 
 
 def _check_final(t: Trial, trial_dir: Path, db: Path) -> None:
-    from campaign.journal import parse_notes
+    from campaign.journal.render import parse_notes
 
     names = [h["name"] for h in HYPOTHESES]
     for problem in finished_experiments(db, names):
@@ -254,7 +254,7 @@ def calibrate(base: Path) -> dict:
     pb = write_playbook(trial_dir)
     db = trial_dir / "state" / "campaign.db"
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli", "run", str(pb), "--db", str(db), "-q"],
+    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
                             cwd=trial_dir, env=trial_env(trial_dir), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     watch = Watch(proc.pid, db, trial_dir / "journal")

@@ -168,7 +168,7 @@ def _scan(path: str) -> list[tuple[str, int]]:
 def ledger_live(path: Path) -> int:
     if not path.exists():
         return 0
-    from tools.ledger import ProcessLedger
+    from tools.server.ledger import ProcessLedger
 
     return len(ProcessLedger(path).live())
 

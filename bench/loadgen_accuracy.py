@@ -1,11 +1,11 @@
-"""Accuracy and overhead of ``tools.loadgen`` against a server with known timing.
+"""Accuracy and overhead of ``tools.loadgen.sweep`` against a server with known timing.
 
 Not a unit test: a benchmark whose figures go into the README.  It starts
 ``bench/reference_server.py`` (raw non-blocking sockets, one process) and, at each
 concurrency level:
 1. runs a minimal raw-socket asyncio client (same requests, exactly C in flight,
    connections opened before the clock starts) -> reference output tok/s;
-2. runs ``tools.loadgen.run_sweep`` (C warm-up requests; connections pre-opened) ->
+2. runs ``tools.loadgen.sweep.run_sweep`` (C warm-up requests; connections pre-opened) ->
    its TTFT p50 and output tok/s;
 3. reads the server's own records for the requests of step 2 -> the true TTFT p50.
 
@@ -47,8 +47,8 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from tools.loadgen import ProgressEvent, run_sweep  # noqa: E402
-from tools.models import WorkloadSpec  # noqa: E402
+from tools.loadgen.sweep import ProgressEvent, run_sweep  # noqa: E402
+from campaign.domain.models import WorkloadSpec  # noqa: E402
 
 TTFT_LIMIT_MS = {1: 2.0, 64: 2.0, 256: 5.0}
 THROUGHPUT_RATIO_MIN = 0.97

@@ -20,7 +20,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from campaign.runner import start_campaign  # noqa: E402
+from campaign.cli.runner import start_campaign  # noqa: E402
 from campaign.store import Store  # noqa: E402
 
 #: independent flag hypotheses (none adopted, no patch, no dependency): one batch per N.

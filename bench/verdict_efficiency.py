@@ -11,7 +11,7 @@ policy, reported apart).  Launch failures are not part of the performance model:
 hypotheses that would crash on the real node measure as null effects here.
 
 Node time: per level requests * output_tokens / measured tok/s, plus `--launch-s` per
-server launch (each side of each round relaunches, as `campaign.nodes` does).
+server launch (each side of each round relaunches, as `campaign.loop.nodes` does).
 Policies: fixed-3; adaptive (repeats 1..6, every workload every round, as the graph
 runs now); adaptive+selective (re-runs only `workloads_needing_repeats`).
 A wrong verdict is a decisive verdict (win / dead end) whose kind differs from the
@@ -41,14 +41,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from campaign.experiment import confound_changes, hypothesis_config  # noqa: E402
-from campaign.playbook import Playbook, VerdictSpec  # noqa: E402
-from campaign.playbook_load import load_playbook  # noqa: E402
-from campaign.records import LevelComparison, LevelSamples  # noqa: E402
-from campaign.stats import noise_estimate  # noqa: E402
-from campaign.verdict import compare_levels, decide, needs_more_repeats, workloads_needing_repeats  # noqa: E402
-from tools.loadgen_stats import requests_for_level  # noqa: E402
-from tools.models import ConfigChange, EffectiveConfig, LevelResult  # noqa: E402
+from campaign.loop.experiment import confound_changes, hypothesis_config  # noqa: E402
+from campaign.playbook.schema import Playbook, VerdictSpec  # noqa: E402
+from campaign.playbook.load import load_playbook  # noqa: E402
+from campaign.domain.records import LevelComparison, LevelSamples  # noqa: E402
+from campaign.verdict.stats import noise_estimate  # noqa: E402
+from campaign.verdict.rule import compare_levels, decide, needs_more_repeats, workloads_needing_repeats  # noqa: E402
+from tools.loadgen.stats import requests_for_level  # noqa: E402
+from campaign.domain.models import ConfigChange, EffectiveConfig, LevelResult  # noqa: E402
 from tools.simnode.config import EngineConfig  # noqa: E402
 from tools.simnode.perfmodel import expected_output_tps  # noqa: E402
 
@@ -96,7 +96,7 @@ def _exact(base: dict[Level, float], cand: dict[Level, float], metric: str) -> l
 
 
 def true_verdict(spec: VerdictSpec, base: dict[Level, float], case: Case) -> str:
-    from campaign.verdict import level_winner
+    from campaign.verdict.rule import level_winner
 
     levels = [c.model_copy(update={"winner": level_winner(c.delta_pct, c.delta_pct, c.delta_pct, spec.min_effect_pct)})
               for c in _exact(base, case.truth, spec.metric)]

@@ -19,10 +19,10 @@ from typing import Callable
 
 from pydantic import BaseModel, Field
 
-from tools.config_edit import render_argv
+from campaign.domain.config import render_argv
 from tools.executors.base import Executor
-from tools.launch import LaunchFailed, LaunchRequest, ServerLauncher
-from tools.models import (
+from tools.server.launch import LaunchFailed, LaunchRequest, ServerLauncher
+from campaign.domain.models import (
     INFRASTRUCTURE_FAILURES,
     EffectiveConfig,
     Failure,
@@ -31,7 +31,7 @@ from tools.models import (
     SweepResult,
     WorkloadSpec,
 )
-from tools.redact import redact_argv, redact_text
+from campaign.domain.redact import redact_argv, redact_text
 
 
 class Measurement(BaseModel):
@@ -94,8 +94,8 @@ class NodeRuntime:
     # ------------------------------------------------------------ measurement
     def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
                 correctness_prompts: list[str] | None = None, correctness_tokens: int = 16) -> Measurement:
-        from tools.correctness import greedy_outputs
-        from tools.loadgen import run_sweep
+        from tools.loadgen.correctness import greedy_outputs
+        from tools.loadgen.sweep import run_sweep
 
         port = self.executor.free_port()
         fmt = {**self.fmt, "port": port, "model": self.model, "python": self.fmt.get("python", sys.executable)}
@@ -219,8 +219,8 @@ def _outage(health_url: str, seen: Failure) -> Failure:
 
 def _launch_env(env: dict[str, str]) -> dict[str, str]:
     """The recorded env with `${NAME}` secrets filled in from the controller's environment."""
-    from campaign.errors import UserError
-    from tools.redact import MissingEnvRef, expand_env_refs
+    from campaign.domain.errors import UserError
+    from campaign.domain.redact import MissingEnvRef, expand_env_refs
 
     try:
         return expand_env_refs(env)
@@ -231,7 +231,7 @@ def _launch_env(env: dict[str, str]) -> dict[str, str]:
 def _bench_argv(python: str, port: int, wl: WorkloadSpec, model: str, time_scale: float, timeout: float,
                 prompts: str, out: str) -> list[str]:
     """`campaign bench` on the node with exactly the workload's parameters."""
-    return [python, "-m", "campaign.cli", "bench", f"http://127.0.0.1:{port}",
+    return [python, "-m", "campaign.cli.main", "bench", f"http://127.0.0.1:{port}",
             "--concurrency", ",".join(str(c) for c in wl.concurrency),
             "--requests-per-level", str(wl.requests_per_level), "--output-tokens", str(wl.output_tokens),
             "--prompts", prompts, "--prompt-tokens", str(wl.prompt_tokens), "--warmup", str(wl.warmup_requests),

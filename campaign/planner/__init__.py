@@ -19,7 +19,7 @@ from campaign.planner.base import (
 )
 from campaign.planner.queue import QueuePlanner, propose_or_queue
 from campaign.planner.schemas import LlmCallRecord, Proposal, Rejection
-from campaign.playbook import Playbook, PlannerSpec
+from campaign.playbook.schema import Playbook, PlannerSpec
 
 NO_ENDPOINT = (
     "planner.kind is llm but no endpoint is configured (set OPENAI_BASE_URL and/or OPENAI_API_KEY, "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Union
 
-from campaign.playbook import KnobSpace, KnobSpec
+from campaign.playbook.schema import KnobSpace, KnobSpec
 
 Scalar = Union[str, int, float, bool, None]
 

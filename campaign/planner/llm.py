@@ -36,10 +36,10 @@ from campaign.planner.schemas import (
     response_format,
 )
 from campaign.planner.vetting import vet_proposal
-from campaign.playbook import KnobSpace, PlannerSpec
-from campaign.records import ExperimentView
-from tools.models import FailureClass
-from tools.redact import redact_text
+from campaign.playbook.schema import KnobSpace, PlannerSpec
+from campaign.domain.records import ExperimentView
+from campaign.domain.models import FailureClass
+from campaign.domain.redact import redact_text
 
 #: sent when an endpoint needs no key (a local vLLM/SGLang server); never a secret.
 NO_KEY = "no-key"

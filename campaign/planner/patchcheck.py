@@ -10,8 +10,8 @@ from __future__ import annotations
 import fnmatch
 from pathlib import PurePosixPath
 
-from campaign.errors import UserError
-from campaign.playbook import PatchPolicy
+from campaign.domain.errors import UserError
+from campaign.playbook.schema import PatchPolicy
 
 _HEADER_PREFIXES = ("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to ")
 
@@ -77,9 +77,9 @@ def path_problems(diff: str, policy: PatchPolicy | None) -> list[str]:
 
 
 def apply_check(diff: str, policy: PatchPolicy) -> list[str]:
-    """`git apply --check` of the diff in `policy.repo` (through `tools.patches.PatchManager`,
+    """`git apply --check` of the diff in `policy.repo` (through `tools.source.patches.PatchManager`,
     the same code that applies it after approval); [] when it applies cleanly."""
-    from tools.patches import PatchManager
+    from tools.source.patches import PatchManager
 
     try:
         manager = PatchManager(policy.repo)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from campaign.errors import UserError
+from campaign.domain.errors import UserError
 from campaign.planner.base import PlannerContext
 from campaign.planner.schemas import ANALYSIS_MAX_WORDS, Rejection
-from campaign.playbook import KnobSpace, KnobSpec
-from campaign.records import ExperimentView
-from tools.models import FailureClass
+from campaign.playbook.schema import KnobSpace, KnobSpec
+from campaign.domain.records import ExperimentView
+from campaign.domain.models import FailureClass
 
 Messages = list[dict[str, str]]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from campaign.planner.base import AnalysisOutcome, PlannerContext, ProposalOutcome, TriageOutcome
-from campaign.records import ExperimentView
+from campaign.domain.records import ExperimentView
 
 
 class QueuePlanner:

@@ -13,7 +13,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tools.models import FailureClass
+from campaign.domain.models import FailureClass
 
 Scalar = Union[str, int, float, bool, None]
 CallPurpose = Literal["propose", "analyze", "triage"]

@@ -3,11 +3,11 @@ shared by the journal and plot tests.  Figures are the seeds' measurements."""
 
 from __future__ import annotations
 
-from campaign.records import (
+from campaign.domain.records import (
     BaselineView, CampaignView, CorrectnessResult, DeadEnd, ExperimentView, LevelComparison,
     LevelRow, ReviewView, Verdict,
 )
-from tools.models import ConfigChange, EffectiveConfig, Failure, FailureClass, Fingerprint
+from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, FailureClass, Fingerprint
 
 CID = "eagle-fast-verify-7f3a"
 T0 = 1_750_000_000.0

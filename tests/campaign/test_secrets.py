@@ -61,7 +61,7 @@ def _files_holding(root: Path, values: dict[str, str], skip: Path) -> list[str]:
 
 def _run(tmp_path: Path, pb: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli", "run", str(pb), "--db",
+    return subprocess.run([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db",
                            str(tmp_path / "state" / "campaign.db")], cwd=tmp_path, env=full, text=True,
                           capture_output=True, timeout=240)
 
@@ -108,7 +108,7 @@ def test_literal_secret_in_playbook_refused(tmp_path: Path) -> None:
 def test_missing_reference_stops_with_one_line(tmp_path: Path) -> None:
     pb = _playbook(tmp_path, {"ABSENT_TOKEN": "${ABSENT_TOKEN}"}, {})
     env = {k: v for k, v in os.environ.items() if k != "ABSENT_TOKEN"}
-    res = subprocess.run([sys.executable, "-m", "campaign.cli", "run", str(pb)], cwd=tmp_path,
+    res = subprocess.run([sys.executable, "-m", "campaign.cli.main", "run", str(pb)], cwd=tmp_path,
                          env={**env, "PYTHONPATH": str(ROOT)}, text=True, capture_output=True, timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "export ABSENT_TOKEN" in res.stderr

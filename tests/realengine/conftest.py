@@ -14,8 +14,8 @@ import pytest
 
 from tools.engines import VllmSetup, engine_profile, read_vllm_setup
 from tools.executors.local import LocalExecutor
-from tools.launch import LaunchRequest, RunningServer, ServerLauncher
-from tools.models import EffectiveConfig
+from tools.server.launch import LaunchRequest, RunningServer, ServerLauncher
+from campaign.domain.models import EffectiveConfig
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM = engine_profile("vllm")

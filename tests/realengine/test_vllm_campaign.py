@@ -50,7 +50,7 @@ def small_playbook(setup: VllmSetup, tmp_path: Path) -> dict:
 
 
 def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli", *args], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from tests.realengine.conftest import launch_request, launcher
 from tools.engines import VllmSetup
-from tools.launch import LaunchFailed
-from tools.models import EffectiveConfig, FailureClass
+from tools.server.launch import LaunchFailed
+from campaign.domain.models import EffectiveConfig, FailureClass
 
 pytestmark = pytest.mark.realengine
 

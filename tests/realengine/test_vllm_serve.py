@@ -10,9 +10,9 @@ import pytest
 
 from tests.realengine.conftest import VLLM, launch_request, launcher
 from tools.engines import VllmSetup
-from tools.launch import LaunchFailed, RunningServer
-from tools.loadgen import run_sweep
-from tools.models import EffectiveConfig, FailureClass, WorkloadSpec
+from tools.server.launch import LaunchFailed, RunningServer
+from tools.loadgen.sweep import run_sweep
+from campaign.domain.models import EffectiveConfig, FailureClass, WorkloadSpec
 
 pytestmark = pytest.mark.realengine
 

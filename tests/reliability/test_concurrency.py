@@ -35,14 +35,14 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli", *args], cwd=tmp_path, env=_env(tmp_path),
+    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=tmp_path, env=_env(tmp_path),
                           text=True, capture_output=True, timeout=timeout)
 
 
 def test_second_controller_refused_first_untouched_readers_never_wait(tmp_path: Path) -> None:
     pb = write_playbook(tmp_path, HYPS)
     db = tmp_path / "state" / "campaign.db"
-    first = subprocess.Popen([sys.executable, "-m", "campaign.cli", "run", str(pb), "--db", str(db), "-q"],
+    first = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
                              cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
     try:

@@ -12,14 +12,14 @@ import time
 from pathlib import Path
 
 from tools.executors.local import LocalExecutor
-from tools.ledger import ProcessLedger
+from tools.server.ledger import ProcessLedger
 
 ROOT = Path(__file__).resolve().parents[2]
 
 OWNER = """
 import sys, time
 from tools.executors.local import LocalExecutor
-from tools.ledger import ProcessLedger
+from tools.server.ledger import ProcessLedger
 ex = LocalExecutor()
 h = ex.start(["sleep", "300"], log_path=sys.argv[2])
 ProcessLedger(sys.argv[1]).record(h)

@@ -43,7 +43,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
     pb.write_text(text)
     db = tmp_path / "state" / "campaign.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT), TAG_ENV: str(tmp_path), "NO_COLOR": "1"}
-    res = subprocess.run([sys.executable, "-m", "campaign.cli", "run", str(pb), "--db", str(db), "-q"],
+    res = subprocess.run([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
                          cwd=tmp_path, env=env, text=True, capture_output=True, timeout=300)
     con = sqlite3.connect(db)
     rows = con.execute("SELECT e.hypothesis, e.attempt, e.status, e.failure_json, v.kind, v.failure_class, v.reason "

@@ -17,9 +17,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from campaign.errors import UserError
-from campaign.playbook import Playbook
-from campaign.playbook_load import parse_playbook_text
+from campaign.domain.errors import UserError
+from campaign.playbook.schema import Playbook
+from campaign.playbook.load import parse_playbook_text
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "playbooks" / "eagle_verify.yaml").read_text()

@@ -9,7 +9,7 @@ environment defaults, log signatures for triage, live-metrics reader).
 
 from __future__ import annotations
 
-from campaign.errors import UserError
+from campaign.domain.errors import UserError
 from tools.engines import sglang, simulated, vllm
 from tools.engines.base import EngineMetrics, EngineProfile
 from tools.engines.setup_env import VllmSetup, read_vllm_setup

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools.config_edit import render_argv
-from tools.launch import LaunchRequest
-from tools.models import EffectiveConfig, Failure
-from tools.triage import Phase, TriageRule, classify
+from campaign.domain.config import render_argv
+from tools.server.launch import LaunchRequest
+from campaign.domain.models import EffectiveConfig, Failure
+from tools.server.triage import Phase, TriageRule, classify
 
 
 class EngineMetrics(BaseModel):

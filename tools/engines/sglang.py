@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from tools.engines.base import EngineMetrics, EngineProfile
-from tools.models import FailureClass as FC
-from tools.triage import TriageRule, rule
+from campaign.domain.models import FailureClass as FC
+from tools.server.triage import TriageRule, rule
 
 COMMAND = "{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"
 

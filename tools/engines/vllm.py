@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from tools.engines.base import EngineMetrics, EngineProfile, ratio
 from tools.engines.prometheus import parse, total
-from tools.models import FailureClass as FC
-from tools.triage import TriageRule, rule
+from campaign.domain.models import FailureClass as FC
+from tools.server.triage import TriageRule, rule
 
 COMMAND = ("{python} -m vllm.entrypoints.openai.api_server --model {model} --host {host} --port {port} "
            "--dtype float32 {flags}")

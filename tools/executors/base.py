@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from tools.models import CommandResult, ProcessHandle
+from campaign.domain.models import CommandResult, ProcessHandle
 
 
 @runtime_checkable

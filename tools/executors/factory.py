@@ -1,6 +1,6 @@
 """Build the executor a playbook node spec asks for.
 
-The one place that maps `campaign.playbook` node kinds to executor classes, so the
+The one place that maps `campaign.playbook.schema` node kinds to executor classes, so the
 runtime never branches on `kind`: the simulated node and `local` run here, `ssh`
 goes through the system OpenSSH client, `slurm` submits batch jobs.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from campaign.errors import UserError
-from campaign.playbook import LocalNodeSpec, SimulatedNodeSpec, SlurmNodeSpec, SshNodeSpec
+from campaign.domain.errors import UserError
+from campaign.playbook.schema import LocalNodeSpec, SimulatedNodeSpec, SlurmNodeSpec, SshNodeSpec
 from tools.executors.base import Executor
 from tools.executors.local import LocalExecutor
 from tools.executors.slurm import SlurmExecutor

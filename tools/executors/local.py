@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from tools.executors import procinfo
-from tools.models import CommandResult, ProcessHandle
-from tools.redact import redact_argv
+from campaign.domain.models import CommandResult, ProcessHandle
+from campaign.domain.redact import redact_argv
 
 #: environment variable carrying the identity token of a started process group.
 TOKEN_ENV = "CAMPAIGN_PROCESS_TOKEN"

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from tools.executors.base import Executor
-from tools.models import CommandResult, ProcessHandle
+from campaign.domain.models import CommandResult, ProcessHandle
 
 #: the packages a node needs; the tree they live in is the controller's.
 PACKAGES = ("campaign", "tools")

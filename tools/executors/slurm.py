@@ -30,8 +30,8 @@ from typing import Literal
 
 from tools.executors.local import LocalExecutor
 from tools.executors.remote_shell import KILLED, parse_status, pid_path, rc_path, watcher_argv
-from tools.models import CommandResult, ProcessHandle
-from tools.redact import redact_argv
+from campaign.domain.models import CommandResult, ProcessHandle
+from campaign.domain.redact import redact_argv
 
 #: job states in which the job may still run its command.
 ACTIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",

@@ -34,8 +34,8 @@ from tools.executors.remote_shell import (
     rc_path,
     watcher_argv,
 )
-from tools.models import CommandResult, ProcessHandle
-from tools.redact import redact_argv, redact_text
+from campaign.domain.models import CommandResult, ProcessHandle
+from campaign.domain.redact import redact_argv, redact_text
 
 
 

@@ -10,7 +10,7 @@ import asyncio
 import os
 import sys
 
-from campaign.errors import UserError
+from campaign.domain.errors import UserError
 from tools.simnode.config import add_engine_args, from_namespace
 from tools.simnode.fingerprint import build_fingerprint
 from tools.simnode.profiles import CUDA_STACKS, PROFILES, get_profile, get_stack

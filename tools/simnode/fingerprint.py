@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from tools.models import Fingerprint
+from campaign.domain.models import Fingerprint
 from tools.simnode.profiles import CudaStack, Profile
 
 ENGINE = "sglang-sim"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from campaign.errors import UserError
+from campaign.domain.errors import UserError
 
 
 @dataclass(frozen=True)

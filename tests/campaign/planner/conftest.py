@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 
 from campaign.planner.base import PlannerContext
-from campaign.playbook import Playbook
-from campaign.records import BaselineView, CampaignView, DeadEnd, ExperimentView, Verdict
+from campaign.playbook.schema import Playbook
+from campaign.domain.records import BaselineView, CampaignView, DeadEnd, ExperimentView, Verdict
 from tests.fake_openai import FakeOpenAI
-from tools.models import ConfigChange, EffectiveConfig, Fingerprint
+from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
 
 API_KEY = "sk-test-SECRETSECRETSECRET1234567890"
 

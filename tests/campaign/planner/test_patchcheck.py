@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from campaign.planner.patchcheck import apply_check, patch_paths, patch_problems, path_problems
-from campaign.playbook import PatchPolicy
+from campaign.playbook.schema import PatchPolicy
 
 GOOD = """diff --git a/python/sglang/srt/layers/allreduce.py b/python/sglang/srt/layers/allreduce.py
 --- a/python/sglang/srt/layers/allreduce.py

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from campaign.errors import UserError
+from campaign.domain.errors import UserError
 from tools.engines import ENGINES, engine_profile, read_vllm_setup
-from tools.models import EffectiveConfig
+from campaign.domain.models import EffectiveConfig
 
 NGRAM = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}'
 
 
 def test_registry_knows_every_playbook_engine() -> None:
-    from campaign.playbook import ServerSpec
+    from campaign.playbook.schema import ServerSpec
 
     names = set(ServerSpec.model_fields["engine"].annotation.__args__)  # Literal[...]
     assert names == set(ENGINES)

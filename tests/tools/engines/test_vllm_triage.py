@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tools.engines import engine_profile
-from tools.models import FailureClass
-from tools.triage import classify
+from campaign.domain.models import FailureClass
+from tools.server.triage import classify
 
 LOGS = Path(__file__).parent / "logs"
 VLLM = engine_profile("vllm")

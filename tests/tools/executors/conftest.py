@@ -18,7 +18,7 @@ import pytest
 
 from tools.executors.base import Executor
 from tools.executors.local import LocalExecutor
-from tools.models import ProcessHandle
+from campaign.domain.models import ProcessHandle
 
 
 def make_local(tmp_path: Path) -> Executor:

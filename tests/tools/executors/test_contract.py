@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tools.executors.base import Executor
-from tools.models import ProcessHandle
+from campaign.domain.models import ProcessHandle
 
 TREE_SCRIPT = '''
 import os, signal, subprocess, sys, time

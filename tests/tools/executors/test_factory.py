@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from campaign.errors import UserError
-from campaign.playbook import LocalNodeSpec, SimulatedNodeSpec, SlurmNodeSpec, SshNodeSpec
+from campaign.domain.errors import UserError
+from campaign.playbook.schema import LocalNodeSpec, SimulatedNodeSpec, SlurmNodeSpec, SshNodeSpec
 from tools.executors.base import Executor
 from tools.executors.factory import build_executor
 from tools.executors.local import LocalExecutor

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tools.executors import procinfo
 from tools.executors.local import UNKNOWN_STATUS, LocalExecutor
-from tools.models import ProcessHandle
+from campaign.domain.models import ProcessHandle
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -17,7 +17,7 @@ import pytest
 from tests.tools.executors.conftest import load_cluster_env, make_ssh
 from tools.executors.remote_shell import decode_complete
 from tools.executors.ssh import SshError, SshExecutor
-from tools.models import ProcessHandle
+from campaign.domain.models import ProcessHandle
 
 pytestmark = pytest.mark.cluster
 

@@ -1,4 +1,4 @@
-"""Measured calibration: the real node under a real load sweep (tools.loadgen), time-scaled.
+"""Measured calibration: the real node under a real load sweep (tools.loadgen.sweep), time-scaled.
 
 At a time scale K, every wall-clock overhead of client and server counts K times in node
 time, so the measured figures sit a few percent under the noise-free ground truth."""
@@ -13,8 +13,8 @@ import pytest
 
 from tests.needs import missing
 from tests.tools.simnode.test_perfmodel import BASE128, BASE512, CONC, EAGLE, SWEEP_BASE, SWEEP_EAGLE
-from tools.loadgen import run_sweep
-from tools.models import WorkloadSpec
+from tools.loadgen.sweep import run_sweep
+from campaign.domain.models import WorkloadSpec
 
 pytestmark = pytest.mark.slow
 

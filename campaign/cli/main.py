@@ -1,0 +1,247 @@
+"""The `campaign` command line.  Only this layer prints.
+
+Imports of the heavy stack (langgraph, sqlmodel, openai) happen inside commands so
+that `campaign --help` and `campaign validate` stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Optional
+
+import typer
+
+from campaign.domain.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Optimization campaigns for LLM inference servers.")
+
+DB_OPT = typer.Option(None, "--db", help="campaign database (default: the playbook's `database`, "
+                      "else .campaign/campaign.db)")
+
+
+def _fail(exc: UserError) -> None:
+    for line in exc.lines or [str(exc)]:
+        typer.echo(f"campaign: {line}", err=True)
+    raise typer.Exit(exc.exit_code)
+
+
+def _outcome(out) -> None:
+    from rich.console import Console
+
+    con = Console()
+    if out.status == "awaiting_review":
+        con.print(f"[bold yellow]campaign {out.campaign_id} halted for review:[/] {out.reason}")
+        con.print(f"journal: {out.journal}")
+        con.print(f"resume:  campaign resume {out.campaign_id} --approve [--note TEXT] [--set node.cuda=13.0] "
+                  f"[--add-hypothesis FILE]\n stop:    campaign resume {out.campaign_id} --reject")
+    elif out.status == "interrupted":
+        con.print(f"[bold]campaign {out.campaign_id} stopped ({out.reason}); every recorded result is kept.[/]")
+        con.print(f"resume:  campaign resume {out.campaign_id}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # the interrupted node's worker thread would finish its measurement before a normal
+        # exit: its servers are already stopped and the checkpoint is on disk, so leave now
+        os._exit(out.exit_code)
+    elif out.status == "failed":
+        con.print(f"[bold red]campaign {out.campaign_id} failed:[/] {out.reason}\njournal: {out.journal}")
+    else:
+        con.print(f"[bold green]campaign {out.campaign_id} finished[/]: {out.reason}\njournal: {out.journal}")
+    raise typer.Exit(out.exit_code)
+
+
+@app.command()
+def run(playbook: str = typer.Argument(..., help="playbook YAML"), db: Optional[str] = DB_OPT,
+        new: bool = typer.Option(False, "--new", help="start a new campaign even if one is unfinished"),
+        quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
+    """Start (or continue) the campaign a playbook describes."""
+    from campaign.cli.live import LiveView
+    from campaign.cli.runner import start_campaign
+
+    live = LiveView(quiet=quiet)
+    try:
+        out = start_campaign(playbook, db=db, events=live, new=new)
+    except UserError as exc:
+        live.close()
+        _fail(exc)
+    live.close()
+    _outcome(out)
+
+
+def _parse_sets(sets: list[str]) -> dict[str, str]:
+    out = {}
+    for s in sets:
+        if "=" not in s:
+            raise UserError(f"--set {s}: expected FIELD=VALUE (fix: e.g. --set node.cuda=13.0)")
+        k, v = s.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+@app.command()
+def resume(campaign_id: str, db: Optional[str] = DB_OPT,
+           approve: bool = typer.Option(False, "--approve", help="approve what the review gate asks"),
+           reject: bool = typer.Option(False, "--reject", help="reject it (at a campaign review: stop)"),
+           note: str = typer.Option("", "--note", help="reviewer's note, kept in the record and journal"),
+           add_hypothesis: Optional[str] = typer.Option(None, "--add-hypothesis", help="YAML file of hypotheses"),
+           set_: list[str] = typer.Option([], "--set", help="override a playbook field, e.g. node.cuda=13.0"),
+           playbook: Optional[str] = typer.Option(None, "--playbook", help="playbook path if it moved"),
+           quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
+    """Continue a campaign halted for review, or one that crashed or was killed."""
+    from campaign.cli.live import LiveView
+    from campaign.cli.runner import resume_campaign
+
+    live = LiveView(quiet=quiet)
+    try:
+        if approve and reject:
+            raise UserError("--approve and --reject: choose one (fix: pass only one of them)")
+        decision = "approve" if approve else "reject" if reject else None
+        out = resume_campaign(campaign_id, db=db, decision=decision, note=note, add_hypothesis=add_hypothesis,
+                              overrides=_parse_sets(set_), playbook_path=playbook, events=live)
+    except UserError as exc:
+        live.close()
+        _fail(exc)
+    live.close()
+    _outcome(out)
+
+
+def _store(db: Optional[str]):
+    from pathlib import Path
+
+    from campaign.store import Store
+
+    path = Path(db or ".campaign/campaign.db")
+    if not path.exists():
+        raise UserError(f"{path}: no campaign database (fix: run a campaign first or pass --db PATH)")
+    return Store(path)
+
+
+@app.command()
+def status(db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Every campaign in the database: id, name, status."""
+    try:
+        store = _store(db)
+        rows = store.list_campaigns()
+    except UserError as exc:
+        _fail(exc)
+    items = [{"id": r.id, "name": r.name, "status": r.status, "halt_reason": r.halt_reason} for r in rows]
+    if as_json:
+        typer.echo(json.dumps(items, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table("id", "name", "status", "why")
+    for it in items:
+        t.add_row(it["id"], it["name"], it["status"], it["halt_reason"] or "")
+    Console().print(t)
+
+
+@app.command()
+def show(campaign_id: str, db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
+    """One campaign: baseline and every experiment with its verdict."""
+    try:
+        data = _store(db).show_json(campaign_id)
+    except UserError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    con.print(f"[bold]{data['id']}[/] status: {data['status']}")
+    t = Table("hypothesis", "verdict", "class", "reason")
+    for e in data["experiments"]:
+        t.add_row(e["hypothesis"], e["verdict"] or "", e.get("failure_class") or "", e.get("reason") or "")
+    con.print(t)
+
+
+@app.command()
+def journal(campaign_id: str, db: Optional[str] = DB_OPT,
+            out: Optional[str] = typer.Option(None, "--out", help="write here instead of the playbook's path")) -> None:
+    """Regenerate a campaign's journal from the database and print its path."""
+    from pathlib import Path
+
+    from campaign.playbook.load import load_playbook
+    from campaign.journal.publish import publish_journal
+
+    try:
+        store = _store(db)
+        row = store.get_campaign(campaign_id)
+        path = Path(out) if out else Path(load_playbook(row.playbook_path).journal)
+        publish_journal(store, campaign_id, path, db_label=str(db or ".campaign/campaign.db"))
+    except UserError as exc:
+        _fail(exc)
+    typer.echo(str(path))
+
+
+@app.command()
+def unlock(campaign_id: str, db: Optional[str] = DB_OPT) -> None:
+    """Release a run lock held by a process on another host."""
+    try:
+        store = _store(db)
+        store.get_campaign(campaign_id)
+        released = store.release_run_lock(campaign_id, "", force=True)
+    except UserError as exc:
+        _fail(exc)
+    typer.echo(f"{campaign_id}: lock {'released' if released else 'was not held'}")
+
+
+@app.command()
+def validate(playbook: str) -> None:
+    """Check a playbook; one line per problem, exit 2 when there is any."""
+    from campaign.playbook.load import load_playbook
+
+    try:
+        pb = load_playbook(playbook)
+    except UserError as exc:
+        _fail(exc)
+    typer.echo(f"{playbook}: ok ({pb.name}: {len(pb.hypotheses)} hypotheses, {len(pb.workloads)} workloads, "
+               f"node {pb.node.kind})")
+
+
+def _click_exceptions():  # type: ignore[no-untyped-def]
+    """typer >= 0.23 vendors click as typer._click; older releases use click itself."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions  # type: ignore[no-redef]
+    return exceptions
+
+
+def usage_line(exc: Exception) -> str:
+    """One line for a command-line usage error: what is wrong, and where the fix is."""
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None else "campaign"
+    msg = " ".join(exc.format_message().split()) if hasattr(exc, "format_message") else str(exc)
+    return f"{path}: {msg} (fix: see '{path} --help')"
+
+
+def main(argv: list[str] | None = None) -> None:
+    from campaign.cli.toolkit import register as register_toolkit
+
+    register_toolkit(app)
+    ex = _click_exceptions()
+    try:
+        rv = app(args=argv, prog_name="campaign", standalone_mode=False)
+    except ex.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `campaign`: typer has shown the help
+            sys.exit(0)
+        print(usage_line(exc), file=sys.stderr)
+        sys.exit(2)
+    except ex.ClickException as exc:
+        print(f"campaign: {' '.join(exc.format_message().split())}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except UserError as exc:  # raised outside a command body
+        for line in exc.lines:
+            print(f"campaign: {line}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""Run and resume campaigns: compile the graph with the SQLite checkpointer and drive it.
+
+The record (store) and the checkpoints live in two SQLite files side by side: the
+store is the source of truth for results, the checkpoint only says where the graph
+stands.  One `RunOutcome` tells the CLI what happened; the CLI alone prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from campaign.loop.deps import Deps, EventFn, node_runtime_for
+from campaign.domain.errors import UserError
+from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.playbook.load import apply_overrides, load_playbook
+
+
+@dataclass
+class RunOutcome:
+    campaign_id: str
+    status: Literal["finished", "awaiting_review", "failed", "interrupted"]
+    reason: str = ""
+    journal: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return {"finished": 0, "awaiting_review": 3, "failed": 1, "interrupted": 130}[self.status]
+
+
+class Interrupted(BaseException):
+    """SIGTERM/SIGINT: stop cleanly (servers stopped by their context managers).  A
+    BaseException, like KeyboardInterrupt, so no `except Exception` on the way up can
+    mistake a stop for a failure of the server under test."""
+
+
+def checkpoint_path(db_path: Path) -> Path:
+    return db_path.with_name(db_path.stem + "-checkpoints.sqlite")
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "campaign"
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    def handler(signum, frame):  # noqa: ARG001
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextmanager
+def compiled_graph(deps: Deps, db_path: Path):
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from campaign.loop.graph import build_graph
+
+    with SqliteSaver.from_conn_string(str(checkpoint_path(db_path))) as saver:
+        saver.conn.execute("PRAGMA journal_mode=WAL")
+        yield build_graph(deps).compile(checkpointer=saver)
+
+
+def open_store(db_path: Path):
+    from campaign.store import Store
+
+    return Store(db_path)
+
+
+def build_deps(pb: Playbook, store: Any, *, db_path: Path, events: EventFn | None) -> Deps:
+    from tools.server.ledger import ProcessLedger
+
+    workdir = db_path.parent / "nodes"
+    ledger = ProcessLedger(db_path.parent / "ledger.jsonl")
+    nodes = [node_runtime_for(pb, spec, workdir=workdir / (spec.name or "node"), ledger=ledger, events=events)
+             for spec in pb.all_nodes()]
+    planner = None
+    if pb.planner.kind == "llm":
+        from campaign.loop.planner_bridge import make_llm_planner
+
+        planner = make_llm_planner(pb)
+    return Deps(playbook=pb, store=store, nodes=nodes, planner=planner, journal_path=Path(pb.journal),
+                db_label=str(db_path), events=events or (lambda k, d: None))
+
+
+def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:
+    """Stop every server a dead run left behind (the run ledger), before anything starts.
+    Each handle goes to the executor of the node that started it (kind and host)."""
+    from tools.executors.factory import build_executor
+    from tools.executors.local import LocalExecutor
+    from tools.server.ledger import ProcessLedger
+
+    ledger = ProcessLedger(db_path.parent / "ledger.jsonl")
+    if not ledger.live():
+        return []
+    executors = [build_executor(spec) for spec in pb.all_nodes()]
+
+    def executor_for(handle):
+        same_kind = [e for e in executors if e.kind == handle.executor]
+        same_host = [e for e in same_kind if e.host == handle.host]
+        chosen = (same_host or same_kind or [None])[0]
+        return chosen if chosen is not None else LocalExecutor()
+
+    return [f"{h.executor}:{h.pid or h.job_id}" for h in ledger.reap(executor_for)]
+
+
+def _drive(graph, payload: Any, cid: str, store: Any, on_stop: Any = None) -> RunOutcome:
+    cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 10_000}
+    try:
+        with _signals_raise():
+            # "sync": a step's checkpoint is on disk before the next step starts, so a
+            # kill -9 loses at most the step in hand (the default "async" can lose more)
+            graph.invoke(payload, cfg, durability="sync")
+    except (KeyboardInterrupt, Interrupted) as exc:
+        # the node in hand runs in a worker thread: stop what this run started (the ledger
+        # knows) instead of waiting for that thread to finish its measurement
+        if on_stop is not None:
+            on_stop()
+        store.add_event(cid, "interrupted", f"stopped by {exc.__class__.__name__} {exc}")
+        return RunOutcome(cid, "interrupted", reason=str(exc) or "interrupted")
+    snap = graph.get_state(cfg)
+    row = store.get_campaign(cid)
+    if snap.next:
+        reason = row.halt_reason or "awaiting review"
+        return RunOutcome(cid, "awaiting_review", reason=reason)
+    return RunOutcome(cid, "failed" if row.status == "failed" else "finished", reason=row.halt_reason or "")
+
+
+def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None = None,
+                   new: bool = False) -> RunOutcome:
+    pb = load_playbook(playbook_path)
+    db_path = Path(db or pb.database)
+    _check_journal_writable(pb, playbook_path)
+    store = open_store(db_path)
+    existing = None if new else next((c for c in store.list_campaigns(pb.name)
+                                      if c.status in ("running", "awaiting_review")), None)
+    if existing is not None and existing.status == "awaiting_review":
+        raise UserError(f"{playbook_path}: campaign '{existing.id}' is awaiting review: {existing.halt_reason} "
+                        f"(fix: campaign resume {existing.id} --approve | --reject)")
+    reap_leftovers(db_path, pb)
+    if existing is not None:
+        cid = existing.id
+        pb = apply_overrides(pb, existing.overrides)
+    else:
+        node = ", ".join(_describe_node(n) for n in pb.all_nodes())
+        scale = getattr(pb.node, "time_scale", 1.0)
+        cid = store.create_campaign(pb.name, playbook=pb, playbook_path=str(Path(playbook_path).resolve()),
+                                    node=node, time_scale=scale).id
+        for pos, h in enumerate(pb.hypotheses):
+            store.upsert_hypothesis(cid, h, source="playbook", position=pos)
+    with store.run_lock(cid, owner=f"pid {os.getpid()}"):
+        deps = build_deps(pb, store, db_path=db_path, events=events)
+        with compiled_graph(deps, db_path) as graph:
+            _mark_stale(graph, store, cid)
+            started = graph.get_state({"configurable": {"thread_id": cid}}).values
+            payload = None if started else {"campaign_id": cid, "no_win_streak": 0, "dead_end_streak": 0,
+                                             "experiments_done": 0, "baseline_config": None}
+            out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
+    out.journal = pb.journal
+    return out
+
+
+def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str = "",
+                    add_hypothesis: str | None = None, overrides: dict[str, str] | None = None,
+                    playbook_path: str | None = None, events: EventFn | None = None) -> RunOutcome:
+    from langgraph.types import Command
+
+    db_path = Path(db or ".campaign/campaign.db")
+    if not db_path.exists():
+        raise UserError(f"{db_path}: no campaign database here (fix: pass --db PATH, as given to campaign run)")
+    store = open_store(db_path)
+    row = store.get_campaign(cid)
+    pb = load_playbook(playbook_path or row.playbook_path)
+    merged = {**row.overrides, **(overrides or {})}
+    pb = apply_overrides(pb, merged)  # validates every override
+    added: list[dict] = []
+    if add_hypothesis:
+        added = [h.model_dump() for h in _load_added(add_hypothesis, pb, store, cid)]
+    # every input is valid by now: record the overrides and what the node has become
+    node_text = ", ".join(_describe_node(n) for n in pb.all_nodes())
+    if merged != row.overrides or node_text != row.node:
+        store.update_campaign(cid, overrides=merged, node=node_text)
+    reap_leftovers(db_path, pb)
+    with store.run_lock(cid, owner=f"pid {os.getpid()}"):
+        deps = build_deps(pb, store, db_path=db_path, events=events)
+        with compiled_graph(deps, db_path) as graph:
+            _mark_stale(graph, store, cid)
+            snap = graph.get_state({"configurable": {"thread_id": cid}})
+            if snap.next and any(t.interrupts for t in snap.tasks):
+                if decision is None:
+                    raise UserError(f"campaign {cid} is awaiting review: {row.halt_reason} "
+                                    f"(fix: add --approve or --reject)")
+                payload: Any = Command(resume={"decision": decision, "note": note, "add_hypotheses": added,
+                                               "overrides": overrides or {}, "at": time.time()})
+            elif row.status == "finished":
+                raise UserError(f"campaign {cid} is finished (fix: start a new one with campaign run PLAYBOOK)")
+            else:
+                for h in added:
+                    store.upsert_hypothesis(cid, HypothesisSpec.model_validate(h), source="review")
+                payload = None if snap.next else {"campaign_id": cid}
+            out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
+    out.journal = pb.journal
+    return out
+
+
+def _mark_stale(graph, store: Any, cid: str) -> list[str]:
+    """Experiments a dead run left `running` become stale (re-run as a new attempt),
+    except the ones the checkpoint is in the middle of: the graph continues those.
+
+    A node killed before its checkpoint runs again from its top with the attempt
+    numbers the checkpoint holds, so "in the middle of" is keyed by those numbers, not
+    by ids the state may not hold yet: the current hypothesis's attempt (killed in
+    `apply` after the experiment row was written), and the baseline's next attempt
+    (killed while the very first baseline was measuring).  A hypothesis left
+    `running` by a `propose` whose checkpoint was never written is queued again."""
+    snap = graph.get_state({"configurable": {"thread_id": cid}})
+    values = snap.values or {}
+    current = (values.get("current") or {}) if snap.next else {}  # no next step: the graph restarts
+    keep = [e for e in (current.get("experiment_id"),) if e]
+    in_flight = [current] + list((values.get("batch") or []) if snap.next else [])  # parallel branches too
+    for cur in in_flight:
+        if cur.get("hypothesis"):
+            keep += [e.id for e in store.list_experiments(cid, hypothesis=cur["hypothesis"])
+                     if e.attempt == cur.get("attempt")]
+    attempt = values.get("baseline_attempt") or 0
+    keep += [e.id for e in store.list_experiments(cid, role="baseline") if e.attempt in (attempt, attempt + 1)]
+    for h in store.list_hypotheses(cid, status="running"):
+        if h.name not in {c.get("hypothesis") for c in in_flight}:
+            store.set_hypothesis_status(cid, h.name, "queued")
+    return store.mark_stale_experiments(cid, keep=keep)
+
+
+def _describe_node(spec: Any) -> str:
+    kind = getattr(spec, "kind", "node")
+    if kind == "simulated":
+        return f"simulated {spec.profile} (CUDA {spec.cuda})"
+    if kind == "ssh":
+        return f"ssh {spec.host}"
+    return f"{kind} {getattr(spec, 'name', '')}".strip()
+
+
+def _load_added(path: str, pb: Playbook, store: Any, cid: str) -> list[HypothesisSpec]:
+    import yaml
+    from pydantic import ValidationError
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{path}: no such file (fix: give a YAML file with a list of hypotheses)")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: malformed YAML: {getattr(exc, 'problem', exc)} (fix: check indentation)") from None
+    items = data.get("hypotheses", data) if isinstance(data, dict) else data
+    if isinstance(items, dict):
+        items = [items]
+    out = []
+    known = {h.name for h in store.list_hypotheses(cid)}
+    for i, raw in enumerate(items or []):
+        try:
+            h = HypothesisSpec.model_validate(raw)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(x) for x in err["loc"])
+            raise UserError(f"{path}: [{i}].{field}: {err['msg']} (fix: see the hypotheses in the playbook)") from None
+        if h.name in known:
+            raise UserError(f"{path}: [{i}].name: hypothesis '{h.name}' already exists (fix: use a new name)")
+        out.append(h)
+    return out
+
+
+def _check_journal_writable(pb: Playbook, source: str) -> None:
+    path = Path(pb.journal)
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        raise UserError(f"{source}: journal: cannot create directory '{parent}' (fix: choose a writable journal path)") from None
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"{source}: journal: '{path}' is not writable (fix: choose a writable journal path)")

@@ -1,0 +1,160 @@
+"""Domain records: what the verdict logic returns, what the store hands out and what
+the journal renders.  Pure data (pydantic), no I/O, so every consumer can be tested
+with plain numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, FailureClass, Fingerprint, LevelResult
+
+VerdictKind = Literal["win", "dead_end", "inconclusive"]
+Winner = Literal["candidate", "baseline", "tie"]
+CampaignStatus = Literal["running", "awaiting_review", "finished", "failed"]
+
+
+class LevelComparison(BaseModel):
+    """Candidate vs baseline at one concurrency level of one workload."""
+
+    workload: str
+    concurrency: int
+    metric: str = "output_tokens_per_s"
+    baseline_mean: float
+    candidate_mean: float
+    delta_pct: float  # (candidate / baseline - 1) * 100
+    ci_low_pct: float  # confidence interval of delta_pct
+    ci_high_pct: float
+    # one-sided lower bound of delta_pct at the playbook's confidence, without the
+    # multiplicity correction: the per-level test of "no loss beyond m" (see verdict.py)
+    loss_bound_pct: float | None = None
+    # degrees of freedom and per-level confidence behind the interval (the futility rule
+    # projects how the t quantile shrinks with more repeats)
+    df: float | None = None
+    level_confidence: float | None = None
+    n_baseline: int
+    n_candidate: int
+    winner: Winner
+    baseline_meets_limit: bool | None = None  # latency limit, where the playbook sets one
+    candidate_meets_limit: bool | None = None
+
+
+class CorrectnessResult(BaseModel):
+    prompts: int
+    mismatches: int
+    tolerance: float
+    passed: bool
+    examples: list[str] = Field(default_factory=list)
+
+
+class Verdict(BaseModel):
+    """The outcome of one experiment: a pure function of measurements and policy."""
+
+    kind: VerdictKind
+    reason: str
+    failure_class: FailureClass | None = None
+    levels: list[LevelComparison] = Field(default_factory=list)
+    regimes: dict[str, Literal["candidate", "baseline", "mixed", "tie"]] = Field(default_factory=dict)
+    confounded_by: list[ConfigChange] = Field(default_factory=list)
+    confidence: float = 0.95
+    revisit_on: list[str] = Field(default_factory=list)
+    correctness: CorrectnessResult | None = None
+    headline_delta_pct: float | None = None  # primary workload's effect, for the scoreboard
+    notes: list[str] = Field(default_factory=list)  # provenance: the exact work, why workloads disagree
+
+
+class DeadEnd(BaseModel):
+    hypothesis: str
+    experiment_id: str
+    reason: str
+    failure_class: FailureClass | None = None
+    revisit_on: list[str] = Field(default_factory=list)
+    environment: dict[str, str] = Field(default_factory=dict)  # components at the time
+    reopened: bool = False  # a later fingerprint changed a revisit component
+
+
+class LevelRow(BaseModel):
+    """Per-level means for the journal's tables and plots."""
+
+    workload: str
+    concurrency: int
+    baseline: float | None = None
+    candidate: float | None = None
+    comparison: LevelComparison | None = None
+
+
+class ExperimentView(BaseModel):
+    id: str
+    hypothesis: str
+    attempt: int = 1
+    rationale: str = ""
+    source: Literal["playbook", "llm", "review", "reopened"] = "playbook"
+    node: str = ""
+    status: Literal["running", "finished", "failed", "stale"] = "finished"
+    config: EffectiveConfig = Field(default_factory=EffectiveConfig)
+    config_diff: list[ConfigChange] = Field(default_factory=list)
+    verdict: Verdict | None = None
+    failure: Failure | None = None
+    rows: list[LevelRow] = Field(default_factory=list)
+    repeats: int = 0
+    environment: Fingerprint | None = None
+    analysis: str | None = None  # model-written, rendered escaped and marked
+    patch_sha: str | None = None
+    command: str = ""
+    baseline_id: str | None = None
+    node_seconds: float = 0.0
+    started_at: float = 0.0
+    finished_at: float | None = None
+    adopted: bool = False
+
+
+class BaselineView(BaseModel):
+    experiment_id: str
+    config: EffectiveConfig
+    figures: dict[str, dict[int, float]] = Field(default_factory=dict)  # workload -> C -> metric mean
+    reason: str = ""  # why it was (re)measured: start, adopted win, environment change
+    measured_at: float = 0.0
+    noise_pct: float | None = None
+
+
+class ReviewView(BaseModel):
+    seq: int
+    reason: str
+    decision: str | None = None
+    note: str = ""
+    decided_at: float | None = None
+
+
+class CampaignView(BaseModel):
+    """Everything the journal renders, read from the store in one go."""
+
+    id: str
+    name: str
+    description: str = ""
+    status: CampaignStatus
+    halt_reason: str | None = None
+    node: str = ""
+    time_scale: float = 1.0
+    baseline: BaselineView | None = None
+    baseline_history: list[BaselineView] = Field(default_factory=list)
+    experiments: list[ExperimentView] = Field(default_factory=list)
+    dead_ends: list[DeadEnd] = Field(default_factory=list)
+    reviews: list[ReviewView] = Field(default_factory=list)
+    environment: Fingerprint | None = None
+    environment_changes: list[str] = Field(default_factory=list)
+    drift_notes: list[str] = Field(default_factory=list)
+    planner_cost: dict[str, float] = Field(default_factory=dict)  # calls, prompt/completion tokens, seconds
+    node_seconds: float = 0.0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class LevelSamples(BaseModel):
+    """Raw repeats at one level, the verdict's input."""
+
+    workload: str
+    concurrency: int
+    baseline: list[LevelResult] = Field(default_factory=list)
+    candidate: list[LevelResult] = Field(default_factory=list)

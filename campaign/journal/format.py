@@ -1,0 +1,319 @@
+"""Pure formatting for the journal: markers, figures, tables and per-section contexts.
+
+Everything here returns `Md` (safe Markdown) built from escaped pieces, so the template
+only lays sections out.  Numbers are node time; the unit comes from the verdict metric.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from campaign.journal import mdsafe
+from campaign.journal.mdsafe import Md
+from campaign.domain.records import BaselineView, CampaignView, ExperimentView, LevelRow
+from campaign.verdict.rule import level_confidence, loss_bound
+
+UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}
+PRIMARY_WORKLOAD = "single_stream"
+
+
+class NotesSource(Protocol):
+    def block(self, key: str) -> Md: ...
+    def has(self, key: str) -> bool: ...
+
+
+# ------------------------------------------------------------------ scalars
+def fmt_num(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def fmt_pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}%"
+
+
+def fmt_time(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def fmt_duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def fmt_value(v: object) -> str:
+    if v is None:
+        return "(unset)"
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def unit_of(metric: str) -> str:
+    return UNITS.get(metric, metric)
+
+
+def table(header: list[Any], rows: list[list[Any]]) -> Md:
+    """A GFM table; `Md` cells are trusted, everything else is escaped as a cell."""
+    def c(v: Any) -> str:
+        return str(v).replace("\n", " ") if isinstance(v, Md) else mdsafe.cell(v)
+    lines = ["| " + " | ".join(c(h) if h else " " for h in header) + " |",
+             "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(c(v) for v in row) + " |" for row in rows]
+    return Md("\n".join(lines))
+
+
+def config_code(flags: dict[str, Any], env: dict[str, str]) -> Md:
+    """A config as the command-line fragment a person would type."""
+    parts = [f"{k}={v}" for k, v in env.items()]
+    for k, v in flags.items():
+        if v is None or v is False:
+            continue
+        parts.append(f"--{k}" if v is True else f"--{k} {fmt_value(v)}")
+    return Md(mdsafe.code(" ".join(parts)) if parts else "(defaults)")
+
+
+# ------------------------------------------------------------------ experiments
+def metric_of(exp: ExperimentView) -> str:
+    return next((r.comparison.metric for r in exp.rows if r.comparison), "output_tokens_per_s")
+
+
+def marker(exp: ExperimentView) -> str:
+    """WIN / DEAD END (class) / INCONCLUSIVE (reason): plain text, no emoji."""
+    v = exp.verdict
+    if v is None:
+        if exp.failure is not None:
+            return f"FAILED ({exp.failure.failure_class.value})"
+        return exp.status.upper()
+    if v.kind == "win":
+        return "WIN (adopted)" if exp.adopted else "WIN"
+    if v.kind == "dead_end":
+        cls = v.failure_class or (exp.failure.failure_class if exp.failure else None)
+        if cls is not None:
+            return f"DEAD END ({cls.value})"
+        return "DEAD END (mixed regime)" if "candidate" in v.regimes.values() or "mixed" in v.regimes.values() \
+            else "DEAD END (slower)"
+    if v.confounded_by:
+        return "INCONCLUSIVE (confounded: " + ", ".join(c.key for c in v.confounded_by) + ")"
+    reason = v.reason.split(";")[0].split(". ")[0].strip()
+    return f"INCONCLUSIVE ({reason[:48] + '...' if len(reason) > 48 else reason or 'noise'})"
+
+
+def _headline_row(rows: list[LevelRow]) -> LevelRow | None:
+    measured = [r for r in rows if r.candidate is not None]
+    if not measured:
+        return None
+    names = [r.workload for r in measured]
+    workload = PRIMARY_WORKLOAD if PRIMARY_WORKLOAD in names else names[0]
+    return min((r for r in measured if r.workload == workload), key=lambda r: r.concurrency)
+
+
+def headline(exp: ExperimentView) -> tuple[str, str]:
+    """The scoreboard's figure and its change vs the baseline."""
+    if exp.failure is not None:  # what it measured before it crashed is evidence, not a figure
+        return f"crashed ({exp.failure.phase})", "-"
+    row = _headline_row(exp.rows)
+    if row is None:
+        return "-", "-"
+    delta = exp.verdict.headline_delta_pct if exp.verdict and exp.verdict.headline_delta_pct is not None else None
+    if delta is None and row.comparison is not None:
+        delta = row.comparison.delta_pct
+    if delta is None and row.baseline:
+        delta = (row.candidate / row.baseline - 1) * 100  # type: ignore[operator]
+    return f"{fmt_num(row.candidate)} {unit_of(metric_of(exp))} ({row.workload}, C={row.concurrency})", fmt_pct(delta)
+
+
+def winner_text(row: LevelRow) -> str:
+    c = row.comparison
+    if c is None:
+        return "-"
+    if c.winner == "candidate":
+        return f"candidate (+{c.delta_pct:.1f}%)"
+    if c.winner == "baseline":
+        adv = (c.baseline_mean / c.candidate_mean - 1) * 100 if c.candidate_mean else float("inf")
+        return f"baseline (+{adv:.1f}%)"
+    return f"tie ({fmt_pct(c.delta_pct)})"
+
+
+def regimes_sentence(exp: ExperimentView) -> Md | None:
+    """"candidate wins single_stream; baseline wins parallel at every C"."""
+    if exp.verdict is None or not exp.verdict.regimes:
+        return None
+    parts = []
+    for wl, regime in exp.verdict.regimes.items():
+        levels = [r.comparison for r in exp.rows if r.workload == wl and r.comparison]
+        name = mdsafe.text(wl)
+        if regime in ("candidate", "baseline"):
+            every = " at every C" if len(levels) > 1 and all(lv.winner == regime for lv in levels) else ""
+            parts.append(f"{regime} wins {name}{every}")
+        elif regime == "tie":
+            parts.append(f"no significant difference on {name}")
+        else:
+            cand = ", ".join(str(lv.concurrency) for lv in levels if lv.winner == "candidate") or "none"
+            base = ", ".join(str(lv.concurrency) for lv in levels if lv.winner == "baseline") or "none"
+            parts.append(f"mixed on {name}: candidate wins at C = {cand}, baseline at C = {base}")
+    return Md("; ".join(parts))
+
+
+def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
+    rows = [r for r in exp.rows if r.workload == workload]
+    unit = unit_of(metric_of(exp))
+    limits = any(r.comparison and (r.comparison.candidate_meets_limit is not None
+                                   or r.comparison.baseline_meets_limit is not None) for r in rows)
+    # the winner's interval is Bonferroni-corrected over every compared level; the
+    # no-loss bound is one-sided at the playbook's confidence (campaign.verdict.rule)
+    k = sum(1 for r in exp.rows if r.comparison)
+    header = ["C", f"candidate ({unit})", f"baseline ({unit})", "winner",
+              f"± ({level_confidence(confidence, k) * 100:.3g}% CI)", f"no worse than ({confidence * 100:.0f}%)"]
+    header += ["latency limit (cand / base)"] if limits else []
+    out = []
+    for r in sorted(rows, key=lambda r: r.concurrency):
+        c = r.comparison
+        ci = f"±{(c.ci_high_pct - c.ci_low_pct) / 2:.1f}%" if c else "-"
+        bound = f"{loss_bound(c):+.1f}%" if c else "-"
+        line = [r.concurrency, fmt_num(r.candidate), fmt_num(r.baseline), winner_text(r), ci, bound]
+        if limits:
+            def ok(v: bool | None) -> str:
+                return "-" if v is None else ("ok" if v else "MISSED")
+            line.append(f"{ok(c.candidate_meets_limit)} / {ok(c.baseline_meets_limit)}" if c else "-")
+        out.append(line)
+    return table(header, out)
+
+
+def _environment_line(components: dict[str, str]) -> Md | None:
+    items = [f"{mdsafe.text(k)} {mdsafe.code(v)}" for k, v in components.items() if v and v != "0"]
+    return Md(", ".join(items)) if items else None
+
+
+def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: str | None,
+                       notes: NotesSource) -> dict[str, Any]:
+    v = exp.verdict
+    confidence = v.confidence if v else 0.95
+    undeclared = {(c.kind, c.key) for c in v.confounded_by} if v else set()
+    diff = table(["kind", "key", "before", "after", ""],
+                 [[c.kind, Md(mdsafe.code(c.key, in_table=True)), fmt_value(c.before), fmt_value(c.after),
+                   "NOT DECLARED by the hypothesis" if (c.kind, c.key) in undeclared else c.change]
+                  for c in exp.config_diff]) if exp.config_diff else None
+    workloads = list(dict.fromkeys(r.workload for r in exp.rows))
+    failure = exp.failure
+    evidence = None
+    if failure is not None:
+        code = f", exit code {failure.exit_code}" if failure.exit_code is not None else ""
+        evidence = {"summary": Md(f"{mdsafe.code(failure.failure_class.value)} in phase {failure.phase}{code}: "
+                                  f"{mdsafe.text(failure.summary)}"),
+                    "block": Md(mdsafe.code_block(failure.evidence)) if failure.evidence else None}
+    corr = v.correctness if v else None
+    environment = None
+    if exp.environment is not None:  # repeated fingerprints point at the first experiment that had it
+        number = next(i for i, e in enumerate(view.experiments, 1) if e.id == exp.id)
+        same = next((i for i, e in enumerate(view.experiments[:number - 1], 1) if e.environment == exp.environment), None)
+        environment = Md(f"same as experiment {same}") if same else _environment_line(exp.environment.components())
+    meta = [f"source {mdsafe.text(exp.source)}", f"attempt {exp.attempt}", f"status {mdsafe.text(exp.status)}",
+            f"node {mdsafe.text(exp.node or view.node or '-')}", f"node time {fmt_duration(exp.node_seconds)}",
+            f"started {fmt_time(exp.started_at)}"]
+    return {
+        "anchor": Md(key),
+        "title": mdsafe.text(exp.hypothesis),
+        "marker": Md(mdsafe.text(marker(exp)) + (", RE-OPENED" if exp.id in reopened_ids(view) else "")),
+        "meta": Md(" · ".join(meta)),
+        "rationale": Md(mdsafe.paragraphs(exp.rationale)) if exp.rationale.strip() else None,
+        "verdict": Md(mdsafe.text(v.reason) + (f" (confidence {confidence * 100:.0f}%, {exp.repeats} repeats)"
+                                                 if exp.rows else "")) if v else None,
+        "regimes": regimes_sentence(exp),
+        "verdict_notes": [mdsafe.text(n) for n in (exp.verdict.notes if exp.verdict else [])],
+        "confounded": Md("This run also changed " + ", ".join(
+            f"{mdsafe.code(c.key)} ({mdsafe.text(fmt_value(c.before))} -> {mdsafe.text(fmt_value(c.after))})"
+            for c in v.confounded_by) + ", which the hypothesis did not declare: its effect cannot be "
+            "attributed.") if v and v.confounded_by else None,
+        "diff": diff,
+        "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence)} for w in workloads],
+        "plot": Md(f"![{mdsafe.text(exp.hypothesis)}: throughput vs concurrency]({quote(plot, safe='/._-')})")
+        if plot else None,
+        "correctness": Md(f"{'passed' if corr.passed else '**FAILED**'}: {corr.mismatches} of {corr.prompts} "
+                          f"prompts differ from the baseline (tolerance {corr.tolerance * 100:g}%)") if corr else None,
+        "correctness_examples": Md(mdsafe.code_block(corr.examples)) if corr and corr.examples else None,
+        "evidence": evidence,
+        "environment": environment,
+        "patch": Md(mdsafe.code(exp.patch_sha)) if exp.patch_sha else None,
+        "command": Md(mdsafe.code(exp.command)) if exp.command else None,
+        "analysis": Md(mdsafe.blockquote(exp.analysis)) if exp.analysis and exp.analysis.strip() else None,
+        "notes": notes.block(key),
+        "has_notes": notes.has(key),
+    }
+
+
+def reopened_ids(view: CampaignView) -> set[str]:
+    return {d.experiment_id for d in view.dead_ends if d.reopened}
+
+
+def scoreboard_rows(view: CampaignView, keys: dict[str, str]) -> Md:
+    rows = []
+    for n, exp in enumerate(view.experiments, 1):
+        figure, change = headline(exp)
+        mark = marker(exp) + (", RE-OPENED" if exp.id in reopened_ids(view) else "")
+        rows.append([n, exp.hypothesis, mark, figure, change, Md(f"[details](#{keys[exp.id]})")])
+    return table(["#", "hypothesis", "verdict", "headline", "vs baseline", ""], rows)
+
+
+# ------------------------------------------------------------------ baseline, dead ends
+def baseline_headline(b: BaselineView) -> tuple[str, float] | None:
+    if not b.figures:
+        return None
+    workload = PRIMARY_WORKLOAD if PRIMARY_WORKLOAD in b.figures else next(iter(b.figures))
+    levels = b.figures[workload]
+    if not levels:
+        return None
+    c = min(levels)
+    return f"{workload} C={c}", levels[c]
+
+
+def baseline_context(view: CampaignView) -> dict[str, Any] | None:
+    b = view.baseline
+    if b is None:
+        return None
+    unit = unit_of(next((metric_of(e) for e in view.experiments if e.rows), "output_tokens_per_s"))
+    figures = []
+    for wl, levels in b.figures.items():
+        if len(levels) == 1:
+            (c, x), = levels.items()
+            figures.append(Md(f"**{mdsafe.text(wl)}**: {fmt_num(x)} {unit} at C={c}"))
+        elif levels:
+            peak = max(levels, key=lambda c: levels[c])
+            by_c = " · ".join(f"{c}: {fmt_num(levels[c])}" for c in sorted(levels))
+            figures.append(Md(f"**{mdsafe.text(wl)}** ({unit} by C): {by_c} (peak {fmt_num(levels[peak])} at C={peak})"))
+    history, previous = [], None
+    for h in view.baseline_history:
+        head = baseline_headline(h)
+        fig = f"{fmt_num(head[1])} {unit} ({mdsafe.text(head[0])})" if head else "no figures"
+        change = f", {fmt_pct((head[1] / previous - 1) * 100)}" if head and previous else ""
+        history.append(Md(f"{mdsafe.text(h.reason or 'measured')}: {fig}{change}, "
+                          f"{mdsafe.code(h.experiment_id)}, {fmt_time(h.measured_at)}"))
+        previous = head[1] if head else previous
+    return {
+        "id": Md(mdsafe.code(b.experiment_id)),
+        "reason": mdsafe.text(b.reason) if b.reason else None,
+        "measured": fmt_time(b.measured_at),
+        "noise": f"±{b.noise_pct:.1f}%" if b.noise_pct is not None else None,
+        "config": config_code(b.config.flags, b.config.env),
+        "figures": figures,
+        "history": history,
+    }
+
+
+def dead_end_rows(view: CampaignView, keys: dict[str, str]) -> Md:
+    rows = []
+    for d in view.dead_ends:
+        shown = list(dict.fromkeys([*d.revisit_on, "gpu", "arch", "cuda", "engine_version"]))
+        env = ", ".join(f"{k} {d.environment[k]}" for k in shown if d.environment.get(k)) or "-"
+        revisit = " or ".join(f"{c} changes (was {d.environment.get(c, 'unknown')})" for c in d.revisit_on) \
+            or "no automatic revisit (the idea itself lost)"
+        why = f"{d.failure_class.value}: {d.reason}" if d.failure_class else d.reason
+        link = Md(f"[details](#{keys[d.experiment_id]})") if d.experiment_id in keys else "-"
+        rows.append([Md("**RE-OPENED** " + mdsafe.cell(d.hypothesis)) if d.reopened else d.hypothesis,
+                     why, env, revisit, link])
+    return table(["hypothesis", "why it is a dead end", "failed in", "revisit when", ""], rows)

@@ -1,0 +1,248 @@
+"""The living journal: a CampaignView rendered as Markdown for the human reviewer.
+
+`render_journal` is pure (same view and existing text -> same document) so it can run
+after every verdict; humans write only inside notes blocks, which every regeneration
+carries over: a block whose section disappeared moves to "Orphaned notes" instead of being lost.  `write_journal` replaces
+the file atomically so a killed render never leaves half a journal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from campaign.journal import mdsafe
+from campaign.domain.errors import UserError
+from campaign.journal.format import (
+    baseline_context, dead_end_rows, experiment_context, fmt_duration, fmt_time,
+    scoreboard_rows, table,
+)
+from campaign.journal.mdsafe import Md
+from campaign.domain.records import CampaignView
+
+__all__ = ["render_journal", "write_journal", "update_journal", "parse_notes", "notes_block",
+           "experiment_key", "RESERVED_KEYS"]
+
+RESERVED_KEYS = frozenset({"campaign", "dead-ends", "environment", "reviews", "orphaned"})
+_OPEN = re.compile(r"^<!-- notes:([a-z0-9][a-z0-9-]*) -->[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_UNCLOSED_STOP = re.compile(r"^(<!-- notes:[a-z0-9-]+ -->|<a id=\"|## )")
+
+
+# ------------------------------------------------------------------ notes blocks
+def parse_notes(text: str) -> dict[str, str]:
+    """Human notes by key, in document order.  Markers count only at the start of a line
+    and outside fenced code blocks, so a log excerpt cannot open or close a block; a
+    repeated key concatenates; an unclosed block ends before the next generated section."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    notes: dict[str, str] = {}
+    fence: str | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if fence is not None:
+            stripped = line.strip()
+            if stripped.startswith(fence) and set(stripped) == {fence[0]}:
+                fence = None
+            i += 1
+            continue
+        fm = _FENCE.match(line)
+        if fm:
+            fence = fm.group(1)
+            i += 1
+            continue
+        m = _OPEN.match(line)
+        if not m:
+            i += 1
+            continue
+        key, close = m.group(1), f"<!-- /notes:{m.group(1)} -->"
+        j = i + 1
+        while j < len(lines) and lines[j].strip() != close:
+            j += 1
+        end = j
+        if j == len(lines):  # closing marker deleted: stop before the next generated part
+            end = next((k for k in range(i + 1, len(lines)) if _UNCLOSED_STOP.match(lines[k])), len(lines))
+        content = "\n".join(lines[i + 1:end]).strip("\n")
+        if content.strip():
+            notes[key] = f"{notes[key]}\n\n{content}" if key in notes else content
+        i = end + 1 if j < len(lines) else end
+    return notes
+
+
+def notes_block(key: str, content: str = "") -> Md:
+    """The marked block humans edit; `content` is theirs and is emitted verbatim."""
+    inner = f"{content}\n" if content else ""
+    return Md(f"<!-- notes:{key} -->\n{inner}<!-- /notes:{key} -->")
+
+
+class _Notes:
+    """Hands out notes blocks during a render and remembers which keys were used."""
+
+    def __init__(self, existing: dict[str, str]) -> None:
+        self.existing, self.used = existing, set()
+
+    def block(self, key: str) -> Md:
+        self.used.add(key)
+        return notes_block(key, self.existing.get(key, ""))
+
+    def has(self, key: str) -> bool:
+        return bool(self.existing.get(key))
+
+    def orphans(self) -> list[tuple[str, Md]]:
+        return [(k, notes_block(k, v)) for k, v in self.existing.items() if k not in self.used]
+
+
+def experiment_key(view: CampaignView, experiment_id: str) -> str:
+    """Notes key and anchor of an experiment: its id without the campaign prefix, slugged."""
+    short = experiment_id[len(view.id) + 1:] if experiment_id.startswith(f"{view.id}/") else experiment_id
+    key = mdsafe.slug(short)
+    return f"exp-{key}" if key in RESERVED_KEYS else key
+
+
+def _experiment_keys(view: CampaignView) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for exp in view.experiments:
+        key, n = experiment_key(view, exp.id), 2
+        while key in keys.values():
+            key, n = f"{experiment_key(view, exp.id)}-{n}", n + 1
+        keys[exp.id] = key
+    return keys
+
+
+# ------------------------------------------------------------------ rendering
+def _finalize(value: Any) -> str:
+    """Every `{{ }}` output not explicitly built as safe Markdown is escaped."""
+    if isinstance(value, Md):
+        return value
+    return "" if value is None else mdsafe.cell(value)
+
+
+@lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+        autoescape=False, finalize=_finalize, undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+    )
+    return env.get_template("journal.md.j2")
+
+
+def _status(view: CampaignView) -> tuple[Md, Md | None]:
+    """The status cell and, when a human must act, the exact commands."""
+    reason = mdsafe.text(view.halt_reason) if view.halt_reason else ""
+    if view.status == "awaiting_review":
+        pending = [r for r in view.reviews if r.decision is None]
+        why = reason or (mdsafe.text(pending[-1].reason) if pending else "review requested")
+        cid = shlex.quote(view.id)
+        cmds = mdsafe.code_block([f"campaign resume {cid} --approve", f"campaign resume {cid} --reject",
+                                  f"campaign resume {cid} --note \"...\"   # add a note, stay halted"], info="sh")
+        return Md(f"**awaiting review**: {why}"), Md(cmds)
+    if view.status == "failed":
+        return Md(f"**failed**: {reason}" if reason else "**failed**"), None
+    if view.status == "finished":
+        return Md(f"finished: {reason}" if reason else "finished"), None
+    return Md("running"), None
+
+
+def render_journal(view: CampaignView, existing_text: str | None = None, *,
+                   plot_paths: dict[str, str] | None = None, db_label: str = "",
+                   generated_at: float | None = None) -> str:
+    """The whole journal for `view`, keeping every human notes block of `existing_text`.
+    `plot_paths` maps experiment ids (and `plots.OVERVIEW_KEY`) to image paths relative
+    to the journal's directory; `generated_at` defaults to the view's last update."""
+    plots = plot_paths or {}
+    notes = _Notes(parse_notes(existing_text) if existing_text else {})
+    keys = _experiment_keys(view)
+    status, commands = _status(view)
+    env = view.environment.components() if view.environment else {}
+    header = [
+        ["node", view.node or "-"],
+        ["status", status],
+        ["environment", Md(", ".join(f"{mdsafe.cell(k)} {mdsafe.cell(v)}" for k, v in env.items()
+                                      if v and v != "0") or "-")],
+        ["experiments", str(len(view.experiments))],
+        ["node time used", fmt_duration(view.node_seconds)],
+        ["started / updated", f"{fmt_time(view.created_at)} / {fmt_time(view.updated_at)}"],
+    ]
+    experiments = [experiment_context(view, exp, keys[exp.id], plots.get(exp.id), notes)
+                   for exp in view.experiments]
+    context = {
+        "title": mdsafe.text(view.name),
+        "description": Md(mdsafe.paragraphs(view.description)) if view.description.strip() else None,
+        "header": table([Md("campaign"), mdsafe.code(view.id, in_table=True)], header),
+        "commands": commands,
+        "time_scale": Md(f"{view.time_scale:g}") if abs(view.time_scale - 1.0) > 1e-9 else None,
+        "campaign_notes": notes.block("campaign"),
+        "baseline": baseline_context(view),
+        "overview_plot": plots.get("_overview"),
+        "scoreboard": scoreboard_rows(view, keys) if view.experiments else None,
+        "experiments": experiments,
+        "dead_ends": dead_end_rows(view, keys) if view.dead_ends else None,
+        "dead_end_notes": notes.block("dead-ends"),
+        "environment_changes": [mdsafe.text(x) for x in view.environment_changes],
+        "drift_notes": [mdsafe.text(x) for x in view.drift_notes],
+        "reviews": table(["#", "reason", "decision", "note", "decided"],
+                         [[r.seq, r.reason, Md(mdsafe.cell(r.decision)) if r.decision else Md("**pending**"),
+                           r.note or "-", fmt_time(r.decided_at)] for r in view.reviews]) if view.reviews else None,
+        "planner_cost": table(["planner", "value"], [[k, f"{v:g}"] for k, v in view.planner_cost.items()])
+        if any(v for v in view.planner_cost.values()) else None,
+        "footer": Md(f"generated from {mdsafe.code(db_label or 'the campaign database')} at "
+                     f"{fmt_time(view.updated_at if generated_at is None else generated_at)}; "
+                     "edit only inside notes blocks, everything else is regenerated"),
+    }
+    context["orphans"] = notes.orphans()  # after every section asked for its block
+    return _template().render(**context)
+
+
+# ------------------------------------------------------------------ files
+def write_journal(path: str | os.PathLike[str], text: str) -> Path:
+    """Replace `path` atomically: temp file in the same directory, fsync, os.replace."""
+    target = Path(path)
+    tmp: str | None = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        tmp = None
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise UserError(f"{target}: cannot write the journal ({exc.strerror or exc}) "
+                        f"(fix: make {target.parent} writable, or set `journal:` in the playbook "
+                        "to a writable path)") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def update_journal(path: str | os.PathLike[str], view: CampaignView, *, db_label: str = "",
+                   plots: bool = True) -> Path:
+    """Regenerate the journal at `path` from `view`: plots beside it, notes kept."""
+    target = Path(path)
+    try:
+        existing = target.read_text(encoding="utf-8") if target.exists() else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{target}: cannot read the existing journal ({exc}) "
+                        "(fix: restore the file or move it away; its notes blocks are kept only if readable)") from None
+    plot_paths = None
+    if plots:
+        from campaign.journal.plots import render_plots
+        plot_paths = render_plots(view, target.parent / f"{target.stem}.plots", relative_to=target.parent)
+    return write_journal(target, render_journal(view, existing, plot_paths=plot_paths, db_label=db_label))

@@ -1,0 +1,202 @@
+"""Helpers the nodes share: ids, configs, confound detection, recording a measurement."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.domain.records import CorrectnessResult
+from campaign.domain.config import diff, merge, undeclared
+from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, WorkloadSpec
+from tools.node_runtime import Measurement
+
+
+def workloads_of(pb: Playbook) -> list[WorkloadSpec]:
+    return [WorkloadSpec.model_validate(w.model_dump()) for w in pb.workloads.values()]
+
+
+def hypothesis_config(baseline: EffectiveConfig, spec: HypothesisSpec) -> EffectiveConfig:
+    return merge(baseline, spec.flags, spec.env, spec.unset_flags)
+
+
+def confound_changes(baseline: EffectiveConfig, candidate: EffectiveConfig,
+                     spec: HypothesisSpec | None) -> list[ConfigChange]:
+    """With a spec: the changes the hypothesis did not declare (a confounded run).
+    Without: the whole diff (for the record)."""
+    changes = diff(baseline, candidate)
+    if spec is None:
+        return changes
+    return undeclared(changes, spec.declared_keys())
+
+
+def side_seq(side: str, repeat: int) -> int:
+    """Artifacts of both sides of every repeat share one kind: seq = 2*repeat + side."""
+    return 2 * repeat + (0 if side == "baseline" else 1)
+
+
+def record_measurement(store: Any, experiment: str, side: str, repeat: int, m: Measurement, node: str) -> None:
+    """Write every level of every workload (one transaction) and the evidence: before any decision."""
+    seq = side_seq(side, repeat)
+    if m.failure is not None:
+        store.record_artifact(experiment, "failure", m.failure.model_dump_json(), seq=seq)
+    if m.log_excerpt:
+        store.record_artifact(experiment, "log_excerpt", "\n".join(m.log_excerpt), seq=seq)
+    if m.outputs is not None:
+        store.record_artifact(experiment, "outputs", json.dumps(m.outputs), seq=seq)
+    if m.reported is not None:
+        store.record_artifact(experiment, "reported_config", m.reported.model_dump_json(), seq=seq)
+    store.record_artifact(experiment, "command", m.command, seq=seq)
+    if m.stats:
+        store.record_artifact(experiment, "server_stats", json.dumps(m.stats, sort_keys=True), seq=seq)
+    store.record_artifact(experiment, "node_seconds", f"{m.node_seconds:.3f}", seq=seq)
+    levels = [(name, level, sweep.prompt_set_hash) for name, sweep in m.sweeps.items() for level in sweep.levels]
+    store.record_side(experiment, side, repeat, levels, node=node)
+
+
+def recorded_failure(store: Any, experiment: str) -> Failure | None:
+    """The first failure recorded for an experiment (the candidate's decides)."""
+    for kind, _seq, content in sorted(store.list_artifacts(experiment), key=lambda a: a[1]):
+        if kind == "failure":
+            return Failure.model_validate_json(content)
+    return None
+
+
+def node_seconds_of(store: Any, experiment: str) -> float:
+    return round(sum(float(c) for k, _s, c in store.list_artifacts(experiment) if k == "node_seconds"), 3)
+
+
+def correctness_of(store: Any, experiment: str, baseline_id: str | None, pb: Playbook) -> CorrectnessResult | None:
+    """Compare the candidate's greedy outputs with the baseline's (same node, same prompts)."""
+    from tools.loadgen.correctness import compare_outputs
+
+    spec = pb.verdict.correctness
+    if not spec.enabled:
+        return None
+    cand = store.get_artifact(experiment, "outputs", seq=side_seq("candidate", 0))
+    base = store.get_artifact(experiment, "outputs", seq=side_seq("baseline", 0))
+    if base is None and baseline_id:
+        base = store.get_artifact(baseline_id, "outputs", seq=side_seq("baseline", 0))
+    if cand is None or base is None:
+        return None
+    return compare_outputs(json.loads(base), json.loads(cand), spec.tolerance)
+
+
+
+
+def _baseline_samples(store: Any, baseline_id: str | None, metric: str) -> dict[tuple[str, int], list[float]]:
+    if not baseline_id:
+        return {}
+    return {(s.workload, s.concurrency): [getattr(r, metric) for r in s.baseline]
+            for s in store.level_samples(baseline_id)}
+
+
+def _pooled(by_level: dict[tuple[str, int], list[float]]) -> tuple[float | None, int]:
+    from campaign.verdict.stats import noise_estimate
+
+    est = noise_estimate(by_level)
+    return (est.pct, est.df) if est else (None, 8)
+
+
+def _per_workload(by_level: dict[tuple[str, int], list[float]]) -> dict[str, tuple[float, int]]:
+    from campaign.verdict.stats import noise_estimate
+
+    groups: dict[str, dict[int, list[float]]] = {}
+    for (workload, c), xs in by_level.items():
+        groups.setdefault(workload, {})[c] = xs
+    out = {}
+    for workload, levels in groups.items():
+        est = noise_estimate(levels)
+        if est is not None:
+            out[workload] = (est.pct, est.df)
+    return out
+
+
+def baseline_noise(store: Any, baseline_id: str | None, metric: str) -> tuple[float | None, int]:
+    """The node's run-to-run noise from the baseline's repeats: (pct, df), the prior
+    that lets a verdict trust a single round when the effect is large."""
+    return _pooled(_baseline_samples(store, baseline_id, metric))
+
+
+def baseline_noise_by_workload(store: Any, baseline_id: str | None, metric: str) -> dict[str, tuple[float, int]]:
+    """The same, per workload: each workload's levels pooled on their own, so one noisy
+    protocol (short sweep waves) does not widen the intervals of a steady one (a
+    single stream).  Workloads without two repeats of some level are left out: the
+    pooled floor stands in for them."""
+    return _per_workload(_baseline_samples(store, baseline_id, metric))
+
+
+def noise_floors(store: Any, baseline_id: str | None, metric: str) -> dict[str, Any]:
+    """Both floors from one read, as keyword arguments of `verdict.compare_levels` and
+    `verdict.needs_more_repeats`."""
+    by_level = _baseline_samples(store, baseline_id, metric)
+    pct, df = _pooled(by_level)
+    return {"noise_floor_pct": pct, "noise_floor_df": df, "noise_by_workload": _per_workload(by_level)}
+
+
+def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,
+                metric: str, noise_pct: float | None) -> str | None:
+    """Compare a fresh measurement of the baseline config (an interleaved baseline side)
+    with the campaign's baseline measurement.  A significant move is recorded as a drift
+    event (the journal lists it) and as an artifact on the experiment; the interleaved
+    verdict itself compares like with like, so drift cancels there."""
+    from campaign.verdict.stats import drift
+
+    if not baseline_id or noise_pct is None:
+        return None
+    ref = {(s.workload, s.concurrency): [getattr(r, metric) for r in s.baseline]
+           for s in store.level_samples(baseline_id)}
+    moved = []
+    for s in store.level_samples(experiment):
+        now = [getattr(r, metric) for r in s.baseline if r is not None][repeat:repeat + 1]
+        before = ref.get((s.workload, s.concurrency))
+        if not now or not before:
+            continue
+        d = drift(before, now, noise_pct)
+        if d.significant:
+            moved.append(f"{s.workload} C={s.concurrency} {d.pct:+.1f}%")
+    if not moved:
+        return None
+    msg = (f"baseline drift during {experiment} round {repeat + 1}: {', '.join(moved[:6])}"
+           f"{' ...' if len(moved) > 6 else ''} vs {baseline_id} (noise ±{noise_pct:.1f}%); "
+           f"the interleaved A/B comparison cancels it")
+    store.add_event(campaign_id, "drift", msg, key=f"drift:{experiment}:{repeat}")
+    store.record_artifact(experiment, "drift", msg, seq=repeat)
+    return msg
+
+
+def provenance_notes(store: Any, experiment: str, pb: Playbook, regimes: dict[str, str]) -> list[str]:
+    """The exact work each workload put on both sides, whether both sides saw the same
+    prompts, and - where workloads on different prompt sets disagree - what differed."""
+    runs = store.runs_for(experiment)
+    hashes: dict[tuple[str, str], set[str]] = {}
+    for r in runs:
+        hashes.setdefault((r.workload, r.side), set()).add(r.prompt_set_hash)
+    notes = []
+    for name, wl in pb.workloads.items():
+        h = sorted(hashes.get((name, "candidate"), set()) | hashes.get((name, "baseline"), set()))
+        cs = ",".join(str(c) for c in wl.concurrency)
+        notes.append(f"workload {name}: prompts {wl.prompts} (set {'/'.join(x for x in h if x) or '-'}), "
+                     f"~{wl.prompt_tokens} tokens in, {wl.output_tokens} out, C={cs}, "
+                     f"{wl.requests_per_level} requests per level")
+    sides = {}
+    for (name, side), hs in hashes.items():
+        sides.setdefault(name, {})[side] = hs
+    for name, by_side in sides.items():
+        if len(by_side) == 2 and by_side["candidate"] != by_side["baseline"]:
+            notes.append(f"workload {name}: the candidate and the baseline ran different prompt sets")
+    won = {w for w, r in regimes.items() if r == "candidate"}
+    lost = {w for w, r in regimes.items() if r == "baseline"}
+    if won and lost:
+        acc: dict[str, list[float]] = {}
+        for kind, seq, content in store.list_artifacts(experiment):
+            if kind == "server_stats" and seq % 2 == 1:  # candidate sides
+                for w, st in json.loads(content).items():
+                    if st.get("spec_accept_length") is not None:
+                        acc.setdefault(w, []).append(float(st["spec_accept_length"]))
+        if acc:
+            parts = [f"{sum(v) / len(v):.2f} tokens per verify on {w} (prompts {pb.workloads[w].prompts})"
+                     for w, v in acc.items() if w in pb.workloads]
+            notes.append("the workloads disagree; the draft's accept length was " + " vs ".join(parts) +
+                         ": speculation pays only where the prompt makes the draft right and the batch is small")
+    return notes

@@ -1,0 +1,319 @@
+"""Load a playbook YAML into a validated `Playbook`, or explain every problem.
+
+Each problem is one line: `FILE:LINE: FIELD: what is wrong (fix: ...)`.  Line
+numbers come from the YAML node tree so the user lands on the right line, and a
+misspelled key gets a did-you-mean from the model's known fields.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from campaign.domain.errors import UserError
+from campaign.playbook.schema import Playbook
+
+
+class PlaybookError(UserError):
+    """A playbook that does not validate: one line per problem."""
+
+
+def _node_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.Node | None:
+    """The deepest YAML node along a pydantic error location."""
+    node = root
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if getattr(k, "value", None) == str(part)), None)
+            if nxt is None:
+                key = next((k for k, _ in node.value if getattr(k, "value", None) == str(part)), None)
+                return key or node
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            return node
+    return node
+
+
+def _key_node(root: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.Node | None:
+    if not loc:
+        return root
+    parent = _node_at(root, loc[:-1])
+    if isinstance(parent, yaml.MappingNode):
+        for k, _ in parent.value:
+            if getattr(k, "value", None) == str(loc[-1]):
+                return k
+    return _node_at(root, loc)
+
+
+def _model_for(loc: tuple[Any, ...], data: Any) -> type[BaseModel] | None:
+    """The pydantic model that owns the field at `loc` (to suggest known names)."""
+    from campaign.playbook import schema as pb
+
+    model: type[BaseModel] | None = Playbook
+    cursor: Any = data
+    for part in loc[:-1]:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            cursor = cursor[part] if isinstance(cursor, list) and part < len(cursor) else None
+            continue
+        field = model.model_fields.get(str(part))
+        cursor = cursor.get(part) if isinstance(cursor, dict) else None
+        if field is None:
+            # a dict of models (workloads: {name: WorkloadConfig}) or a union member tag
+            if model is Playbook:
+                return None
+            continue
+        ann = field.annotation
+        name = str(part)
+        model = {
+            "node": None, "server": pb.ServerSpec, "baseline": pb.ConfigSpec, "verdict": pb.VerdictSpec,
+            "review": pb.ReviewSpec, "budget": pb.BudgetSpec, "planner": pb.PlannerSpec, "knobs": pb.KnobSpace,
+            "hypotheses": pb.HypothesisSpec, "workloads": pb.WorkloadConfig, "repeats": pb.RepeatsSpec,
+            "latency_limit": pb.LatencyLimit, "correctness": pb.CorrectnessSpec, "patches": pb.PatchPolicy,
+        }.get(name, ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None)
+        if name == "node" and isinstance(cursor, dict):
+            model = {"simulated": pb.SimulatedNodeSpec, "local": pb.LocalNodeSpec, "ssh": pb.SshNodeSpec,
+                     "slurm": pb.SlurmNodeSpec}.get(str(cursor.get("kind", "simulated")))
+        if name == "workloads" and isinstance(cursor, dict):
+            # skip the workload-name level
+            pass
+    return model
+
+
+def _fix_for(err: dict[str, Any], loc: tuple[Any, ...], data: Any) -> str:
+    kind = err["type"]
+    field = str(loc[-1]) if loc else ""
+    if kind == "extra_forbidden":
+        model = _model_for(loc, data)
+        if model is None and len(loc) >= 2 and loc[0] == "workloads":
+            from campaign.playbook.schema import WorkloadConfig
+
+            model = WorkloadConfig
+        if model is None and loc and loc[0] == "node":
+            from campaign.playbook.schema import SimulatedNodeSpec
+
+            model = SimulatedNodeSpec
+        known = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(field, known, n=1, cutoff=0.6)
+        if close:
+            return f"unknown field '{field}' (fix: did you mean '{close[0]}'?)"
+        return f"unknown field '{field}' (fix: remove it; known fields: {', '.join(known)})" if known else \
+            f"unknown field '{field}' (fix: remove it)"
+    if kind == "missing":
+        return f"required field '{field}' is missing (fix: add it)"
+    got = err.get("input")
+    got_s = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
+    msg = err["msg"].replace("Value error, ", "")
+    return f"{msg}, got {got_s} (fix: {_hint(kind, err)})"
+
+
+def _hint(kind: str, err: dict[str, Any]) -> str:
+    ctx = err.get("ctx") or {}
+    if kind.startswith("int"):
+        return "use a whole number"
+    if kind.startswith("float"):
+        return "use a number"
+    if kind.startswith("bool"):
+        return "use true or false"
+    if kind in ("literal_error", "enum"):
+        return f"use one of {ctx.get('expected', 'the allowed values')}"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return "use a value in range"
+    if kind == "union_tag_invalid":
+        return f"use one of {ctx.get('expected_tags', 'simulated, local, ssh, slurm')}"
+    if kind in ("dict_type", "model_type"):
+        return "use a mapping of key: value"
+    if kind == "list_type":
+        return "use a list"
+    if kind == "string_type":
+        return "use a string (quote it)"
+    return "see the playbook reference in README.md"
+
+
+def _fmt_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("simulated", "local", "ssh", "slurm") and out == "node":
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _printable(text: str) -> str:
+    """One terminal line: control characters and line separators (from a YAML key
+    such as "a\\nb") are shown escaped instead of breaking the message."""
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
+def _problems(*lines: str) -> PlaybookError:
+    return PlaybookError(*(_printable(ln) for ln in dict.fromkeys(lines)))
+
+
+def _cross_check_lines(root: yaml.Node | None, data: dict[str, Any], source: str) -> list[str]:
+    """Duplicate hypothesis names and flags outside `server.allowed_flags`, located at
+    the offending line (the model's own check only knows the top level)."""
+    hyps = data.get("hypotheses")
+    if not isinstance(hyps, list):
+        return []
+    server = data.get("server")
+    allowed = server.get("allowed_flags") if isinstance(server, dict) else None
+    allowed = [str(a) for a in allowed] if isinstance(allowed, list) else None
+    lines: list[str] = []
+    first: dict[str, int] = {}
+    for i, h in enumerate(hyps):
+        if not isinstance(h, dict):
+            continue
+        name = h.get("name")
+        if isinstance(name, str):
+            line = _line((i, "name"), root)
+            if name in first:
+                lines.append(f"{source}:{line}: hypotheses[{i}].name: duplicate hypothesis name '{name}' (first at "
+                             f"line {first[name]}) (fix: give each hypothesis a unique name)")
+            first.setdefault(name, line)
+        if allowed is None:
+            continue
+        flags = h.get("flags") if isinstance(h.get("flags"), dict) else {}
+        unset = h.get("unset_flags") if isinstance(h.get("unset_flags"), list) else []
+        for where, flag, loc in [("flags", f, (i, "flags", f)) for f in flags] + \
+                                [("unset_flags", f, (i, "unset_flags", k)) for k, f in enumerate(unset)]:
+            if str(flag) in allowed:
+                continue
+            close = difflib.get_close_matches(str(flag), allowed, n=1, cutoff=0.6)
+            fix = f"did you mean '{close[0]}'?" if close else \
+                "remove it, or add it to server.allowed_flags if the server template takes it"
+            lines.append(f"{source}:{_line(loc, root, key=where == 'flags')}: hypotheses[{i}].{where}.{flag}: "
+                         f"flag '{flag}' is not in server.allowed_flags {allowed} (fix: {fix})")
+    return lines
+
+
+def _secret_literal_lines(root: yaml.Node | None, data: dict[str, Any], source: str) -> list[str]:
+    """A secret-named env var with a literal value: it would be copied into the record,
+    the checkpoints and the journal.  Only `${NAME}` references are accepted."""
+    from campaign.domain.redact import ENV_REF, is_secret_name
+
+    places: list[tuple[tuple[Any, ...], Any]] = []
+    if isinstance(data.get("baseline"), dict):
+        places.append((("baseline", "env"), data["baseline"].get("env")))
+    if isinstance(data.get("hypotheses"), list):
+        places += [(("hypotheses", i, "env"), h.get("env")) for i, h in enumerate(data["hypotheses"])
+                   if isinstance(h, dict)]
+    lines = []
+    for loc, env in places:
+        if not isinstance(env, dict):
+            continue
+        for name, value in env.items():
+            if isinstance(name, str) and is_secret_name(name) and not ENV_REF.match(str(value)):
+                node = _key_node(root, (*loc, name))
+                line = node.start_mark.line + 1 if node is not None else 1
+                lines.append(f"{source}:{line}: {_fmt_loc((*loc, name))}: a secret written into the playbook would be "
+                             f"recorded (fix: write {name}: ${{{name}}} and export {name} in the controller's "
+                             "environment)")
+    return lines
+
+
+def _line(loc: tuple[Any, ...], root: yaml.Node | None, *, key: bool = False) -> int:
+    hyp_root = _node_at(root, ("hypotheses",))
+    node = _key_node(hyp_root, loc) if key else _node_at(hyp_root, loc)
+    return node.start_mark.line + 1 if node is not None else 1
+
+
+def _misspelled(kind: str, loc: tuple[Any, ...], found: list[tuple[str, tuple[Any, ...], str]]) -> bool:
+    """A missing required field that an unknown sibling key already suggests: one
+    misspelling is reported once (as the did-you-mean), not twice."""
+    if kind != "missing" or not loc:
+        return False
+    hint = f"did you mean '{loc[-1]}'?"
+    return any(k == "extra_forbidden" and other[:-1] == loc[:-1] and hint in ln for k, other, ln in found)
+
+
+#: location parts pydantic adds for validators (not keys the user wrote).
+_VALIDATOR_LOC = re.compile(r"^function-(after|before|wrap|plain)\[")
+
+_CROSS_CHECK_MESSAGES = ("duplicate hypothesis name", "server.allowed_flags does not list")
+
+
+def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise _problems(f"{where}: malformed YAML: {problem} (fix: check indentation and quoting)") from None
+    if not isinstance(data, dict):
+        raise _problems(f"{source}:1: a playbook is a mapping with name, workloads, hypotheses... "
+                        "(fix: see playbooks/eagle_verify.yaml)")
+    cross = _cross_check_lines(root, data, source) + _secret_literal_lines(root, data, source)
+    try:
+        pb = Playbook.model_validate(data)
+    except ValidationError as exc:
+        found: list[tuple[str, tuple[Any, ...], str]] = []  # (kind, loc, line)
+        for err in exc.errors():
+            if cross and not err["loc"] and any(m in err["msg"] for m in _CROSS_CHECK_MESSAGES):
+                continue  # already located by _cross_check_lines
+            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and _VALIDATOR_LOC.match(p)))
+            loc = tuple(p for p in loc if p not in ("simulated", "local", "ssh", "slurm") or loc.index(p) != 1)
+            node = _key_node(root, loc) if err["type"] == "extra_forbidden" else _node_at(root, loc)
+            line = (node.start_mark.line + 1) if node is not None else 1
+            found.append((err["type"], loc, f"{source}:{line}: {_fmt_loc(loc)}: {_fix_for(err, loc, data)}"))
+        raise _problems(*cross, *[ln for kind, loc, ln in found if not _misspelled(kind, loc, found)]) from None
+    if cross:
+        raise _problems(*cross)
+    return pb
+
+
+def load_playbook(path: str | Path) -> Playbook:
+    p = Path(path)
+    if not p.is_file():
+        raise PlaybookError(f"{p}: no such playbook file (fix: check the path; examples are in playbooks/)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlaybookError(f"{p}: cannot read: {exc.__class__.__name__} (fix: check permissions and encoding)") from None
+    pb = parse_playbook_text(text, str(p))
+    base = p.parent
+    for h in pb.hypotheses:
+        if h.patch and not (Path(h.patch).is_file() or (base / h.patch).is_file()):
+            line = _line_of(text, f"patch: {h.patch}")
+            raise PlaybookError(f"{p}:{line}: hypotheses.{h.name}.patch: patch file '{h.patch}' not found "
+                                "(fix: give a path relative to the working directory or the playbook)")
+    return pb
+
+
+def _line_of(text: str, needle: str) -> int:
+    for i, ln in enumerate(text.splitlines(), 1):
+        if needle in ln:
+            return i
+    return 1
+
+
+def apply_overrides(pb: Playbook, overrides: dict[str, str]) -> Playbook:
+    """Apply `--set a.b=value` overrides (recorded by resume) and re-validate."""
+    data = pb.model_dump(mode="json")
+    for dotted, raw in overrides.items():
+        cur: Any = data
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            if not isinstance(cur, dict) or part not in cur:
+                raise UserError(f"--set {dotted}: no field '{part}' in the playbook (fix: use a dotted path like node.cuda)")
+            cur = cur[part]
+        if not isinstance(cur, dict) or parts[-1] not in cur:
+            raise UserError(f"--set {dotted}: no field '{parts[-1]}' (fix: use an existing field, e.g. node.cuda=13.0)")
+        cur[parts[-1]] = yaml.safe_load(raw) if not isinstance(cur[parts[-1]], str) else raw
+    try:
+        return Playbook.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UserError(f"--set: {_fmt_loc(tuple(err['loc']))}: {err['msg']} (fix: use a valid value)") from None

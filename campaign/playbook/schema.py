@@ -1,0 +1,281 @@
+"""The playbook: a campaign's whole definition, validated at the boundary.
+
+Every model forbids unknown fields so that a misspelled key is an error with a
+suggestion (see `campaign.playbook.load`), never a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from campaign.domain.models import WorkloadSpec
+
+Scalar = Union[str, int, float, bool, None]
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------- node
+class SimulatedNodeSpec(_Strict):
+    """The bundled simulated GPU node, started locally."""
+
+    kind: Literal["simulated"] = "simulated"
+    name: str = "sim-0"
+    profile: str = "rtx6000bw-pcie-8x"
+    cuda: str = "12.8"
+    seed: int = 0
+    time_scale: float = Field(default=1.0, gt=0, description="node seconds per wall second")
+    noise_pct: float = Field(default=1.5, ge=0, le=20)
+
+
+class LocalNodeSpec(_Strict):
+    """This machine, running a real engine."""
+
+    kind: Literal["local"]
+    name: str = "local"
+    workdir: str = ".campaign/node"
+
+
+class SshNodeSpec(_Strict):
+    kind: Literal["ssh"]
+    name: str = ""
+    host: str
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
+    ssh_options: list[str] = Field(default_factory=list)
+    workdir: str = "/tmp/campaign-node"
+    python: str = "python3"
+    sweep_on: Literal["node", "controller"] = "node"
+    simulated: SimulatedNodeSpec | None = None  # run the simulated node on that host
+
+
+class SlurmNodeSpec(_Strict):
+    kind: Literal["slurm"]
+    name: str = "slurm"
+    partition: str | None = None
+    gres: str | None = "gpu:8"
+    gpus: int | None = None
+    time_limit: str = "01:00:00"
+    exclusive: bool = True
+    max_parallel_jobs: int = 1
+    workdir: str = "/tmp/campaign-slurm"
+    python: str = "python3"
+    simulated: SimulatedNodeSpec | None = None
+
+
+NodeSpec = Annotated[
+    Union[SimulatedNodeSpec, LocalNodeSpec, SshNodeSpec, SlurmNodeSpec], Field(discriminator="kind")
+]
+
+
+# ------------------------------------------------------------------------- server
+class ServerSpec(_Strict):
+    """How to launch the engine.  `command` is a template: {python} {port} {model}
+    {host} {flags} are filled in; flags are rendered `--name value` (True -> `--name`)."""
+
+    engine: Literal["simulated", "sglang", "vllm"] = "simulated"
+    command: str = "{python} -m tools.simnode --host {host} --port {port} {flags}"
+    model: str = "simulated-glm"
+    health: str = "/health"
+    startup_timeout_s: float = Field(default=900, gt=0)
+    allowed_flags: list[str] | None = None  # None: any flag; else hypotheses may only set these
+
+
+def _env_values_to_str(v: object) -> object:
+    """YAML reads `NCCL_MIN_NCHANNELS: 2` as an int; the environment only has strings."""
+    if isinstance(v, dict):
+        return {k: (str(x).lower() if isinstance(x, bool) else str(x)) for k, x in v.items()}
+    return v
+
+
+class ConfigSpec(_Strict):
+    flags: dict[str, Scalar] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    _env_str = field_validator("env", mode="before")(lambda cls, v: _env_values_to_str(v))
+
+
+class WorkloadConfig(WorkloadSpec):
+    """A named workload; the name is taken from its key in `workloads:`."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = ""
+
+
+# ------------------------------------------------------------------------ verdict
+class RepeatsSpec(_Strict):
+    min: int = Field(default=2, ge=1)
+    max: int = Field(default=6, ge=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> RepeatsSpec:
+        if self.max < self.min:
+            raise ValueError(f"repeats.max ({self.max}) is below repeats.min ({self.min})")
+        return self
+
+
+class LatencyLimit(_Strict):
+    metric: Literal["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"] = "ttft_ms"
+    stat: Literal["mean", "p50", "p90", "p99"] = "p99"
+    max_ms: float = Field(gt=0)
+
+
+class CorrectnessSpec(_Strict):
+    enabled: bool = True
+    prompts: int = Field(default=8, ge=1)
+    max_tokens: int = Field(default=32, ge=1)
+    tolerance: float = Field(default=0.0, ge=0, le=1, description="share of prompts allowed to differ")
+
+
+class VerdictSpec(_Strict):
+    metric: Literal["output_tokens_per_s", "requests_per_s"] = "output_tokens_per_s"
+    min_effect_pct: float = Field(default=2.0, ge=0)
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    repeats: RepeatsSpec = Field(default_factory=RepeatsSpec)
+    policy: Literal["adaptive", "fixed"] = "adaptive"
+    interleave: bool = True
+    latency_limit: LatencyLimit | None = None
+    correctness: CorrectnessSpec = Field(default_factory=CorrectnessSpec)
+
+
+class ReviewSpec(_Strict):
+    after_no_win_streak: int | None = Field(default=None, ge=1)
+    after_consecutive_dead_ends: int | None = Field(default=None, ge=1)
+    before_patch: bool = True
+    on_environment_change: bool = False
+    on_budget: bool = True
+
+
+class BudgetSpec(_Strict):
+    max_experiments: int = Field(default=50, ge=1)
+    max_hours: float = Field(default=48, gt=0)
+    stop_after_dead_ends: int | None = Field(default=None, ge=1)
+    max_infra_retries: int = Field(default=2, ge=0)
+
+
+# ------------------------------------------------------------------------ planner
+class KnobSpec(_Strict):
+    """One knob the planner may turn: a type and a range or a list of choices."""
+
+    type: Literal["int", "float", "bool", "choice", "str"] = "str"
+    min: float | None = None
+    max: float | None = None
+    choices: list[Scalar] | None = None
+
+
+class PatchPolicy(_Strict):
+    repo: str
+    allowed_paths: list[str] = Field(default_factory=list)
+
+
+class KnobSpace(_Strict):
+    flags: dict[str, KnobSpec] = Field(default_factory=dict)
+    env: dict[str, KnobSpec] = Field(default_factory=dict)
+    patch_files: list[str] = Field(default_factory=list)
+    patches: PatchPolicy | None = None
+
+
+class PlannerSpec(_Strict):
+    kind: Literal["queue", "llm"] = "queue"
+    model: str = "gpt-4o-mini"
+    temperature: float = Field(default=0.2, ge=0, le=2)
+    base_url: str | None = None  # else OPENAI_BASE_URL
+    timeout_s: float = Field(default=60, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    max_rejections: int = Field(default=3, ge=0)
+    max_proposals: int = Field(default=5, ge=0)
+    context_tokens: int = Field(default=6000, ge=500)
+    analyze: bool = True
+
+
+# --------------------------------------------------------------------- hypotheses
+class HypothesisSpec(_Strict):
+    name: str
+    rationale: str = ""
+    flags: dict[str, Scalar] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    unset_flags: list[str] = Field(default_factory=list)
+    patch: str | None = None
+    declares: list[str] | None = None  # settings under test; default: every key changed
+    adopt_if_win: bool = False
+    revisit_on: list[str] = Field(default_factory=list)  # fingerprint components
+    depends_on: list[str] = Field(default_factory=list)
+
+    _env_str = field_validator("env", mode="before")(lambda cls, v: _env_values_to_str(v))
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("use lowercase letters, digits, '.', '_' or '-', starting with a letter or digit")
+        return v
+
+    def declared_keys(self) -> set[str]:
+        if self.declares is not None:
+            return set(self.declares)
+        return set(self.flags) | set(self.env) | set(self.unset_flags)
+
+
+class Playbook(_Strict):
+    name: str
+    description: str = ""
+    journal: str = "journal/{name}.md"
+    database: str = ".campaign/campaign.db"
+    node: NodeSpec = Field(default_factory=SimulatedNodeSpec)
+    nodes: list[NodeSpec] = Field(default_factory=list)  # several nodes: hypotheses in parallel
+    server: ServerSpec = Field(default_factory=ServerSpec)
+    baseline: ConfigSpec = Field(default_factory=ConfigSpec)
+    workloads: dict[str, WorkloadConfig]
+    verdict: VerdictSpec = Field(default_factory=VerdictSpec)
+    review: ReviewSpec = Field(default_factory=ReviewSpec)
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    planner: PlannerSpec = Field(default_factory=PlannerSpec)
+    knobs: KnobSpace = Field(default_factory=KnobSpace)
+    hypotheses: list[HypothesisSpec] = Field(default_factory=list)
+
+    @field_validator("workloads")
+    @classmethod
+    def _name_workloads(cls, v: dict[str, WorkloadConfig]) -> dict[str, WorkloadConfig]:
+        if not v:
+            raise ValueError("at least one workload is needed")
+        for key, wl in v.items():
+            wl.name = key
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Playbook:
+        seen: set[str] = set()
+        for h in self.hypotheses:
+            if h.name in seen:
+                raise ValueError(f"duplicate hypothesis name '{h.name}': names must be unique")
+            seen.add(h.name)
+        allowed = self.server.allowed_flags
+        if allowed is not None:
+            for h in self.hypotheses:
+                for flag in list(h.flags) + h.unset_flags:
+                    if flag not in allowed:
+                        raise ValueError(
+                            f"hypothesis '{h.name}' sets flag '{flag}' that server.allowed_flags does not list"
+                        )
+        if len(self.nodes) > 1:
+            names = [n.name or getattr(n, "host", "") for n in self.nodes]
+            if len(set(names)) < len(names):
+                raise ValueError(f"nodes: names {names} repeat: give every node its own `name`")
+            if not self.verdict.interleave:
+                raise ValueError("verdict.interleave: several nodes need interleaved baseline runs "
+                                 "(each candidate is compared with its own node's baseline): set it to true")
+        self.journal = self.journal.replace("{name}", self.name)
+        return self
+
+    def all_nodes(self) -> list[SimulatedNodeSpec | LocalNodeSpec | SshNodeSpec | SlurmNodeSpec]:
+        return list(self.nodes) if self.nodes else [self.node]
+
+    def hypothesis(self, name: str) -> HypothesisSpec | None:
+        return next((h for h in self.hypotheses if h.name == name), None)

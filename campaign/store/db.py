@@ -1,0 +1,115 @@
+"""Opening the campaign database: WAL, busy timeout, schema version, short transactions.
+
+Why the explicit BEGIN: pysqlite's implicit transactions start deferred, and a
+deferred transaction that upgrades to a write lock fails with SQLITE_BUSY without
+waiting.  Writers therefore take `BEGIN IMMEDIATE` (they queue on busy_timeout),
+readers take a plain `BEGIN` (a WAL snapshot that never blocks the writer).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, inspect
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+from sqlmodel import Session, create_engine
+
+from campaign.domain.errors import UserError
+from campaign.store.models import SCHEMA_VERSION, TABLES, MetaRow
+
+BUSY_TIMEOUT_MS = 10_000
+_BEGIN_OPTION = "campaign_sqlite_begin"
+
+
+def _fix_hint(path: Path) -> str:
+    return f"fix: set `database:` in the playbook to a writable path, or check that {path.parent} is a writable directory"
+
+
+def open_engine(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine:
+    """An engine on `path` with the schema created or its version checked."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot create the database directory: {exc.strerror or exc} ({_fix_hint(path)})") from None
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, not a database file (fix: point `database:` at a file path)")
+    engine = create_engine(
+        f"sqlite:///{path}",
+        connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # BEGIN is emitted by _on_begin
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get(_BEGIN_OPTION, 'DEFERRED')}")
+
+    try:
+        _ensure_schema(engine, path)
+    except DBAPIError as exc:
+        engine.dispose()
+        hint = "fix: retry once the other `campaign` process is done" if "locked" in str(exc.orig) else _fix_hint(path)
+        raise UserError(f"{path}: cannot open the database: {exc.orig} ({hint})") from None
+    except UserError:
+        engine.dispose()
+        raise
+    return engine
+
+
+def _schema_version(session: Session) -> str | None:
+    """The recorded schema version, "missing" without one, None in a file without our tables."""
+    if not inspect(session.connection()).has_table(MetaRow.__tablename__):
+        return None
+    row = session.get(MetaRow, "schema_version")
+    return row.value if row else "missing"
+
+
+def _ensure_schema(engine: Engine, path: Path) -> None:
+    """Create the tables in a new file; refuse a file written by another schema version.
+    An existing database is only read here, so opening never waits for a busy writer."""
+    with read_session(engine) as session:
+        found = _schema_version(session)
+    if found is None:
+        with write_session(engine) as session:
+            found = _schema_version(session)  # another process may have just created it
+            if found is None:
+                conn = session.connection()
+                for model in TABLES:
+                    model.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
+                session.add(MetaRow(key="schema_version", value=str(SCHEMA_VERSION)))
+                return
+    if found != str(SCHEMA_VERSION):
+        raise UserError(
+            f"{path}: schema_version: database schema version {found}, this campaign expects {SCHEMA_VERSION} "
+            f"(fix: point `database:` in the playbook at a new file, or move {path.name} aside)"
+        )
+
+
+@contextmanager
+def write_session(engine: Engine) -> Iterator[Session]:
+    """A short write transaction (BEGIN IMMEDIATE), committed on success."""
+    bind = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+    with Session(bind, expire_on_commit=False) as session:
+        with session.begin():
+            yield session
+
+
+@contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    """A read snapshot: sees one consistent state, never blocks the writer (WAL)."""
+    with Session(engine, expire_on_commit=False) as session:
+        with session.begin():
+            yield session

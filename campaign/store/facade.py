@@ -1,0 +1,280 @@
+"""The campaign record: one SQLite file (WAL) holding everything a campaign measured.
+
+Semantics follow Optuna's storage: every write is an idempotent upsert keyed so a
+graph node resumed after an interrupt writes nothing twice, finished experiments and
+verdicts are immutable (same content again: no-op; different: ImmutableRecordError),
+and readers (`campaign status`, the journal) read WAL snapshots that never block the
+writer.  One engine per Store; sessions are short and thread-safe to open.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import col, select
+
+from campaign.store import lock as store_lock
+from campaign.domain.errors import UserError
+from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.domain.records import CampaignStatus, CampaignView, DeadEnd
+from campaign.store.convert import campaign_record, canonical, fingerprint_id, hypothesis_record
+from campaign.store.db import BUSY_TIMEOUT_MS, open_engine, read_session, write_session
+from campaign.store.experiments import ExperimentsMixin
+from campaign.store.models import (
+    BASELINE_HYPOTHESIS,
+    CampaignRecord,
+    CampaignRow,
+    FingerprintRow,
+    HypothesisRecord,
+    HypothesisRow,
+    HypothesisStatus,
+    RunLockRow,
+)
+from campaign.store.ops import ImmutableRecordError, require_campaign, unknown_campaign, upsert_hypothesis_in
+from campaign.store.reviews import ReviewLogMixin
+from campaign.store.snapshot import read_snapshot
+from campaign.store.view import ENVIRONMENT_EVENT, CampaignSnapshot, build_view, dead_ends, show_json
+from campaign.domain.models import Fingerprint
+
+__all__ = ["BASELINE_HYPOTHESIS", "ImmutableRecordError", "Store", "UNSET", "fingerprint_id"]
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()  # "leave unchanged", where None is a meaningful value
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") or "campaign"
+
+
+class Store(ExperimentsMixin, ReviewLogMixin):
+    """All reads and writes of the campaign database (see module docstring)."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+        self.path = Path(path)
+        self._engine = open_engine(self.path, busy_timeout_ms=busy_timeout_ms)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- campaigns
+    def create_campaign(
+        self,
+        name: str,
+        *,
+        playbook: Playbook | dict[str, Any],
+        playbook_path: str = "",
+        node: str = "",
+        time_scale: float = 1.0,
+        description: str | None = None,
+        campaign_id: str | None = None,
+    ) -> CampaignRecord:
+        """A new running campaign; with an explicit `campaign_id` that exists, that one is returned."""
+        pb = playbook.model_dump(mode="json") if isinstance(playbook, Playbook) else playbook
+        with write_session(self._engine) as s:
+            if campaign_id is not None and (existing := s.get(CampaignRow, campaign_id)) is not None:
+                return campaign_record(existing)
+            cid = campaign_id or f"{_slug(name)}-{secrets.token_hex(3)}"
+            now = time.time()
+            row = CampaignRow(
+                id=cid, name=name, playbook_path=playbook_path, playbook_json=json.dumps(pb),  # key order kept: workload order matters
+                description=pb.get("description", "") if description is None else description,
+                node=node, time_scale=time_scale, created_at=now, updated_at=now,
+            )  # fmt: skip
+            s.add(row)
+            return campaign_record(row)
+
+    def get_campaign(self, campaign_id: str) -> CampaignRecord:
+        """The campaign, or UserError naming the id (and `campaign status`)."""
+        with read_session(self._engine) as s:
+            return campaign_record(require_campaign(s, campaign_id))
+
+    def list_campaigns(self, name: str | None = None) -> list[CampaignRecord]:
+        """Newest first; only those called `name` when given."""
+        with read_session(self._engine) as s:
+            q = select(CampaignRow)
+            if name is not None:
+                q = q.where(CampaignRow.name == name)
+            return [campaign_record(r) for r in s.exec(q.order_by(col(CampaignRow.created_at).desc()))]
+
+    def update_campaign(
+        self,
+        campaign_id: str,
+        *,
+        status: CampaignStatus | None = None,
+        halt_reason: str | None = UNSET,
+        baseline_experiment_id: str | None = UNSET,
+        overrides: dict[str, Any] | None = None,
+        node: str | None = None,
+        time_scale: float | None = None,
+    ) -> CampaignRecord:
+        """Set the given fields (None/UNSET: unchanged; `halt_reason=None` clears it;
+        `overrides` replaces the whole overrides dict)."""
+        with write_session(self._engine) as s:
+            row = require_campaign(s, campaign_id)
+            if status is not None:
+                row.status = status
+            if halt_reason is not UNSET:
+                row.halt_reason = halt_reason
+            if baseline_experiment_id is not UNSET:
+                row.baseline_experiment_id = baseline_experiment_id
+            if overrides is not None:
+                row.overrides_json = canonical(overrides)
+            if node is not None:
+                row.node = node
+            if time_scale is not None:
+                row.time_scale = time_scale
+            row.updated_at = time.time()
+            s.add(row)
+            return campaign_record(row)
+
+    # --------------------------------------------------------------- hypotheses
+    def upsert_hypothesis(
+        self, campaign_id: str, spec: HypothesisSpec, *, source: str = "playbook", position: int | None = None
+    ) -> HypothesisRecord:
+        """Queue `spec` (appended unless `position`); an existing one keeps its status and source."""
+        with write_session(self._engine) as s:
+            require_campaign(s, campaign_id)
+            return hypothesis_record(upsert_hypothesis_in(s, campaign_id, spec, source=source, position=position))
+
+    def get_hypothesis(self, campaign_id: str, name: str) -> HypothesisRecord | None:
+        with read_session(self._engine) as s:
+            row = s.get(HypothesisRow, (campaign_id, name))
+            return hypothesis_record(row) if row else None
+
+    def list_hypotheses(self, campaign_id: str, status: HypothesisStatus | None = None) -> list[HypothesisRecord]:
+        """In queue order (position)."""
+        with read_session(self._engine) as s:
+            q = select(HypothesisRow).where(HypothesisRow.campaign_id == campaign_id)
+            if status is not None:
+                q = q.where(HypothesisRow.status == status)
+            return [hypothesis_record(r) for r in s.exec(q.order_by(col(HypothesisRow.position)))]
+
+    def set_hypothesis_status(
+        self, campaign_id: str, name: str, status: HypothesisStatus, *, rejection_reason: str | None = None
+    ) -> HypothesisRecord:
+        with write_session(self._engine) as s:
+            row = s.get(HypothesisRow, (campaign_id, name))
+            if row is None:
+                raise UserError(f"campaign {campaign_id}: no hypothesis named {name!r} (fix: run `campaign show {campaign_id}` to list them)")
+            row.status, row.updated_at = status, time.time()
+            row.rejection_reason = rejection_reason if status == "rejected" else row.rejection_reason
+            s.add(row)
+            return hypothesis_record(row)
+
+    def reopen_hypothesis(self, campaign_id: str, name: str) -> bool:
+        """Queue a finished or rejected hypothesis again (source "reopened", reopen_count + 1).
+        Idempotent: one already queued or running is left alone (False)."""
+        with write_session(self._engine) as s:
+            row = s.get(HypothesisRow, (campaign_id, name))
+            if row is None or row.status in ("queued", "running"):
+                return False
+            row.status, row.source, row.rejection_reason = "queued", "reopened", None
+            row.reopen_count += 1
+            row.updated_at = time.time()
+            s.add(row)
+            return True
+
+    def next_queued_hypothesis(self, campaign_id: str) -> HypothesisRecord | None:
+        """The queued hypothesis with the lowest position."""
+        queued = self.list_hypotheses(campaign_id, "queued")
+        return queued[0] if queued else None
+
+    # ------------------------------------------------------------- fingerprints
+    def record_fingerprint(self, campaign_id: str, fingerprint: Fingerprint) -> str:
+        """Record the node's environment; returns its content-hash id.  When it differs
+        from the campaign's latest, it becomes the latest and an "environment" event
+        names the changed components."""
+        fid = fingerprint_id(fingerprint)
+        with write_session(self._engine) as s:
+            require_campaign(s, campaign_id)
+            latest = self._latest_fingerprint_row(s, campaign_id)
+            if latest is not None and latest.id == fid:
+                return fid
+            row = s.get(FingerprintRow, (campaign_id, fid))
+            if row is None:
+                row = FingerprintRow(campaign_id=campaign_id, id=fid, json_=canonical(fingerprint), recorded_at=time.time())
+            row.seq = (latest.seq + 1) if latest else 1
+            s.add(row)
+            if latest is not None:
+                before = Fingerprint.model_validate_json(latest.json_).components()
+                after = fingerprint.components()
+                changes = [f"{k} {before.get(k, '') or '-'} -> {after.get(k, '') or '-'}"
+                           for k in sorted(set(before) | set(after)) if before.get(k, "") != after.get(k, "")]  # fmt: skip
+                message = "environment changed: " + ", ".join(changes)
+                self._add_event_in(s, campaign_id, ENVIRONMENT_EVENT, message, key=f"{latest.id}->{fid}@{row.seq}")
+            return fid
+
+    @staticmethod
+    def _latest_fingerprint_row(s: Any, campaign_id: str) -> FingerprintRow | None:
+        q = select(FingerprintRow).where(FingerprintRow.campaign_id == campaign_id)
+        return s.exec(q.order_by(col(FingerprintRow.seq).desc())).first()
+
+    def latest_fingerprint(self, campaign_id: str) -> Fingerprint | None:
+        with read_session(self._engine) as s:
+            row = self._latest_fingerprint_row(s, campaign_id)
+            return Fingerprint.model_validate_json(row.json_) if row else None
+
+    def get_fingerprint(self, campaign_id: str, fingerprint_id_: str) -> Fingerprint | None:
+        with read_session(self._engine) as s:
+            row = s.get(FingerprintRow, (campaign_id, fingerprint_id_))
+            return Fingerprint.model_validate_json(row.json_) if row else None
+
+    # ---------------------------------------------------------------- the views
+    def snapshot(self, campaign_id: str) -> CampaignSnapshot:
+        """Every record of the campaign, read in one transaction."""
+        with read_session(self._engine) as s:
+            return read_snapshot(s, campaign_id)
+
+    def dead_ends(self, campaign_id: str) -> list[DeadEnd]:
+        """Dead-end verdicts with revisit_on, environment at the time and `reopened`."""
+        return dead_ends(self.snapshot(campaign_id))
+
+    def view(self, campaign_id: str) -> CampaignView:
+        """Everything the journal renders, from one consistent read."""
+        return build_view(self.snapshot(campaign_id))
+
+    def show_json(self, campaign_id: str) -> dict[str, Any]:
+        """The `campaign show --json` document."""
+        return show_json(self.view(campaign_id))
+
+    # ----------------------------------------------------------------- run lock
+    def acquire_run_lock(self, campaign_id: str, owner: str, *, force: bool = False) -> None:
+        """Raise CampaignLocked when another live process runs this campaign; a holder
+        on this host whose pid is gone is taken over."""
+        with read_session(self._engine) as s:
+            if s.get(CampaignRow, campaign_id) is None:
+                raise unknown_campaign(campaign_id)
+        store_lock.acquire(self._engine, campaign_id, owner, force=force)
+
+    def release_run_lock(self, campaign_id: str, owner: str, *, force: bool = False) -> bool:
+        return store_lock.release(self._engine, campaign_id, owner, force=force)
+
+    def lock_holder(self, campaign_id: str) -> RunLockRow | None:
+        return store_lock.holder(self._engine, campaign_id)
+
+    @contextmanager
+    def run_lock(self, campaign_id: str, owner: str) -> Iterator[None]:
+        """`with store.run_lock(cid, "campaign run"):` held for the block, released on every exit."""
+        self.acquire_run_lock(campaign_id, owner)
+        try:
+            yield
+        finally:
+            self.release_run_lock(campaign_id, owner)

@@ -1,0 +1,284 @@
+"""The campaign record's tables (sqlmodel) and the read records the Store hands out.
+
+Rows never leave the store: callers get the pydantic `*Record` models below, so a
+detached ORM object can never lazily hit the database from another thread.  JSON
+columns hold `model_dump(mode="json")` of the shared boundary models.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field as PField
+from sqlalchemy import Column, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.domain.records import CampaignStatus
+from campaign.domain.models import EffectiveConfig, Failure, LevelResult
+
+#: bump when a table changes; a database with another version is refused on open.
+SCHEMA_VERSION = 1
+
+HypothesisSource = Literal["playbook", "llm", "review", "reopened"]
+HypothesisStatus = Literal["queued", "running", "done", "rejected"]
+ExperimentRole = Literal["baseline", "candidate"]
+ExperimentStatus = Literal["running", "finished", "failed", "stale"]
+RunSide = Literal["baseline", "candidate"]
+ArtifactKind = Literal[
+    "log_excerpt", "command", "config_diff", "patch", "analysis", "correctness",
+    "outputs", "reported_config", "failure", "node_seconds", "drift", "server_stats",
+]
+ReviewDecision = Literal["approve", "reject"]
+BASELINE_HYPOTHESIS = "baseline"  # the `hypothesis` of every baseline measurement
+
+
+def _text() -> Any:
+    return Field(default="", sa_column=Column(Text, nullable=False))
+
+
+# ----------------------------------------------------------------------------- tables
+class MetaRow(SQLModel, table=True):
+    __tablename__ = "meta"
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class CampaignRow(SQLModel, table=True):
+    __tablename__ = "campaigns"
+    id: str = Field(primary_key=True)
+    name: str = Field(index=True)
+    playbook_path: str = ""
+    playbook_json: str = _text()
+    overrides_json: str = "{}"
+    status: str = "running"
+    halt_reason: str | None = None
+    baseline_experiment_id: str | None = None
+    description: str = ""
+    node: str = ""
+    time_scale: float = 1.0
+    created_at: float
+    updated_at: float
+
+
+class HypothesisRow(SQLModel, table=True):
+    __tablename__ = "hypotheses"
+    campaign_id: str = Field(primary_key=True, foreign_key="campaigns.id")
+    name: str = Field(primary_key=True)
+    source: str = "playbook"
+    spec_json: str = _text()
+    status: str = "queued"
+    position: int = 0
+    reopen_count: int = 0
+    rejection_reason: str | None = None
+    created_at: float
+    updated_at: float
+
+
+class ExperimentRow(SQLModel, table=True):
+    __tablename__ = "experiments"
+    __table_args__ = (UniqueConstraint("campaign_id", "hypothesis", "attempt"),)
+    id: str = Field(primary_key=True)
+    campaign_id: str = Field(index=True, foreign_key="campaigns.id")
+    hypothesis: str
+    attempt: int = 1
+    role: str = "candidate"
+    node: str = ""
+    config_json: str = "{}"
+    command: str = _text()
+    fingerprint_id: str | None = None
+    status: str = "running"
+    patch_sha: str | None = None
+    failure_json: str | None = None
+    baseline_ref: str | None = None
+    reason: str = ""
+    started_at: float
+    finished_at: float | None = None
+    node_seconds: float = 0.0
+    adopted: bool = False
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "runs"
+    __table_args__ = (UniqueConstraint("experiment_id", "side", "repeat", "workload", "concurrency"),)
+    id: int | None = Field(default=None, primary_key=True)
+    experiment_id: str = Field(index=True, foreign_key="experiments.id")
+    side: str
+    repeat: int
+    workload: str
+    concurrency: int
+    metrics_json: str = _text()
+    output_tokens_per_s: float = 0.0  # copied out of metrics_json for plain SQL queries
+    prompt_set_hash: str = ""
+    node: str = ""
+    recorded_at: float
+
+
+class VerdictRow(SQLModel, table=True):
+    __tablename__ = "verdicts"
+    experiment_id: str = Field(primary_key=True, foreign_key="experiments.id")
+    kind: str
+    reason: str = ""
+    failure_class: str | None = None
+    detail_json: str = _text()
+    recorded_at: float
+
+
+class FingerprintRow(SQLModel, table=True):
+    __tablename__ = "fingerprints"
+    campaign_id: str = Field(primary_key=True, foreign_key="campaigns.id")
+    id: str = Field(primary_key=True)  # content hash
+    json_: str = Field(default="{}", sa_column=Column("json", Text, nullable=False))
+    seq: int = 0  # order in which this environment was last (re)entered
+    recorded_at: float
+
+
+class ArtifactRow(SQLModel, table=True):
+    __tablename__ = "artifacts"
+    experiment_id: str = Field(primary_key=True, foreign_key="experiments.id")
+    kind: str = Field(primary_key=True)
+    seq: int = Field(default=0, primary_key=True)
+    content: str = _text()
+    created_at: float
+
+
+class ReviewRow(SQLModel, table=True):
+    __tablename__ = "reviews"
+    __table_args__ = (UniqueConstraint("campaign_id", "key"),)
+    campaign_id: str = Field(primary_key=True, foreign_key="campaigns.id")
+    seq: int = Field(primary_key=True)
+    key: str = ""  # what makes a gate the same gate when a resumed node asks again
+    reason: str = ""
+    requested_at: float
+    decision: str | None = None
+    note: str = ""
+    added_hypotheses_json: str = "[]"
+    overrides_json: str = "{}"
+    decided_at: float | None = None
+
+
+class LlmCallRow(SQLModel, table=True):
+    __tablename__ = "llm_calls"
+    __table_args__ = (UniqueConstraint("campaign_id", "purpose", "prompt_hash", "attempt"),)
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: str = Field(index=True, foreign_key="campaigns.id")
+    purpose: str
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    prompt_hash: str = ""
+    attempt: int = 0
+    output_json: str | None = None
+    rejection: str | None = None
+    created_at: float
+
+
+class EventRow(SQLModel, table=True):
+    __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("campaign_id", "kind", "key"),)
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: str = Field(index=True, foreign_key="campaigns.id")
+    ts: float
+    kind: str
+    message: str = _text()
+    key: str = ""
+
+
+class RunLockRow(SQLModel, table=True):
+    __tablename__ = "run_locks"
+    campaign_id: str = Field(primary_key=True)
+    owner: str
+    pid: int
+    host: str
+    pid_started: str = ""  # /proc start time: a recycled pid is not the holder
+    acquired_at: float
+
+
+TABLES = [
+    MetaRow, CampaignRow, HypothesisRow, ExperimentRow, RunRow, VerdictRow,
+    FingerprintRow, ArtifactRow, ReviewRow, LlmCallRow, EventRow, RunLockRow,
+]  # fmt: skip
+
+
+# ---------------------------------------------------------------------- read records
+class CampaignRecord(BaseModel):
+    id: str
+    name: str
+    playbook_path: str
+    playbook: dict[str, Any]
+    overrides: dict[str, Any]
+    status: CampaignStatus
+    halt_reason: str | None
+    baseline_experiment_id: str | None
+    description: str
+    node: str
+    time_scale: float
+    created_at: float
+    updated_at: float
+
+    def playbook_model(self) -> Playbook:
+        return Playbook.model_validate(self.playbook)
+
+
+class HypothesisRecord(BaseModel):
+    campaign_id: str
+    name: str
+    source: HypothesisSource
+    spec: HypothesisSpec
+    status: HypothesisStatus
+    position: int
+    reopen_count: int
+    rejection_reason: str | None
+
+
+class ExperimentRecord(BaseModel):
+    id: str
+    campaign_id: str
+    hypothesis: str
+    attempt: int
+    role: ExperimentRole
+    node: str
+    config: EffectiveConfig
+    command: str
+    fingerprint_id: str | None
+    status: ExperimentStatus
+    patch_sha: str | None
+    failure: Failure | None
+    baseline_ref: str | None
+    reason: str
+    started_at: float
+    finished_at: float | None
+    node_seconds: float
+    adopted: bool
+
+
+class RunRecord(BaseModel):
+    experiment_id: str
+    side: RunSide
+    repeat: int
+    workload: str
+    concurrency: int
+    result: LevelResult
+    prompt_set_hash: str
+    node: str
+    recorded_at: float
+
+
+class ReviewRecord(BaseModel):
+    campaign_id: str
+    seq: int
+    key: str
+    reason: str
+    requested_at: float
+    decision: ReviewDecision | None
+    note: str
+    added_hypotheses: list[HypothesisSpec] = PField(default_factory=list)
+    overrides: dict[str, Any] = PField(default_factory=dict)
+    decided_at: float | None
+
+
+class EventRecord(BaseModel):
+    ts: float
+    kind: str
+    message: str

@@ -1,0 +1,93 @@
+"""Bad playbooks: one line per problem naming file, line, field and fix; never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from campaign.domain.errors import UserError
+from campaign.playbook.load import apply_overrides, load_playbook, parse_playbook_text
+
+ROOT = Path(__file__).resolve().parents[3]
+
+GOOD = """\
+name: t
+workloads:
+  single: {concurrency: [1]}
+hypotheses:
+  - name: a
+    flags: {cuda-graph-max-bs: 128}
+"""
+
+
+def test_default_playbooks_validate():
+    for p in (ROOT / "playbooks").glob("*.yaml"):
+        pb = load_playbook(p)
+        assert pb.workloads and pb.name
+
+
+def _problems(text: str) -> list[str]:
+    with pytest.raises(UserError) as exc:
+        parse_playbook_text(text, "pb.yaml")
+    return exc.value.lines
+
+
+def test_misspelled_field_suggests_the_right_one_with_its_line():
+    lines = _problems(GOOD.replace("    flags:", "    flgas:"))
+    assert lines == ["pb.yaml:6: hypotheses[0].flgas: unknown field 'flgas' (fix: did you mean 'flags'?)"]
+
+
+def test_wrong_type_names_field_line_and_fix():
+    text = GOOD + "verdict:\n  repeats: {min: two}\n"
+    (line,) = _problems(text)
+    assert line.startswith("pb.yaml:8: verdict.repeats.min:") and "whole number" in line
+
+
+def test_malformed_yaml_gives_line():
+    (line,) = _problems("name: t\nworkloads: [\n")
+    assert line.startswith("pb.yaml:") and "malformed YAML" in line
+
+
+def test_duplicate_hypothesis_and_several_problems_listed():
+    text = GOOD + "  - name: a\n"
+    (line,) = _problems(text)
+    assert "duplicate hypothesis name 'a'" in line
+    many = _problems("name: t\nworkloads: {}\nbudget: {max_experiments: 0, max_hourz: 3}\n")
+    assert len(many) == 3
+
+
+def test_flag_the_server_template_cannot_take():
+    text = GOOD + "server:\n  allowed_flags: [mem-fraction-static]\n"
+    (line,) = _problems(text)
+    assert "cuda-graph-max-bs" in line and "allowed_flags" in line
+
+
+def test_missing_patch_file(tmp_path):
+    p = tmp_path / "pb.yaml"
+    p.write_text(GOOD + "  - name: b\n    patch: patches/nope.diff\n")
+    with pytest.raises(UserError) as exc:
+        load_playbook(p)
+    assert "patch file 'patches/nope.diff' not found" in exc.value.lines[0]
+
+
+def test_overrides_validate_and_apply():
+    pb = parse_playbook_text(GOOD)
+    assert apply_overrides(pb, {"node.cuda": "13.0"}).node.cuda == "13.0"
+    with pytest.raises(UserError, match="node.cudaa"):
+        apply_overrides(pb, {"node.cudaa": "13.0"})
+
+
+def test_cli_validate_exit_status_and_one_line(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(GOOD.replace("name: t", "nmae: t"))
+    r = subprocess.run([sys.executable, "-m", "campaign.cli.main", "validate", str(p)], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert f"{p}:1: nmae: unknown field 'nmae' (fix: did you mean 'name'?)" in r.stderr
+    ok = subprocess.run([sys.executable, "-m", "campaign.cli.main", "validate", str(ROOT / "playbooks/eagle_verify.yaml")],
+                        capture_output=True, text=True, cwd=ROOT)
+    assert ok.returncode == 0, ok.stderr

@@ -1,0 +1,152 @@
+"""Pure arithmetic of a load sweep: request counts, percentiles, one level's figures.
+
+Kept apart from the HTTP code so every formula is tested with plain numbers.  The
+formulas are those of SGLang's ``bench_serving`` and vLLM's ``vllm bench serve`` (see
+``tools.loadgen.sweep``'s docstring); percentiles use linear interpolation between closest
+ranks, as ``numpy.percentile`` does by default.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from dataclasses import dataclass, field
+
+from campaign.domain.errors import UserError
+from campaign.domain.models import LevelResult, Stat
+
+#: error samples kept per level: enough to diagnose, small enough to store.
+MAX_ERROR_SAMPLES = 5
+
+
+@dataclass(slots=True)
+class RequestOutcome:
+    """What one streamed request measured, in wall seconds."""
+
+    ok: bool
+    ttft_s: float = 0.0
+    e2e_s: float = 0.0
+    itl_s: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+    input_tokens: int = 0
+    usage: bool = False  # the server streamed a usage block (else tokens = counted chunks)
+    error: str = ""
+
+
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_FUNCS = {"max": max, "min": min, "ceil": math.ceil, "floor": math.floor, "round": round, "int": int}
+
+
+def _eval_node(node: ast.AST, concurrency: int) -> float:
+    if isinstance(node, ast.Expression):
+        return _eval_node(node.body, concurrency)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name) and node.id == "C":
+        return concurrency
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _eval_node(node.operand, concurrency)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _eval_node(node.left, concurrency), _eval_node(node.right, concurrency)
+        if isinstance(node.op, ast.Pow) and abs(right) > 8:
+            raise ValueError("exponent too large")
+        return _BINOPS[type(node.op)](left, right)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCS
+        and not node.keywords
+        and node.args
+    ):
+        return _FUNCS[node.func.id](*(_eval_node(a, concurrency) for a in node.args))
+    raise ValueError(f"unsupported element {type(node).__name__}")
+
+
+def requests_for_level(expr: str | int, concurrency: int) -> int:
+    """Evaluate ``requests_per_level`` ("2*C", "max(4, C)", 16) for one level.
+
+    Only numbers, ``C``, + - * / // % **, and max/min/ceil/floor/round/int are allowed;
+    a fractional result is rounded up.  Anything else is a ``UserError``.
+    """
+    if isinstance(expr, int) and not isinstance(expr, bool):
+        value: float = expr
+    else:
+        text = str(expr).strip()
+        try:
+            value = _eval_node(ast.parse(text, mode="eval"), concurrency)
+        except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError) as exc:
+            raise UserError(
+                f"workload: requests_per_level: cannot evaluate {text!r} ({exc}) "
+                "(fix: an integer or an expression in C such as \"2*C\" or \"max(4, C)\")"
+            ) from exc
+    count = math.ceil(value)
+    if count < 1:
+        raise UserError(f"workload: requests_per_level: {expr!r} gives {count} requests at C={concurrency} (fix: at least 1)")
+    return count
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    """Linear-interpolated percentile of an ascending list (numpy's default method)."""
+    if not sorted_values:
+        return 0.0
+    rank = (len(sorted_values) - 1) * pct / 100.0
+    lo = math.floor(rank)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (rank - lo)
+
+
+def stat_ms(values_s: list[float], scale: float) -> Stat:
+    """Mean/p50/p90/p99 of wall-second samples, as node milliseconds."""
+    if not values_s:
+        return Stat()
+    ordered = sorted(values_s)
+    k = 1000.0 * scale
+    return Stat(
+        mean=sum(ordered) / len(ordered) * k,
+        p50=percentile(ordered, 50) * k,
+        p90=percentile(ordered, 90) * k,
+        p99=percentile(ordered, 99) * k,
+    )
+
+
+def summarize_level(concurrency: int, outcomes: list[RequestOutcome], duration_s: float, time_scale: float) -> LevelResult:
+    """One level's figures from its measured requests (warm-ups excluded).
+
+    ``duration_s`` is wall time from dispatching the first request to the end of the
+    last; every figure is converted to node time (durations x K, rates / K).
+    """
+    good = [o for o in outcomes if o.ok]
+    node_duration = duration_s * time_scale
+    output_tokens = sum(o.output_tokens for o in good)
+    tpots = [(o.e2e_s - o.ttft_s) / (o.output_tokens - 1) for o in good if o.output_tokens > 1]
+    itls = [gap for o in good for gap in o.itl_s]
+    samples: list[str] = []
+    for o in outcomes:
+        if not o.ok and o.error not in samples and len(samples) < MAX_ERROR_SAMPLES:
+            samples.append(o.error)
+    return LevelResult(
+        concurrency=concurrency,
+        requests=len(outcomes),
+        errors=len(outcomes) - len(good),
+        output_tokens=output_tokens,
+        input_tokens=sum(o.input_tokens for o in good),
+        duration_s=node_duration,
+        output_tokens_per_s=output_tokens / node_duration if node_duration > 0 else 0.0,
+        requests_per_s=len(good) / node_duration if node_duration > 0 else 0.0,
+        ttft_ms=stat_ms([o.ttft_s for o in good], time_scale),
+        itl_ms=stat_ms(itls, time_scale),
+        tpot_ms=stat_ms(tpots, time_scale),
+        e2e_ms=stat_ms([o.e2e_s for o in good], time_scale),
+        token_source="usage" if good and all(o.usage for o in good) else ("chunks" if good else "usage"),
+        error_samples=samples,
+    )

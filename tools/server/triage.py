@@ -1,0 +1,147 @@
+"""Classify why a server failed from its exit status and log: a rule table.
+
+Decisions (documented because they shape the journal's dead ends):
+- Rules sit in priority bands; the strongest band with a match decides.  Specific,
+  unambiguous signatures (argparse errors, a taken port) come first; a JIT build
+  failure outranks "unsupported arch" because FlashInfer's JIT failing on sm_120
+  prints both, and the fix is in the JIT, not the arch; CUDA-graph capture errors
+  outrank NCCL errors because NCCL Tree under graph capture prints both.
+- Inside a band the root cause is the line seen *first*.  `assertion` and `oom` share
+  a band: the seeds' expert-parallel case ("assertion error, then OOM") is classified
+  `assertion`, with the OOM line kept in the evidence and named in the summary; an
+  OOM that triggers a later assertion is classified `oom`.
+- vLLM's "Engine core initialization failed" with KV-cache wording is `oom` (too little
+  memory for the cache).  `EngineDeadError` is `engine_dead` unless it follows
+  "stopping engine client" (a requested shutdown); it ranks below any root cause
+  logged before it.
+- Nothing matched: `exited` with the last lines as evidence.
+Engine profiles add rules through `extra_rules` (same bands).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from campaign.domain.models import Failure, FailureClass
+
+Phase = Literal["patch", "start", "load", "correctness"]
+
+CONTEXT_LINES = 2
+MAX_EVIDENCE_LINES = 12
+FALLBACK_TAIL = 15
+
+
+@dataclass(frozen=True)
+class TriageRule:
+    """A log signature: `pattern` on one line means `failure_class` (lower band wins).
+    `unless_after`: the match does not count when this pattern appeared earlier."""
+
+    failure_class: FailureClass
+    pattern: re.Pattern[str]
+    band: int
+    label: str
+    unless_after: re.Pattern[str] | None = None
+
+
+def rule(cls: FailureClass, pattern: str, band: int, label: str, unless_after: str | None = None) -> TriageRule:
+    return TriageRule(cls, re.compile(pattern, re.IGNORECASE), band, label,
+                      re.compile(unless_after, re.IGNORECASE) if unless_after else None)
+
+
+FC = FailureClass
+RULES: tuple[TriageRule, ...] = (
+    rule(FC.bad_flag, r"error: unrecognized arguments|error: argument [-\w/]+|invalid choice:|"
+         r"error: the following arguments are required", 10, "argument parser rejected the command line"),
+    rule(FC.port_in_use, r"address already in use|\baddress in use\b|EADDRINUSE|"
+         r"port \d+ is (already )?(in use|used)", 10, "port already taken"),
+    # (not an argparse usage line: vLLM's `[--jit-monitor-mode {error,warn}]` is no JIT failure)
+    rule(FC.jit_error, r"^(?!.*\[--)(?:.*?)(?:ninja: build stopped|ninja build failed|Error building extension|"
+         r"nvcc fatal|ptxas (fatal|error)|\bJIT\b.*(fail|error)|compil\w+ (failed|error).*(kernel|cuda|jit)|"
+         r"CalledProcessError: Command '\[?'?ninja)", 20, "kernel JIT compilation failed"),
+    rule(FC.unsupported_arch, r"unsupported (gpu )?arch|not supported arch|arch\w* (is )?not supported|"
+         r"no kernel image is available|\bsm_?120a?\b.*not (supported|in)|not in .*arch\w* (table|list)|"
+         r"requires (compute capability|sm_?\d+)", 30, "GPU architecture not supported"),
+    # a capture that fails for lack of memory is an OOM, not an incompatibility
+    rule(FC.cuda_graph_incompatible, r"^(?!.*out of memory)(?:.*?)(?:operation not permitted when stream is capturing|"
+         r"cudaErrorStreamCapture\w*|CUDA graph.*captur\w*.*(fail|error|invalid)|captur\w* .*CUDA graph.*(fail|error)|"
+         r"stream capture (is )?(invalidated|unsupported))", 40, "incompatible with CUDA graph capture"),
+    rule(FC.nccl_error, r"NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|"
+         r"ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL.*(timeout|Watchdog caught)", 50, "NCCL failure"),
+    rule(FC.oom, r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|"
+         r"Not enough memory\. Please try to increase --mem-fraction-static|"
+         r"KV cache is needed, which is larger than the available KV cache memory|"
+         r"No available memory for the cache blocks|insufficient (gpu )?memory for (the )?KV cache",
+         60, "out of GPU memory"),
+    rule(FC.assertion, r"\bAssertionError\b|Assertion `.*' failed|assert(ion)? failed", 60, "assertion failed"),
+    rule(FC.engine_dead, r"EngineDeadError", 70, "vLLM engine died",
+         unless_after=r"stopping engine client|\[shutdown\] API server"),  # a requested shutdown
+)
+
+
+@dataclass(frozen=True)
+class _Hit:
+    rule: TriageRule
+    index: int
+
+
+def _hits(lines: Sequence[str], rules: Iterable[TriageRule]) -> list[_Hit]:
+    hits: list[_Hit] = []
+    for r in rules:
+        for i, line in enumerate(lines):
+            if r.pattern.search(line):
+                if r.unless_after and any(r.unless_after.search(prev) for prev in lines[:i]):
+                    continue
+                hits.append(_Hit(r, i))
+    return hits
+
+
+def _context(lines: Sequence[str], index: int) -> list[int]:
+    return list(range(max(0, index - CONTEXT_LINES), min(len(lines), index + CONTEXT_LINES + 1)))
+
+
+def _evidence(lines: Sequence[str], indices: Iterable[int]) -> list[str]:
+    return [lines[i].rstrip() for i in sorted(set(indices))]
+
+
+def _exit_words(exit_code: int | None) -> str:
+    if exit_code is None:
+        return "no exit status"
+    if exit_code < 0 or exit_code > 128:
+        sig = -exit_code if exit_code < 0 else exit_code - 128
+        hint = " (SIGKILL: host OOM killer or an external kill?)" if sig == 9 else ""
+        return f"killed by signal {sig}{hint}"
+    return f"exit status {exit_code}"
+
+
+def classify(exit_code: int | None, log_lines: list[str], *, phase: Phase = "start",
+             extra_rules: Iterable[TriageRule] = ()) -> Failure:
+    """The failure class, a one-line summary and the log lines that decided it."""
+    lines = [ln.rstrip("\n") for ln in log_lines]
+    hits = _hits(lines, [*RULES, *extra_rules])
+    if not hits:
+        tail = [ln for ln in lines if ln.strip()][-FALLBACK_TAIL:]
+        return Failure(failure_class=FailureClass.exited, summary=f"server ended: {_exit_words(exit_code)}; "
+                       "no known failure signature in the log", evidence=tail, exit_code=exit_code, phase=phase)
+
+    best_band = min(h.rule.band for h in hits)
+    decider = min((h for h in hits if h.rule.band == best_band), key=lambda h: h.index)
+    cls = decider.rule.failure_class
+    # the first line of every other class seen, so a reader sees what followed
+    others: dict[FailureClass, _Hit] = {}
+    for h in sorted(hits, key=lambda h: h.index):
+        if h.rule.failure_class != cls:
+            others.setdefault(h.rule.failure_class, h)
+    own = sorted({j for h in hits if h.rule.failure_class == cls for j in _context(lines, h.index)})
+    indices = own[:max(1, MAX_EVIDENCE_LINES - len(others))] + [h.index for h in others.values()]
+
+    summary = f"{decider.rule.label}: {lines[decider.index].strip()[:200]}"
+    if others:
+        order = sorted(others.values(), key=lambda h: h.index)
+        summary += "; also seen: " + ", ".join(
+            f"{h.rule.failure_class.value} ({'after' if h.index > decider.index else 'before'} it)" for h in order)
+    summary += f" [{_exit_words(exit_code)}]"
+    return Failure(failure_class=cls, summary=summary, evidence=_evidence(lines, indices),
+                   exit_code=exit_code, phase=phase)
