@@ -17,13 +17,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel, Field
-
 from campaign.domain.config import render_argv
-from tools.executors.base import Executor
-from tools.server.launch import LaunchFailed, LaunchRequest, ServerLauncher
+from campaign.domain.measurement import Measurement
 from campaign.domain.models import (
-    INFRASTRUCTURE_FAILURES,
     EffectiveConfig,
     Failure,
     FailureClass,
@@ -32,26 +28,8 @@ from campaign.domain.models import (
     WorkloadSpec,
 )
 from campaign.domain.redact import redact_argv, redact_text
-
-
-class Measurement(BaseModel):
-    """What one launch of one config produced."""
-
-    sweeps: dict[str, SweepResult] = Field(default_factory=dict)
-    failure: Failure | None = None
-    outputs: list[str] | None = None  # greedy outputs for the correctness gate
-    reported: EffectiveConfig | None = None  # the config the server says it runs
-    command: str = ""
-    log_excerpt: list[str] = Field(default_factory=list)
-    node_seconds: float = 0.0
-    wall_seconds: float = 0.0
-    time_scale: float = 1.0
-    stats: dict[str, dict[str, float]] = Field(default_factory=dict)  # workload -> server-side figures
-
-    @property
-    def infrastructure_fault(self) -> bool:
-        return self.failure is not None and self.failure.failure_class in INFRASTRUCTURE_FAILURES
-
+from tools.executors.base import Executor
+from tools.server.launch import LaunchFailed, LaunchRequest, ServerLauncher
 
 ProgressFn = Callable[[str, dict], None]
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
-from campaign.loop.deps import Deps, EventFn, node_runtime_for
+from campaign.cli.wiring import build_deps, reap_leftovers
+from campaign.loop.deps import Deps, EventFn
 from campaign.domain.errors import UserError
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.playbook.load import apply_overrides, load_playbook
@@ -76,43 +77,6 @@ def open_store(db_path: Path):
     from campaign.store import Store
 
     return Store(db_path)
-
-
-def build_deps(pb: Playbook, store: Any, *, db_path: Path, events: EventFn | None) -> Deps:
-    from tools.server.ledger import ProcessLedger
-
-    workdir = db_path.parent / "nodes"
-    ledger = ProcessLedger(db_path.parent / "ledger.jsonl")
-    nodes = [node_runtime_for(pb, spec, workdir=workdir / (spec.name or "node"), ledger=ledger, events=events)
-             for spec in pb.all_nodes()]
-    planner = None
-    if pb.planner.kind == "llm":
-        from campaign.loop.planner_bridge import make_llm_planner
-
-        planner = make_llm_planner(pb)
-    return Deps(playbook=pb, store=store, nodes=nodes, planner=planner, journal_path=Path(pb.journal),
-                db_label=str(db_path), events=events or (lambda k, d: None))
-
-
-def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:
-    """Stop every server a dead run left behind (the run ledger), before anything starts.
-    Each handle goes to the executor of the node that started it (kind and host)."""
-    from tools.executors.factory import build_executor
-    from tools.executors.local import LocalExecutor
-    from tools.server.ledger import ProcessLedger
-
-    ledger = ProcessLedger(db_path.parent / "ledger.jsonl")
-    if not ledger.live():
-        return []
-    executors = [build_executor(spec) for spec in pb.all_nodes()]
-
-    def executor_for(handle):
-        same_kind = [e for e in executors if e.kind == handle.executor]
-        same_host = [e for e in same_kind if e.host == handle.host]
-        chosen = (same_host or same_kind or [None])[0]
-        return chosen if chosen is not None else LocalExecutor()
-
-    return [f"{h.executor}:{h.pid or h.job_id}" for h in ledger.reap(executor_for)]
 
 
 def _drive(graph, payload: Any, cid: str, store: Any, on_stop: Any = None) -> RunOutcome:
@@ -242,12 +206,8 @@ def _mark_stale(graph, store: Any, cid: str) -> list[str]:
 
 
 def _describe_node(spec: Any) -> str:
-    kind = getattr(spec, "kind", "node")
-    if kind == "simulated":
-        return f"simulated {spec.profile} (CUDA {spec.cuda})"
-    if kind == "ssh":
-        return f"ssh {spec.host}"
-    return f"{kind} {getattr(spec, 'name', '')}".strip()
+    return str(spec.describe())
+
 
 
 def _load_added(path: str, pb: Playbook, store: Any, cid: str) -> list[HypothesisSpec]:

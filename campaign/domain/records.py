@@ -9,7 +9,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, FailureClass, Fingerprint, LevelResult
+from campaign.domain.models import (
+    ConfigChange,
+    EffectiveConfig,
+    Failure,
+    FailureClass,
+    Fingerprint,
+    LevelResult,
+)
 
 VerdictKind = Literal["win", "dead_end", "inconclusive"]
 Winner = Literal["candidate", "baseline", "tie"]

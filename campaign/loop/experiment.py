@@ -9,7 +9,7 @@ from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.domain.records import CorrectnessResult
 from campaign.domain.config import diff, merge, undeclared
 from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, WorkloadSpec
-from tools.node_runtime import Measurement
+from campaign.domain.measurement import Measurement
 
 
 def workloads_of(pb: Playbook) -> list[WorkloadSpec]:
@@ -68,7 +68,7 @@ def node_seconds_of(store: Any, experiment: str) -> float:
 
 def correctness_of(store: Any, experiment: str, baseline_id: str | None, pb: Playbook) -> CorrectnessResult | None:
     """Compare the candidate's greedy outputs with the baseline's (same node, same prompts)."""
-    from tools.loadgen.correctness import compare_outputs
+    from campaign.verdict.correctness import compare_outputs
 
     spec = pb.verdict.correctness
     if not spec.enabled:
@@ -165,9 +165,18 @@ def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experimen
     return msg
 
 
+def mismatched_prompt_sets(store: Any, experiment: str) -> list[str]:
+    """Workloads whose candidate and baseline sides ran different prompt sets."""
+    hashes: dict[str, dict[str, set[str]]] = {}
+    for r in store.runs_for(experiment):
+        hashes.setdefault(r.workload, {}).setdefault(r.side, set()).add(r.prompt_set_hash)
+    return [name for name, by_side in hashes.items()
+            if len(by_side) == 2 and by_side["candidate"] != by_side["baseline"]]
+
+
 def provenance_notes(store: Any, experiment: str, pb: Playbook, regimes: dict[str, str]) -> list[str]:
     """The exact work each workload put on both sides, whether both sides saw the same
-    prompts, and - where workloads on different prompt sets disagree - what differed."""
+    prompts, and - where workloads disagree - the server's own figures per workload."""
     runs = store.runs_for(experiment)
     hashes: dict[tuple[str, str], set[str]] = {}
     for r in runs:
@@ -179,24 +188,19 @@ def provenance_notes(store: Any, experiment: str, pb: Playbook, regimes: dict[st
         notes.append(f"workload {name}: prompts {wl.prompts} (set {'/'.join(x for x in h if x) or '-'}), "
                      f"~{wl.prompt_tokens} tokens in, {wl.output_tokens} out, C={cs}, "
                      f"{wl.requests_per_level} requests per level")
-    sides = {}
-    for (name, side), hs in hashes.items():
-        sides.setdefault(name, {})[side] = hs
-    for name, by_side in sides.items():
-        if len(by_side) == 2 and by_side["candidate"] != by_side["baseline"]:
-            notes.append(f"workload {name}: the candidate and the baseline ran different prompt sets")
+    for name in mismatched_prompt_sets(store, experiment):
+        notes.append(f"workload {name}: the candidate and the baseline ran different prompt sets")
     won = {w for w, r in regimes.items() if r == "candidate"}
     lost = {w for w, r in regimes.items() if r == "baseline"}
     if won and lost:
-        acc: dict[str, list[float]] = {}
+        figures: dict[str, dict[str, list[float]]] = {}  # stat -> workload -> values (candidate sides)
         for kind, seq, content in store.list_artifacts(experiment):
-            if kind == "server_stats" and seq % 2 == 1:  # candidate sides
+            if kind == "server_stats" and seq % 2 == 1:
                 for w, st in json.loads(content).items():
-                    if st.get("spec_accept_length") is not None:
-                        acc.setdefault(w, []).append(float(st["spec_accept_length"]))
-        if acc:
-            parts = [f"{sum(v) / len(v):.2f} tokens per verify on {w} (prompts {pb.workloads[w].prompts})"
-                     for w, v in acc.items() if w in pb.workloads]
-            notes.append("the workloads disagree; the draft's accept length was " + " vs ".join(parts) +
-                         ": speculation pays only where the prompt makes the draft right and the batch is small")
+                    for stat, value in st.items():
+                        if value is not None and w in pb.workloads:
+                            figures.setdefault(stat, {}).setdefault(w, []).append(float(value))
+        for stat, by_wl in sorted(figures.items()):
+            parts = [f"{sum(v) / len(v):.2f} on {w} (prompts {pb.workloads[w].prompts})" for w, v in by_wl.items()]
+            notes.append(f"the workloads disagree; the server reported {stat} " + " vs ".join(parts))
     return notes

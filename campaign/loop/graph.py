@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 
 from campaign.loop import routing
 from campaign.loop.deps import Deps
-from campaign.loop.nodes import Nodes
+from campaign.loop.nodes import NODE_NAMES, Nodes
 from campaign.loop.parallel import ParallelState
 from campaign.loop.fanout import FanOut
 from campaign.loop.state import CampaignState
@@ -24,8 +24,7 @@ def build_graph(deps: Deps) -> StateGraph:
     n = Nodes(deps)
     fan = FanOut(deps, n) if len(deps.nodes) > 1 else None  # several nodes: hypotheses in parallel
     g = StateGraph(ParallelState if fan else CampaignState)
-    for name in ("fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record",
-                 "render", "review", "stack", "finish"):
+    for name in NODE_NAMES:
         g.add_node(name, getattr(fan if fan and name == "propose" else n, name))
     g.add_edge(START, "fingerprint")
     g.add_conditional_edges("fingerprint", routing.after_fingerprint, ["review", "baseline"])

@@ -8,7 +8,7 @@ the record shows what the model tried.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -44,6 +44,8 @@ class PlannerContext(BaseModel):
     tried: list[str] = Field(default_factory=list)
     queue: list[HypothesisSpec] = Field(default_factory=list)
     reopened: list[str] = Field(default_factory=list)
+    #: the `SourceTreeFactory` port that checks proposed patches (None: patches are refused)
+    source: Any = Field(default=None, exclude=True)
 
     def reopened_names(self) -> set[str]:
         return set(self.reopened) | {d.hypothesis for d in self.view.dead_ends if d.reopened}

@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 
 from campaign.domain.errors import UserError
 from campaign.playbook.schema import PatchPolicy
+from campaign.ports import SourceTreeFactory
 
 _HEADER_PREFIXES = ("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to ")
 
@@ -76,23 +77,24 @@ def path_problems(diff: str, policy: PatchPolicy | None) -> list[str]:
     return problems
 
 
-def apply_check(diff: str, policy: PatchPolicy) -> list[str]:
-    """`git apply --check` of the diff in `policy.repo` (through `tools.source.patches.PatchManager`,
-    the same code that applies it after approval); [] when it applies cleanly."""
-    from tools.source.patches import PatchManager
-
+def apply_check(diff: str, policy: PatchPolicy, source: SourceTreeFactory | None) -> list[str]:
+    """`git apply --check` of the diff in `policy.repo`, through the `SourceTree` port (the
+    same adapter that applies it after approval); [] when it applies cleanly.  Without a
+    source adapter the patch cannot be checked, so it is refused, never waved through."""
+    if source is None:
+        return ["patch cannot be checked: no source-tree adapter is configured"]
     try:
-        manager = PatchManager(policy.repo)
+        tree = source(policy.repo)
     except UserError:
         return [f"knobs.patches.repo '{policy.repo}' is not a git repository"]
     # the same meaning as `_allowed`: a path, a directory prefix, or a glob
     globs = [g for a in policy.allowed_paths for g in (a.rstrip("/"), a.rstrip("/") + "/*")]
-    return [f"patch {problem}" for problem in manager.check(diff, globs)]
+    return [f"patch {problem}" for problem in tree.check(diff, globs)]
 
 
-def patch_problems(diff: str, policy: PatchPolicy | None) -> list[str]:
+def patch_problems(diff: str, policy: PatchPolicy | None, source: SourceTreeFactory | None = None) -> list[str]:
     """Path rules first (cheap, pure); `git apply --check` only for an allowed diff."""
     problems = path_problems(diff, policy)
     if problems or policy is None:
         return problems
-    return apply_check(diff, policy)
+    return apply_check(diff, policy, source)

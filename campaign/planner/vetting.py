@@ -114,7 +114,7 @@ def vet_proposal(p: Proposal, ctx: PlannerContext, knobs: KnobSpace) -> tuple[Hy
     )
     problems += setting_problems
     if p.patch is not None:
-        problems += patch_problems(p.patch, knobs.patches)
+        problems += patch_problems(p.patch, knobs.patches, ctx.source)
     if problems:
         return None, problems
     change = effective_change(settings.flags, settings.env, settings.unset_flags, p.patch, baseline_config(ctx))

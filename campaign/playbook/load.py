@@ -79,8 +79,7 @@ def _model_for(loc: tuple[Any, ...], data: Any) -> type[BaseModel] | None:
             "latency_limit": pb.LatencyLimit, "correctness": pb.CorrectnessSpec, "patches": pb.PatchPolicy,
         }.get(name, ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None)
         if name == "node" and isinstance(cursor, dict):
-            model = {"simulated": pb.SimulatedNodeSpec, "local": pb.LocalNodeSpec, "ssh": pb.SshNodeSpec,
-                     "slurm": pb.SlurmNodeSpec}.get(str(cursor.get("kind", "simulated")))
+            model = pb.NODE_SPECS.get(str(cursor.get("kind", "simulated")))
         if name == "workloads" and isinstance(cursor, dict):
             # skip the workload-name level
             pass

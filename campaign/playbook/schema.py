@@ -7,7 +7,7 @@ suggestion (see `campaign.playbook.load`), never a silently ignored setting.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -22,7 +22,34 @@ class _Strict(BaseModel):
 
 
 # --------------------------------------------------------------------------- node
-class SimulatedNodeSpec(_Strict):
+class _NodeSpecBase(_Strict):
+    """What every node kind answers, so that nothing outside the executor registry
+    branches on `kind`: where the node's code and files live, and how it is named."""
+
+    #: the node is another machine: its python and workdir are the spec's, the server binds 0.0.0.0
+    remote: ClassVar[bool] = False
+
+    def simulated_node(self) -> SimulatedNodeSpec | None:
+        """The simulated node this spec runs (itself, or the one it hosts), None for a real engine."""
+        return None
+
+    def node_python(self) -> str | None:
+        """The python on the node; None: the controller's own interpreter."""
+        return getattr(self, "python", None) if self.remote else None
+
+    def node_workdir(self) -> str | None:
+        """The workdir on the node; None: under the controller's database directory."""
+        return getattr(self, "workdir", None) if self.remote else None
+
+    def sweep_location(self) -> str:
+        """Where the load generator runs: "controller", or "node" (next to the server)."""
+        return "controller"
+
+    def describe(self) -> str:
+        return f"{getattr(self, 'kind', 'node')} {getattr(self, 'name', '')}".strip()
+
+
+class SimulatedNodeSpec(_NodeSpecBase):
     """The bundled simulated GPU node, started locally."""
 
     kind: Literal["simulated"] = "simulated"
@@ -33,8 +60,14 @@ class SimulatedNodeSpec(_Strict):
     time_scale: float = Field(default=1.0, gt=0, description="node seconds per wall second")
     noise_pct: float = Field(default=1.5, ge=0, le=20)
 
+    def simulated_node(self) -> SimulatedNodeSpec | None:
+        return self
 
-class LocalNodeSpec(_Strict):
+    def describe(self) -> str:
+        return f"simulated {self.profile} (CUDA {self.cuda})"
+
+
+class LocalNodeSpec(_NodeSpecBase):
     """This machine, running a real engine."""
 
     kind: Literal["local"]
@@ -42,7 +75,8 @@ class LocalNodeSpec(_Strict):
     workdir: str = ".campaign/node"
 
 
-class SshNodeSpec(_Strict):
+class SshNodeSpec(_NodeSpecBase):
+    remote: ClassVar[bool] = True
     kind: Literal["ssh"]
     name: str = ""
     host: str
@@ -55,8 +89,18 @@ class SshNodeSpec(_Strict):
     sweep_on: Literal["node", "controller"] = "node"
     simulated: SimulatedNodeSpec | None = None  # run the simulated node on that host
 
+    def simulated_node(self) -> SimulatedNodeSpec | None:
+        return self.simulated
 
-class SlurmNodeSpec(_Strict):
+    def sweep_location(self) -> str:
+        return self.sweep_on
+
+    def describe(self) -> str:
+        return f"ssh {self.host}"
+
+
+class SlurmNodeSpec(_NodeSpecBase):
+    remote: ClassVar[bool] = True
     kind: Literal["slurm"]
     name: str = "slurm"
     partition: str | None = None
@@ -69,10 +113,18 @@ class SlurmNodeSpec(_Strict):
     python: str = "python3"
     simulated: SimulatedNodeSpec | None = None
 
+    def simulated_node(self) -> SimulatedNodeSpec | None:
+        return self.simulated
+
 
 NodeSpec = Annotated[
     Union[SimulatedNodeSpec, LocalNodeSpec, SshNodeSpec, SlurmNodeSpec], Field(discriminator="kind")
 ]
+
+#: kind -> spec class (the discriminated union above, as a lookup for error messages)
+NODE_SPECS: dict[str, type[_NodeSpecBase]] = {
+    "simulated": SimulatedNodeSpec, "local": LocalNodeSpec, "ssh": SshNodeSpec, "slurm": SlurmNodeSpec,
+}
 
 
 # ------------------------------------------------------------------------- server

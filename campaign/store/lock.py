@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from campaign.domain.errors import CampaignLocked
 from campaign.store.db import read_session, write_session
 from campaign.store.models import RunLockRow
-from tools.executors.procinfo import start_ticks
+from campaign.domain.procstat import start_ticks
 
 
 def pid_alive(pid: int, started: str = "") -> bool:

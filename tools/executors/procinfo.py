@@ -11,18 +11,11 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from pathlib import Path
 
-_PROC = Path("/proc")
+from campaign.domain.procstat import PROC as _PROC
+from campaign.domain.procstat import start_ticks, stat_fields
 
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name: state, ppid, pgrp, ..."""
-    try:
-        raw = (_PROC / str(pid) / "stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError, NotADirectoryError):
-        return None
-    return raw[raw.rfind(")") + 2:].split()
+__all__ = ["complete_utf8_prefix", "environ_has", "is_running", "live_members", "start_ticks", "start_time", "stat_fields", "tail_file"]
 
 
 def _ps_table() -> list[tuple[int, int, str]]:
@@ -43,7 +36,7 @@ def live_members(pgid: int) -> set[int]:
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
             continue
-        fields = _stat_fields(int(entry.name))
+        fields = stat_fields(int(entry.name))
         if fields and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
             members.add(int(entry.name))
     return members
@@ -53,13 +46,13 @@ def is_running(pid: int) -> bool:
     """True when `pid` exists and is not a zombie."""
     if not _PROC.is_dir():
         return any(p == pid and not stat.startswith("Z") for p, _g, stat in _ps_table())
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return bool(fields) and fields[0] not in ("Z", "X")
 
 
 def start_time(pid: int) -> float | None:
     """Wall-clock start time of `pid` (seconds since the epoch), None when unknown."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     if fields is not None:
         try:
             btime = next(int(line.split()[1]) for line in (_PROC / "stat").read_text().splitlines()
@@ -121,8 +114,3 @@ def tail_file(path: str, lines: int, chunk: int = 65536) -> list[str]:
     return text[-lines:] if lines > 0 else []
 
 
-def start_ticks(pid: int) -> str:
-    """The kernel's start time of `pid` in clock ticks, as text ("" where /proc is
-    unavailable): tells a recycled pid from the process that recorded it."""
-    fields = _stat_fields(pid)
-    return fields[19] if fields is not None and len(fields) > 19 else ""

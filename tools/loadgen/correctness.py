@@ -1,4 +1,5 @@
-"""Correctness gate: greedy outputs of a candidate server against the baseline's.
+"""Correctness gate, the measuring half: greedy outputs of a server (compared by
+`campaign.verdict.correctness.compare_outputs`).
 
 A flag that makes a server faster by computing something else is not an improvement;
 greedy (temperature 0) completions of the same prompts must match.
@@ -11,12 +12,10 @@ import json
 
 import httpx
 
-from campaign.domain.records import CorrectnessResult
 from tools.loadgen.sweep import LoadgenError, base_url, probe_model
 
 #: requests in flight while collecting greedy outputs.
 GREEDY_CONCURRENCY = 8
-MAX_EXAMPLES = 3
 
 
 async def greedy_outputs(url: str, prompts: list[str], max_tokens: int, model: str | None = None, timeout_s: float = 600) -> list[str]:
@@ -41,33 +40,3 @@ async def greedy_outputs(url: str, prompts: list[str], max_tokens: int, model: s
                 raise LoadgenError(f"{target}: unexpected completion body: {resp.text[:200]}") from exc
 
         return list(await asyncio.gather(*(one(p) for p in prompts)))
-
-
-def _first_difference(a: str, b: str) -> int:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
-
-
-def compare_outputs(baseline: list[str], candidate: list[str], tolerance: float) -> CorrectnessResult:
-    """Passed when the fraction of prompts whose outputs differ is <= ``tolerance``."""
-    if len(baseline) != len(candidate):
-        raise ValueError(f"compare_outputs: {len(baseline)} baseline outputs vs {len(candidate)} candidate outputs")
-    examples: list[str] = []
-    mismatches = 0
-    for index, (a, b) in enumerate(zip(baseline, candidate)):
-        if a == b:
-            continue
-        mismatches += 1
-        if len(examples) < MAX_EXAMPLES:
-            at = _first_difference(a, b)
-            examples.append(f"prompt {index}: differs at char {at}: {a[at:at + 40]!r} vs {b[at:at + 40]!r}")
-    prompts = len(baseline)
-    return CorrectnessResult(
-        prompts=prompts,
-        mismatches=mismatches,
-        tolerance=tolerance,
-        passed=(mismatches / prompts if prompts else 0.0) <= tolerance,
-        examples=examples,
-    )

@@ -63,7 +63,7 @@ from tools.loadgen.conn import SlotConnections
 from tools.loadgen.stats import RequestOutcome, requests_for_level, summarize_level
 from tools.loadgen.stream import aiohttp_session, httpx_clients, preopen_aiohttp, stream_aiohttp, stream_httpx
 from campaign.domain.models import LevelResult, SweepResult, WorkloadSpec
-from tools.loadgen.prompts import PromptSet, build_prompt_set
+from campaign.domain.prompts import PromptSet, build_prompt_set
 
 PROBE_TIMEOUT_S = 10.0
 

@@ -14,7 +14,7 @@ from campaign.loop.graph import build_graph
 from campaign.loop.parallel import collect_results, merge_results, pick_batch
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.playbook.load import load_playbook
-from campaign.cli.runner import build_deps
+from campaign.cli.wiring import build_deps
 from campaign.store import Store
 from tests.campaign.sim_playbook import FAST_NODE, sim_playbook
 

@@ -12,6 +12,7 @@ from campaign.playbook.schema import Playbook
 from campaign.domain.records import BaselineView, CampaignView, DeadEnd, ExperimentView, Verdict
 from tests.fake_openai import FakeOpenAI
 from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
+from tools.source.patches import PatchManager
 
 API_KEY = "sk-test-SECRETSECRETSECRET1234567890"
 
@@ -65,7 +66,8 @@ def make_view() -> CampaignView:
 def make_ctx(playbook: Playbook | None = None, view: CampaignView | None = None, **kw: object) -> PlannerContext:
     pb = playbook or make_playbook()
     v = view or make_view()
-    fields: dict[str, object] = {"tried": [e.hypothesis for e in v.experiments], "queue": list(pb.hypotheses), **kw}
+    fields: dict[str, object] = {"tried": [e.hypothesis for e in v.experiments], "queue": list(pb.hypotheses),
+                                  "source": PatchManager, **kw}
     return PlannerContext(playbook=pb, view=v, **fields)
 
 

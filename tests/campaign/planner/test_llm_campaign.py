@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from campaign.loop.graph import build_graph
 from campaign.playbook.load import load_playbook
-from campaign.cli.runner import build_deps
+from campaign.cli.wiring import build_deps
 from campaign.store import Store
 from tests.campaign.sim_playbook import sim_playbook
 from tests.fake_openai import FakeOpenAI, answer, proposal

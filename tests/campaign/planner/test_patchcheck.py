@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from campaign.planner.patchcheck import apply_check, patch_paths, patch_problems, path_problems
+from tools.source.patches import PatchManager
 from campaign.playbook.schema import PatchPolicy
 
 GOOD = """diff --git a/python/sglang/srt/layers/allreduce.py b/python/sglang/srt/layers/allreduce.py
@@ -56,15 +57,21 @@ def test_glob_allowed_paths() -> None:
 def test_git_apply_check_in_a_real_repo_leaves_it_unchanged(tmp_path: Path) -> None:
     repo = git_repo(tmp_path)
     policy = PatchPolicy(repo=str(repo), allowed_paths=["python/sglang/srt/layers"])
-    assert patch_problems(GOOD, policy) == []
+    assert patch_problems(GOOD, policy, PatchManager) == []
     assert (repo / "python/sglang/srt/layers/allreduce.py").read_text() == "import torch\nCHUNK = 1\n"
     stale = GOOD.replace("-CHUNK = 1", "-CHUNK = 2")
-    problems = patch_problems(stale, policy)
+    problems = patch_problems(stale, policy, PatchManager)
     assert len(problems) == 1 and problems[0].startswith("patch does not apply")
 
 
 @pytest.mark.parametrize("make", [lambda p: p / "missing", lambda p: p])
 def test_apply_check_needs_a_git_repository(tmp_path: Path, make: object) -> None:
     policy = PatchPolicy(repo=str(make(tmp_path)), allowed_paths=["python"])  # type: ignore[operator]
-    [problem] = apply_check(GOOD, policy)
+    [problem] = apply_check(GOOD, policy, PatchManager)
     assert "is not a git repository" in problem
+
+
+def test_without_a_source_adapter_a_patch_is_refused_not_waved_through(tmp_path: Path) -> None:
+    repo = git_repo(tmp_path)
+    policy = PatchPolicy(repo=str(repo), allowed_paths=["python/sglang/srt/layers"])
+    assert patch_problems(GOOD, policy, None) == ["patch cannot be checked: no source-tree adapter is configured"]

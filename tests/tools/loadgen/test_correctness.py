@@ -7,7 +7,8 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from tools.loadgen.correctness import compare_outputs, greedy_outputs
+from campaign.verdict.correctness import compare_outputs
+from tools.loadgen.correctness import greedy_outputs
 from tools.loadgen.sweep import LoadgenError
 
 

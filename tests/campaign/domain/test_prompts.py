@@ -10,7 +10,7 @@ import pytest
 
 from campaign.domain.errors import UserError
 from campaign.domain.models import WorkloadSpec
-from tools.loadgen.prompts import DIVERSE_POOL_SIZE, build_prompt_set, prompt_set_hash
+from campaign.domain.prompts import DIVERSE_POOL_SIZE, build_prompt_set, prompt_set_hash
 
 
 def spec(**kw: object) -> WorkloadSpec:

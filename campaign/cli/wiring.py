@@ -1,0 +1,86 @@
+"""The composition root: the one place that picks adapters for the core's ports.
+
+A playbook's `node:` entries become `Node`s (an executor from the registry, keyed
+by kind, plus the engine profile's launch knowledge), the git adapter becomes the
+`SourceTree`, and the run ledger is shared by every node of a run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from campaign.loop.deps import Deps, EventFn
+from campaign.playbook.schema import Playbook
+from campaign.store.facade import Store
+from tools.engines import engine_profile
+from tools.executors.base import Executor
+from tools.executors.local import LocalExecutor
+from tools.executors.project_code import WithProjectCode
+from tools.executors.registry import build_executor
+from tools.node_runtime import NodeRuntime
+from tools.server.ledger import ProcessLedger
+from tools.source.patches import PatchManager
+
+__all__ = ["build_deps", "ledger_path", "node_runtime_for", "reap_leftovers"]
+
+
+def ledger_path(db_path: Path) -> Path:
+    return db_path.parent / "ledger.jsonl"
+
+
+def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = None,
+                     events: EventFn | None = None) -> NodeRuntime:
+    """A NodeRuntime for one `node:` entry of the playbook."""
+    executor: Executor = build_executor(spec)
+    sim = spec.simulated_node()
+    if sim is not None and spec.remote:
+        executor = WithProjectCode(executor, spec.workdir)  # the node runs the controller's code
+    python = spec.node_python() or sys.executable
+    fmt: dict[str, Any] = {"python": python, "host": "0.0.0.0" if spec.remote else "127.0.0.1"}
+    fingerprint_argv = None
+    if sim is not None:
+        fmt.update(profile=sim.profile, cuda=sim.cuda, seed=sim.seed, time_scale=sim.time_scale,
+                   noise_pct=sim.noise_pct)
+        fingerprint_argv = [python, "-m", "tools.simnode", "fingerprint", "--profile", sim.profile,
+                            "--cuda", sim.cuda]
+    progress = (lambda kind, data: events(kind, {**data, "node": spec.name})) if events else None
+    profile = engine_profile(pb.server.engine)
+    return NodeRuntime(
+        spec.name or getattr(spec, "host", "node"), executor, command=pb.server.command, model=pb.server.model,
+        health=pb.server.health, startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
+        workdir=str(spec.node_workdir() or workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
+        progress=progress, extra_rules=tuple(profile.triage_rules), sweep_on=spec.sweep_location(),
+    )
+
+
+def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | None) -> Deps:
+    workdir = db_path.parent / "nodes"
+    ledger = ProcessLedger(ledger_path(db_path))
+    nodes = [node_runtime_for(pb, spec, workdir=workdir / (spec.name or "node"), ledger=ledger, events=events)
+             for spec in pb.all_nodes()]
+    planner = None
+    if pb.planner.kind == "llm":
+        from campaign.loop.planner_bridge import make_llm_planner
+
+        planner = make_llm_planner(pb)
+    return Deps(playbook=pb, store=store, nodes=list(nodes), planner=planner, journal_path=Path(pb.journal),
+                db_label=str(db_path), events=events or (lambda k, d: None), source=PatchManager)
+
+
+def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:
+    """Stop every server a dead run left behind (the run ledger), before anything starts.
+    Each handle goes to the executor of the node that started it (kind and host)."""
+    ledger = ProcessLedger(ledger_path(db_path))
+    if not ledger.live():
+        return []
+    executors = [build_executor(spec) for spec in pb.all_nodes()]
+
+    def executor_for(handle: Any) -> Executor:
+        same_kind = [e for e in executors if e.kind == handle.executor]
+        same_host = [e for e in same_kind if e.host == handle.host]
+        chosen = (same_host or same_kind or [None])[0]
+        return chosen if chosen is not None else LocalExecutor()
+
+    return [f"{h.executor}:{h.pid or h.job_id}" for h in ledger.reap(executor_for)]

@@ -1,0 +1,136 @@
+"""One experiment: apply the hypothesis' config, measure interleaved rounds, decide the
+verdict (a pure function of the record and the policy), record it and adopt a win."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from campaign.domain.models import EffectiveConfig
+from campaign.loop.experiment import (
+    baseline_noise,
+    check_drift,
+    confound_changes,
+    correctness_of,
+    hypothesis_config,
+    mismatched_prompt_sets,
+    noise_floors,
+    node_seconds_of,
+    provenance_notes,
+    record_measurement,
+    recorded_failure,
+    workloads_of,
+)
+from campaign.loop.nodes.base import NodeFamily, correctness_prompts, reference_config
+from campaign.loop.routing import halt_after_verdict
+from campaign.loop.state import CampaignState
+from campaign.verdict import gates
+from campaign.verdict import rule as verdict_logic
+from campaign.verdict.revisit import revisit_components
+
+__all__ = ["ExperimentNodes"]
+
+
+class ExperimentNodes(NodeFamily):
+
+    def apply(self, state: CampaignState) -> dict[str, Any]:
+        cid, cur, store = state["campaign_id"], state["current"], self.d.store
+        spec = self._spec(cid, cur["hypothesis"])
+        base = reference_config(state)
+        config = hypothesis_config(base, spec)
+        exp = store.start_experiment(cid, spec.name, config=config, role="candidate", node=self._node(state).name,
+                                     attempt=cur["attempt"], baseline_ref=state.get("baseline_id"),
+                                     fingerprint_id=state.get("fingerprint_id"))
+        diff = confound_changes(base, config, None)
+        store.record_artifact(exp.id, "config_diff", "\n".join(c.model_dump_json() for c in diff))
+        # candidate first: an idea that crashes at start costs one launch, not a baseline round too
+        return {"current": {**cur, "experiment_id": exp.id, "side": "candidate"}}
+
+
+    def measure(self, state: CampaignState) -> dict[str, Any]:
+        """One side of one round: launch, correctness probe (round 0), workloads, stop, record."""
+        cid, cur, store, pb = state["campaign_id"], dict(state["current"]), self.d.store, self.pb
+        side, rnd, eid = cur["side"], cur["rounds"], cur["experiment_id"]
+        spec = self._spec(cid, cur["hypothesis"])
+        base = reference_config(state)
+        config = base if side == "baseline" else hypothesis_config(base, spec)
+        if not store.has_side(eid, side, rnd) and recorded_failure(store, eid) is None:
+            m = self._node(state).measure(config, workloads_of(pb), label=f"{spec.name}-{side}-r{rnd}",
+                                    correctness_prompts=correctness_prompts(pb) if rnd == 0 else None,
+                                    correctness_tokens=pb.verdict.correctness.max_tokens)
+            if m.infrastructure_fault and cur.get("infra_retries", 0) < pb.budget.max_infra_retries:
+                store.add_event(cid, "infrastructure",
+                                f"{spec.name} {side} r{rnd}: {m.failure.failure_class.value}, retrying")
+                return {"current": {**cur, "infra_retries": cur.get("infra_retries", 0) + 1}}
+            record_measurement(store, eid, side, rnd, m, self._node(state).name)
+        if recorded_failure(store, eid) is not None:
+            return {"current": {**cur, "failed": True, "side": ""}}
+        if side == "baseline" and not cur.get("reference_config"):
+            noise, _ = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
+            check_drift(store, cid, state.get("baseline_id"), eid, rnd, pb.verdict.metric, noise)
+        if side == "candidate" and pb.verdict.interleave and not store.has_side(eid, "baseline", rnd):
+            return {"current": {**cur, "side": "baseline"}}  # the other half of this round (C B, C B, ...)
+        rounds = rnd + 1
+        confounded = bool(confound_changes(base, hypothesis_config(base, spec), spec))
+        more = gates.continue_rounds(store.level_samples(eid), pb.verdict, rounds, confounded=confounded,
+                                     **noise_floors(store, state.get("baseline_id"), pb.verdict.metric))
+        nxt = "candidate" if more else ""
+        self.d.events("round", {"hypothesis": spec.name, "round": rounds, "more": more})
+        return {"current": {**cur, "rounds": rounds, "side": nxt}}
+
+
+    def verdict(self, state: CampaignState) -> dict[str, Any]:
+        """A pure function of the recorded measurements and the policy."""
+        cid, cur, store, pb = state["campaign_id"], state["current"], self.d.store, self.pb
+        eid = cur["experiment_id"]
+        spec = self._spec(cid, cur["hypothesis"])
+        failure = recorded_failure(store, eid)
+        base = reference_config(state)
+        confounded = confound_changes(base, hypothesis_config(base, spec), spec)
+        comparisons = [] if failure else verdict_logic.compare_levels(
+            store.level_samples(eid), pb.verdict, **noise_floors(store, state.get("baseline_id"), pb.verdict.metric))
+        correctness = None if failure else correctness_of(store, eid, state.get("baseline_id"), pb)
+        revisit = revisit_components(failure.failure_class if failure else None, spec.revisit_on)
+        v = verdict_logic.decide(comparisons, pb.verdict, failure=failure, confounded_by=confounded,
+                                 correctness=correctness, revisit_on=revisit,
+                                 primary_workload=next(iter(pb.workloads)))
+        if not failure:
+            v.notes = provenance_notes(store, eid, pb, dict(v.regimes))
+            v = gates.same_work(v, mismatched_prompt_sets(store, eid))
+        store.record_verdict(eid, v)
+        return {}
+
+
+    def record(self, state: CampaignState) -> dict[str, Any]:
+        cid, cur, store, pb = state["campaign_id"], state["current"], self.d.store, self.pb
+        eid = cur["experiment_id"]
+        v = store.get_verdict(eid)
+        spec = self._spec(cid, cur["hypothesis"])
+        adopt = v.kind == "win" and spec.adopt_if_win
+        failure = recorded_failure(store, eid)
+        store.finish_experiment(eid, "failed" if failure else "finished", failure=failure,
+                                node_seconds=node_seconds_of(store, eid))
+        if adopt:
+            store.set_adopted(eid, True)
+        store.set_hypothesis_status(cid, spec.name, "done")
+        self.d.events("verdict", {"hypothesis": spec.name, "kind": v.kind, "reason": v.reason,
+                                  "failure_class": v.failure_class.value if v.failure_class else None})
+        update: dict[str, Any] = {
+            "experiments_done": state.get("experiments_done", 0) + 1,
+            "no_win_streak": 0 if v.kind == "win" else state.get("no_win_streak", 0) + 1,
+            "dead_end_streak": 0 if v.kind == "win" else state.get("dead_end_streak", 0) + int(v.kind == "dead_end"),
+            "current": None,
+        }
+        if adopt:
+            config = hypothesis_config(EffectiveConfig.model_validate(state["baseline_config"]), spec)
+            update.update(baseline_config=config.model_dump(), need_baseline=f"adopted win '{spec.name}'")
+            store.add_event(cid, "adopt", f"'{spec.name}' adopted: the baseline for every later hypothesis",
+                            key=f"adopt:{eid}")
+        if self.d.planner is not None:
+            from campaign.loop.planner_bridge import analyze_with_planner
+
+            analyze_with_planner(self.d, cid, eid)
+        node_hours = sum(e.node_seconds for e in store.list_experiments(cid)) / 3600
+        halt = halt_after_verdict({**state, **update}, pb, hours_spent=node_hours)
+        if halt:
+            update["halt"] = halt
+        return update
