@@ -46,6 +46,27 @@ class LevelComparison(BaseModel):
     winner: Winner
     baseline_meets_limit: bool | None = None  # latency limit, where the playbook sets one
     candidate_meets_limit: bool | None = None
+    # the workload's levels showed no difference: this level carries the common effect
+    common: bool | None = None
+
+
+class WorkloadEffect(BaseModel):
+    """One workload's common effect across its levels, with the noise that sized it
+    (launches as the unit: `campaign.verdict.launches`)."""
+
+    workload: str
+    delta_pct: float
+    low_pct: float
+    high_pct: float
+    se_log: float
+    df: float | None = None
+    levels_differ_p: float | None = None  # F test of level-by-side contrasts; None: one level
+    common: bool = True  # the levels were judged on the common effect
+    rounds_baseline: int = 0
+    rounds_candidate: int = 0
+    noise_pct: float | None = None  # one launch's spread at one level, baseline side
+    candidate_noise_pct: float | None = None
+    prior_overruled: bool = False  # the candidate was much noisier than the node
 
 
 class CorrectnessResult(BaseModel):
@@ -70,6 +91,9 @@ class Verdict(BaseModel):
     correctness: CorrectnessResult | None = None
     headline_delta_pct: float | None = None  # primary workload's effect, for the scoreboard
     notes: list[str] = Field(default_factory=list)  # provenance: the exact work, why workloads disagree
+    effects: list[WorkloadEffect] = Field(default_factory=list)  # per workload: common effect, noise used
+    noise: str = ""  # "node noise 1.4% from 14 launches": the prior the intervals used
+    stopped: str = ""  # why the rounds stopped where they did
 
 
 class DeadEnd(BaseModel):

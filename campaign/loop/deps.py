@@ -34,7 +34,7 @@ class Deps:
     store: Store
     nodes: list[Node]
     planner: Planner | None = None  # `planner: llm`; None: the queue alone
-    journal_path: Path = Path("journal/campaign.md")
+    journal_path: Path | None = Path("journal/campaign.md")  # None: no journal (the verdict lab)
     db_label: str = ""
     events: EventSink = field(default=_no_events)
     clock: Clock = time.time

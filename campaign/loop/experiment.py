@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from campaign.playbook.schema import HypothesisSpec, Playbook
-from campaign.domain.records import CorrectnessResult
 from campaign.domain.config import diff, merge, undeclared
-from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, WorkloadSpec
 from campaign.domain.measurement import Measurement
+from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, WorkloadSpec
+from campaign.domain.records import CorrectnessResult
+from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.verdict.noise import NodeNoise, estimate, log_table
 
 
 def workloads_of(pb: Playbook) -> list[WorkloadSpec]:
@@ -134,32 +135,59 @@ def noise_floors(store: Any, baseline_id: str | None, metric: str) -> dict[str, 
     return {"noise_floor_pct": pct, "noise_floor_df": df, "noise_by_workload": _per_workload(by_level)}
 
 
-def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,
-                metric: str, noise_pct: float | None) -> str | None:
-    """Compare a fresh measurement of the baseline config (an interleaved baseline side)
-    with the campaign's baseline measurement.  A significant move is recorded as a drift
-    event (the journal lists it) and as an artifact on the experiment; the interleaved
-    verdict itself compares like with like, so drift cancels there."""
-    from campaign.verdict.stats import drift
+def launch_tables(store: Any, experiment: str, metric: str, side: str = "baseline") -> dict[str, list[list[float]]]:
+    """One experiment's launches of one side, per workload: rows = launches (repeats
+    that measured every level), columns = levels by concurrency; raw figures."""
+    cells: dict[str, dict[int, dict[int, float]]] = {}
+    for r in store.runs_for(experiment, side):
+        cells.setdefault(r.workload, {}).setdefault(r.repeat, {})[r.concurrency] = float(getattr(r.result, metric))
+    out = {}
+    for workload, by_repeat in cells.items():
+        levels = sorted({c for row in by_repeat.values() for c in row})
+        rows = [[row[c] for c in levels] for _, row in sorted(by_repeat.items()) if len(row) == len(levels)]
+        if rows:
+            out[workload] = rows
+    return out
 
-    if not baseline_id or noise_pct is None:
-        return None
-    ref = {(s.workload, s.concurrency): [getattr(r, metric) for r in s.baseline]
-           for s in store.level_samples(baseline_id)}
-    moved = []
-    for s in store.level_samples(experiment):
-        now = [getattr(r, metric) for r in s.baseline if r is not None][repeat:repeat + 1]
-        before = ref.get((s.workload, s.concurrency))
-        if not now or not before:
+
+def node_noise(store: Any, campaign_id: str, node: str, fingerprint_id: str | None, metric: str,
+               exclude: str | None = None) -> NodeNoise:
+    """The node's noise model (`campaign.verdict.noise`) from every launch of the
+    baseline config this campaign made on `node` in this environment: the start
+    baseline, re-measurements and the baseline side of every interleaved round.
+    `exclude`: the experiment being judged (its own launches update the prior there)."""
+    groups = []
+    for e in store.list_experiments(campaign_id):
+        if e.id == exclude or e.status == "stale" or e.node != node or e.fingerprint_id != fingerprint_id:
             continue
-        d = drift(before, now, noise_pct)
-        if d.significant:
-            moved.append(f"{s.workload} C={s.concurrency} {d.pct:+.1f}%")
+        tables = {w: t for w, t in ((w, log_table(rows)) for w, rows in launch_tables(store, e.id, metric).items())
+                  if t is not None and len(t) >= 2}
+        if tables:
+            groups.append(tables)
+    return estimate(groups)
+
+
+def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,
+                metric: str, noise: NodeNoise | None, confidence: float = 0.99) -> str | None:
+    """Did the node move?  This launch of the baseline config (an interleaved baseline
+    side) against the campaign's baseline measurement, one test per workload on the
+    launch's mean over its levels (the launch offset is shared by every level, so 16
+    per-level tests would count one launch 16 times), sized by the node's noise model,
+    Bonferroni over workloads at `confidence`.  A move is recorded as a drift event (the
+    journal lists it) and as an artifact; the interleaved verdict compares like with
+    like, so drift cancels there."""
+    from campaign.verdict.drift import launch_drift
+
+    if not baseline_id or noise is None:
+        return None
+    ref = launch_tables(store, baseline_id, metric)
+    now = {w: [rows[repeat]] for w, rows in launch_tables(store, experiment, metric).items() if len(rows) > repeat}
+    moved = launch_drift(ref, now, noise, confidence=confidence)
     if not moved:
         return None
-    msg = (f"baseline drift during {experiment} round {repeat + 1}: {', '.join(moved[:6])}"
-           f"{' ...' if len(moved) > 6 else ''} vs {baseline_id} (noise ±{noise_pct:.1f}%); "
-           f"the interleaved A/B comparison cancels it")
+    msg = (f"baseline drift during {experiment} round {repeat + 1}: "
+           f"{', '.join(f'{w} {pct:+.1f}%' for w, pct in moved)} vs {baseline_id} "
+           f"({noise.describe()}); the interleaved A/B comparison cancels it")
     store.add_event(campaign_id, "drift", msg, key=f"drift:{experiment}:{repeat}")
     store.record_artifact(experiment, "drift", msg, seq=repeat)
     return msg

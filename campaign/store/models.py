@@ -27,7 +27,7 @@ ExperimentStatus = Literal["running", "finished", "failed", "stale"]
 RunSide = Literal["baseline", "candidate"]
 ArtifactKind = Literal[
     "log_excerpt", "command", "config_diff", "patch", "analysis", "correctness",
-    "outputs", "reported_config", "failure", "node_seconds", "drift", "server_stats",
+    "outputs", "reported_config", "failure", "node_seconds", "drift", "server_stats", "stop_reason",
 ]
 ReviewDecision = Literal["approve", "reject"]
 BASELINE_HYPOTHESIS = "baseline"  # the `hypothesis` of every baseline measurement

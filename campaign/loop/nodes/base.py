@@ -39,6 +39,8 @@ class NodeFamily:
         return self.d.store.get_hypothesis(cid, name).spec
 
     def _render(self, cid: str) -> None:
+        if self.d.journal_path is None:
+            return
         from campaign.journal.publish import publish_journal
 
         publish_journal(self.d.store, cid, self.d.journal_path, db_label=self.d.db_label)

@@ -7,13 +7,12 @@ from typing import Any
 
 from campaign.domain.models import EffectiveConfig
 from campaign.loop.experiment import (
-    baseline_noise,
     check_drift,
     confound_changes,
     correctness_of,
     hypothesis_config,
     mismatched_prompt_sets,
-    noise_floors,
+    node_noise,
     node_seconds_of,
     provenance_notes,
     record_measurement,
@@ -24,7 +23,8 @@ from campaign.loop.nodes.base import NodeFamily, correctness_prompts, reference_
 from campaign.loop.routing import halt_after_verdict
 from campaign.loop.state import CampaignState
 from campaign.verdict import gates
-from campaign.verdict import rule as verdict_logic
+from campaign.verdict.judge import judge, round_decision
+from campaign.verdict.noise import NodeNoise
 from campaign.verdict.revisit import revisit_components
 
 __all__ = ["ExperimentNodes"]
@@ -65,17 +65,23 @@ class ExperimentNodes(NodeFamily):
         if recorded_failure(store, eid) is not None:
             return {"current": {**cur, "failed": True, "side": ""}}
         if side == "baseline" and not cur.get("reference_config"):
-            noise, _ = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
-            check_drift(store, cid, state.get("baseline_id"), eid, rnd, pb.verdict.metric, noise)
+            check_drift(store, cid, state.get("baseline_id"), eid, rnd, pb.verdict.metric,
+                        self._noise(state, exclude=eid))
         if side == "candidate" and pb.verdict.interleave and not store.has_side(eid, "baseline", rnd):
             return {"current": {**cur, "side": "baseline"}}  # the other half of this round (C B, C B, ...)
         rounds = rnd + 1
         confounded = bool(confound_changes(base, hypothesis_config(base, spec), spec))
-        more = gates.continue_rounds(store.level_samples(eid), pb.verdict, rounds, confounded=confounded,
-                                     **noise_floors(store, state.get("baseline_id"), pb.verdict.metric))
-        nxt = "candidate" if more else ""
-        self.d.events("round", {"hypothesis": spec.name, "round": rounds, "more": more})
+        decision = round_decision(store.level_samples(eid), pb.verdict, rounds, confounded=confounded,
+                                  noise=self._noise(state, exclude=eid))
+        nxt = "candidate" if decision.more else ""
+        if not decision.more:
+            store.record_artifact(eid, "stop_reason", decision.why)
+        self.d.events("round", {"hypothesis": spec.name, "round": rounds, "more": decision.more})
         return {"current": {**cur, "rounds": rounds, "side": nxt}}
+
+    def _noise(self, state: CampaignState, exclude: str) -> NodeNoise:
+        return node_noise(self.d.store, state["campaign_id"], self._node(state).name, state.get("fingerprint_id"),
+                          self.pb.verdict.metric, exclude=exclude)
 
 
     def verdict(self, state: CampaignState) -> dict[str, Any]:
@@ -86,15 +92,15 @@ class ExperimentNodes(NodeFamily):
         failure = recorded_failure(store, eid)
         base = reference_config(state)
         confounded = confound_changes(base, hypothesis_config(base, spec), spec)
-        comparisons = [] if failure else verdict_logic.compare_levels(
-            store.level_samples(eid), pb.verdict, **noise_floors(store, state.get("baseline_id"), pb.verdict.metric))
+        samples = [] if failure else store.level_samples(eid)
         correctness = None if failure else correctness_of(store, eid, state.get("baseline_id"), pb)
         revisit = revisit_components(failure.failure_class if failure else None, spec.revisit_on)
-        v = verdict_logic.decide(comparisons, pb.verdict, failure=failure, confounded_by=confounded,
-                                 correctness=correctness, revisit_on=revisit,
-                                 primary_workload=next(iter(pb.workloads)))
+        v = judge(samples, pb.verdict, self._noise(state, exclude=eid), failure=failure, confounded_by=confounded,
+                  correctness=correctness, revisit_on=revisit, primary_workload=next(iter(pb.workloads)))
+        v.stopped = store.get_artifact(eid, "stop_reason") or ""
         if not failure:
-            v.notes = provenance_notes(store, eid, pb, dict(v.regimes))
+            v.notes = [n for n in (v.noise, f"rounds: {v.stopped}" if v.stopped else "") if n]
+            v.notes += provenance_notes(store, eid, pb, dict(v.regimes))
             v = gates.same_work(v, mismatched_prompt_sets(store, eid))
         store.record_verdict(eid, v)
         return {}

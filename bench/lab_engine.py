@@ -1,0 +1,145 @@
+"""The verdict lab's synthetic engines: true effects and noise structures, independent of
+`tools/simnode`'s performance model, and an in-process `Node` that measures them.
+
+A lab campaign is one node: a baseline throughput curve, one noise structure with its
+own per-launch offset (0.5-3%), and a list of cases (hypotheses), each with a true
+effect per (workload, concurrency).  A launch of a config draws
+
+    figure = truth * exp(offset + drift(t) + slow + jitter_l)
+
+offset ~ N(0, p) per launch, shared by every level and workload; jitter_l per level and
+launch, from the requests the level runs (4% / sqrt(requests) in `jitter`, 0.5%
+elsewhere); slow: 1 launch in 30 is 8% slow (`heavy_tail`); drift: a linear trend of up
+to 1%/hour of node time (`drift`); a candidate twice as noisy as the baseline in offset
+and jitter (`noisy_candidate`).  Everything is drawn from a counter-seeded RNG, so the
+graph driver and the direct driver see the same numbers launch by launch.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from campaign.domain.measurement import Measurement
+from campaign.domain.models import EffectiveConfig, Fingerprint, LevelResult, SweepResult, WorkloadSpec
+from campaign.domain.records import LevelComparison
+from campaign.playbook.schema import VerdictSpec
+from campaign.verdict.rule import decide, level_winner
+from tools.loadgen.stats import requests_for_level
+
+__all__ = ["STRUCTURES", "Case", "LabNode", "Structure", "draw_case", "true_kind"]
+
+Level = tuple[str, int]
+CASE_FLAG = "lab-case"
+STRUCTURES = ("offset", "jitter", "heavy_tail", "drift", "noisy_candidate")
+LAUNCH_NODE_S = 300.0  # node seconds one launch (start + every workload) takes
+
+
+@dataclass
+class Structure:
+    name: str
+    offset_pct: float  # sd of the per-launch offset
+    jitter_pct: float = 0.5
+    per_request: bool = False
+    slow_every: int = 0  # 1 launch in N is `slow_pct` slow
+    slow_pct: float = 8.0
+    drift_pct_per_h: float = 0.0
+    candidate_scale: float = 1.0
+
+    @classmethod
+    def draw(cls, name: str, rng: random.Random, offset_pct: float | None = None) -> Structure:
+        p = offset_pct if offset_pct is not None else rng.uniform(0.5, 3.0)
+        if name == "offset":
+            return cls(name, p)
+        if name == "jitter":
+            return cls(name, p, per_request=True)
+        if name == "heavy_tail":
+            return cls(name, p, slow_every=30)
+        if name == "drift":
+            return cls(name, p, drift_pct_per_h=rng.uniform(-1.0, 1.0))
+        if name == "noisy_candidate":
+            return cls(name, p, candidate_scale=2.0)
+        raise ValueError(f"unknown noise structure {name!r} (choose from {', '.join(STRUCTURES)})")
+
+
+@dataclass
+class Case:
+    kind: str  # null | uniform | split | growing | gray
+    effects: dict[Level, float] = field(default_factory=dict)  # true delta, percent
+
+
+def draw_case(rng: random.Random, levels: list[Level], m: float) -> Case:
+    """A true effect: null; uniform +-1.5..4x m; a regime split (wins low C, loses high C
+    or the reverse); an effect growing with log C up to 1.5..4x m; gray 0.5..1.5x m."""
+    kind = rng.choices(["null", "uniform", "split", "growing", "gray"], [0.25, 0.3, 0.15, 0.15, 0.15])[0]
+    sign = rng.choice([-1.0, 1.0])
+    top = max(c for _, c in levels)
+    if kind == "null":
+        eff = {lv: 0.0 for lv in levels}
+    elif kind in ("uniform", "gray"):
+        a = rng.uniform(1.5, 4.0) if kind == "uniform" else rng.uniform(0.5, 1.5)
+        eff = {lv: sign * a * m for lv in levels}
+    elif kind == "split":
+        cut = rng.choice([2, 5, 10, 30])
+        a, b = rng.uniform(1.5, 4.0), rng.uniform(1.5, 4.0)
+        eff = {lv: (sign * a * m if lv[1] <= cut else -sign * b * m) for lv in levels}
+    else:
+        g = rng.uniform(1.5, 4.0)
+        eff = {lv: sign * g * m * math.log(lv[1]) / math.log(top) for lv in levels}
+    return Case(kind, {lv: round(v, 6) for lv, v in eff.items()})
+
+
+def true_kind(case: Case, spec: VerdictSpec) -> str:
+    """decide() on the exact effects: 'gray' when the kind moves with the band at 0.5m..1.5m."""
+    def kind_at(m: float) -> str:
+        lv = [LevelComparison(workload=w, concurrency=c, delta_pct=d, ci_low_pct=d, ci_high_pct=d, loss_bound_pct=d,
+                              baseline_mean=1.0, candidate_mean=1.0 + d / 100, n_baseline=1, n_candidate=1,
+                              winner=level_winner(d, d, d, m)) for (w, c), d in case.effects.items()]
+        return decide(lv, spec.model_copy(update={"min_effect_pct": m})).kind
+
+    m = spec.min_effect_pct
+    kinds = {kind_at(m * f) for f in (0.5, 1.0, 1.5)}
+    return kind_at(m) if len(kinds) == 1 else "gray"
+
+
+class LabNode:
+    """An in-process `campaign.ports.Node`: each `measure` is one launch of the generator."""
+
+    def __init__(self, seed: str, structure: Structure, cases: list[Case], workloads: list[WorkloadSpec]) -> None:
+        self.name = "lab-node"
+        self.seed, self.structure, self.cases = seed, structure, cases
+        self.launches = 0
+        self.truth = {(w.name, c): 1000.0 * c / (1.0 + c / 40.0) / (1.0 + 0.1 * i)
+                      for i, w in enumerate(workloads) for c in w.concurrency}
+        self.requests = {(w.name, c): requests_for_level(w.requests_per_level, c)
+                         for w in workloads for c in w.concurrency}
+
+    def fingerprint(self) -> Fingerprint:
+        return Fingerprint(gpu="lab", gpu_count=8, arch="lab", cuda="12.8", engine="lab")
+
+    def draw(self, case: int | None) -> dict[Level, float]:
+        """One launch: every level's figure (see the module doc)."""
+        s, k = self.structure, self.launches
+        self.launches += 1
+        rng = random.Random(f"{self.seed}:{k}")
+        scale = s.candidate_scale if case is not None else 1.0
+        shift = rng.gauss(0.0, s.offset_pct / 100 * scale)
+        shift += s.drift_pct_per_h / 100 * k * LAUNCH_NODE_S / 3600
+        if s.slow_every and rng.random() < 1.0 / s.slow_every:
+            shift += math.log1p(-s.slow_pct / 100)
+        effects = self.cases[case].effects if case is not None else {}
+        out = {}
+        for lv, t in self.truth.items():
+            j = (4.0 / math.sqrt(self.requests[lv]) if s.per_request else s.jitter_pct) / 100 * scale
+            out[lv] = t * (1 + effects.get(lv, 0.0) / 100) * math.exp(shift + rng.gauss(0.0, j))
+        return out
+
+    def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
+                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16) -> Measurement:
+        case = config.flags.get(CASE_FLAG)
+        figures = self.draw(int(case) if case is not None else None)
+        sweeps = {w.name: SweepResult(prompt_set_hash=w.name, levels=[
+            LevelResult(concurrency=c, requests=self.requests[(w.name, c)],
+                        output_tokens_per_s=figures[(w.name, c)]) for c in w.concurrency]) for w in workloads}
+        return Measurement(sweeps=sweeps, command=f"lab {label}", node_seconds=LAUNCH_NODE_S)

@@ -1,0 +1,215 @@
+"""The verdict lab: the shipped verdict rule against synthetic engines whose truth is known.
+
+Ground truth is the generator's true effect per level against `min_effect_pct`
+(`bench/lab_engine.py`: `decide()` on the exact effects; "gray" where the kind changes
+when the band moves between 0.5x and 1.5x the minimum effect: any verdict is right
+there).  Each lab campaign is one node with one noise structure and 25 cases; it runs
+with the shipped playbook's workloads and verdict spec under three policies: the
+shipped adaptive rule, fixed 3 rounds and fixed 6 rounds (same campaigns, same seeds).
+
+Drivers: `--driver graph` runs the real campaign graph (`build_graph(deps)`, in-memory
+checkpointer, a SQLite store in a temp dir, the in-process `LabNode`, no journal);
+`--driver direct` (default) makes the same calls the graph's measure and verdict nodes
+make (`round_decision`, `judge`, the noise model from every earlier launch) without the
+store and the graph machinery, which cost ~0.4 s per experiment on a 2-core machine.
+`tests/bench/test_verdict_lab.py` checks that both drivers give the same verdicts.
+
+wrong: a decisive verdict (win / dead end) whose kind differs from the truth, or a
+decisive verdict where the truth is inconclusive.  missed: inconclusive where the truth
+is decisive.  rounds: interleaved rounds per experiment (node time is proportional).
+
+    python bench/verdict_lab.py [--campaigns 80] [--cases 25] [--structures offset,...] [--driver direct|graph]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from multiprocessing import Pool
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.lab_engine import CASE_FLAG, STRUCTURES, Case, LabNode, Structure, draw_case, true_kind  # noqa: E402
+from campaign.domain.models import LevelResult, WorkloadSpec  # noqa: E402
+from campaign.domain.records import LevelSamples  # noqa: E402
+from campaign.loop.experiment import workloads_of  # noqa: E402
+from campaign.playbook.load import load_playbook  # noqa: E402
+from campaign.playbook.schema import Playbook, VerdictSpec  # noqa: E402
+from campaign.verdict.judge import judge, round_decision  # noqa: E402
+from campaign.verdict.noise import estimate, log_table  # noqa: E402
+
+PLAYBOOK = ROOT / "playbooks" / "eagle_verify.yaml"
+Result = tuple[int, str, int]  # case index, verdict kind, rounds
+
+
+def policies(shipped: VerdictSpec) -> dict[str, VerdictSpec]:
+    return {
+        "adaptive": shipped,
+        "fixed-3": shipped.model_copy(update={"policy": "fixed", "repeats": shipped.repeats.model_copy(
+            update={"min": 3, "max": 3})}),
+        "fixed-6": shipped.model_copy(update={"policy": "fixed", "repeats": shipped.repeats.model_copy(
+            update={"min": 6, "max": 6})}),
+    }
+
+
+def campaign_setup(structure: str, index: int, n_cases: int, workloads: list[WorkloadSpec], m: float,
+                   offset_pct: float | None = None) -> tuple[Structure, list[Case]]:
+    rng = random.Random(f"lab:{structure}:{index}")
+    levels = [(w.name, c) for w in workloads for c in w.concurrency]
+    return Structure.draw(structure, rng, offset_pct), [draw_case(rng, levels, m) for _ in range(n_cases)]
+
+
+def _tables(launches: list[dict[tuple[str, int], float]], workloads: list[WorkloadSpec]) -> dict[str, list[list[float]]]:
+    out = {}
+    for w in workloads:
+        t = log_table([[f[(w.name, c)] for c in w.concurrency] for f in launches])
+        if t is not None and len(t) >= 2:
+            out[w.name] = t
+    return out
+
+
+def run_direct(node: LabNode, spec: VerdictSpec, workloads: list[WorkloadSpec], n_cases: int) -> list[Result]:
+    """The graph's sequence of launches and rule calls, without the graph (module doc)."""
+    groups = [_tables([node.draw(None) for _ in range(max(2, spec.repeats.min))], workloads)]
+    out = []
+    for i in range(n_cases):
+        noise = estimate(groups)
+        samples = {(w.name, c): LevelSamples(workload=w.name, concurrency=c) for w in workloads for c in w.concurrency}
+        base_launches, rounds = [], 0
+        while True:
+            cand, base = node.draw(i), node.draw(None)
+            for lv, s in samples.items():
+                s.candidate.append(LevelResult(concurrency=lv[1], requests=1, output_tokens_per_s=cand[lv]))
+                s.baseline.append(LevelResult(concurrency=lv[1], requests=1, output_tokens_per_s=base[lv]))
+            base_launches.append(base)
+            rounds += 1
+            if not round_decision(list(samples.values()), spec, rounds, confounded=False, noise=noise).more:
+                break
+            if rounds >= spec.repeats.max:
+                break
+        v = judge(list(samples.values()), spec, noise, primary_workload=workloads[0].name)
+        out.append((i, v.kind, rounds))
+        groups.append(_tables(base_launches, workloads))
+    return out
+
+
+def lab_playbook(pb: Playbook, spec: VerdictSpec, n_cases: int) -> Playbook:
+    data = pb.model_dump(mode="json", exclude={"hypotheses", "planner", "nodes"})
+    data.update(verdict=spec.model_dump(mode="json"), review={"after_no_win_streak": None, "before_patch": False},
+                budget={"max_experiments": n_cases + 5, "max_hours": 1e9},
+                hypotheses=[{"name": f"case-{i}", "flags": {CASE_FLAG: i}, "declares": [CASE_FLAG]}
+                            for i in range(n_cases)])
+    data["verdict"]["correctness"]["enabled"] = False
+    return Playbook.model_validate(data)
+
+
+def run_graph(node: LabNode, spec: VerdictSpec, pb: Playbook, n_cases: int) -> list[Result]:
+    """The real campaign graph with the lab node (module doc)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from campaign.loop.deps import Deps
+    from campaign.loop.graph import build_graph
+    from campaign.store import Store
+
+    lab = lab_playbook(pb, spec, n_cases)
+    with tempfile.TemporaryDirectory(prefix="verdict-lab-") as tmp:
+        store = Store(Path(tmp) / "lab.db")
+        cid = store.create_campaign(lab.name, playbook=lab, playbook_path=str(PLAYBOOK)).id
+        for i, h in enumerate(lab.hypotheses):
+            store.upsert_hypothesis(cid, h, position=i)
+        deps = Deps(playbook=lab, store=store, nodes=[node], journal_path=None)
+        graph = build_graph(deps).compile(checkpointer=InMemorySaver())
+        graph.invoke({"campaign_id": cid}, {"configurable": {"thread_id": cid}, "recursion_limit": 100000})
+        out = []
+        for e in store.list_experiments(cid, role="candidate"):
+            v = store.get_verdict(e.id)
+            rounds = min(len(s.candidate) for s in store.level_samples(e.id))
+            out.append((int(e.hypothesis.split("-")[1]), v.kind if v else "none", rounds))
+        store.close() if hasattr(store, "close") else None
+    return out
+
+
+def _job(args: tuple[str, int, int, str, str, str, float | None]) -> dict:
+    structure, index, n_cases, policy, driver, playbook, offset = args
+    pb = load_playbook(playbook)
+    spec = policies(pb.verdict)[policy]
+    workloads = workloads_of(pb)
+    st, cases = campaign_setup(structure, index, n_cases, workloads, spec.min_effect_pct, offset)
+    node = LabNode(f"{structure}:{index}", st, cases, workloads)
+    results = run_graph(node, spec, pb, n_cases) if driver == "graph" else run_direct(node, spec, workloads, n_cases)
+    rows = []
+    for i, kind, rounds in results:
+        c = cases[i]
+        strength = max(abs(d) for d in c.effects.values()) / spec.min_effect_pct
+        rows.append({"structure": structure, "policy": policy, "offset_pct": st.offset_pct, "case": c.kind,
+                     "truth": true_kind(c, pb.verdict), "kind": kind, "rounds": rounds, "strength": strength})
+    return {"rows": rows}
+
+
+def score(rows: Iterable[dict]) -> dict:
+    rows = list(rows)
+    wrong = [r for r in rows if r["truth"] != "gray" and r["kind"] in ("win", "dead_end") and r["kind"] != r["truth"]]
+    decisive = [r for r in rows if r["truth"] in ("win", "dead_end")]
+    missed = [r for r in decisive if r["kind"] == "inconclusive"]
+    strong = [r for r in decisive if r["strength"] >= 2 and r["offset_pct"] <= 1.5]
+    return {"n": len(rows), "wrong": len(wrong), "wrong_le2": sum(1 for r in wrong if r["offset_pct"] <= 2.0),
+            "missed": len(missed), "decisive": len(decisive),
+            "missed_strong": sum(1 for r in strong if r["kind"] == "inconclusive"), "strong": len(strong),
+            "rounds": sum(r["rounds"] for r in rows) / max(1, len(rows))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--playbook", default=str(PLAYBOOK))
+    ap.add_argument("--campaigns", type=int, default=80, help="lab campaigns (nodes) per noise structure")
+    ap.add_argument("--cases", type=int, default=25, help="experiments per campaign")
+    ap.add_argument("--structures", default=",".join(STRUCTURES))
+    ap.add_argument("--policies", default="adaptive,fixed-3,fixed-6")
+    ap.add_argument("--driver", choices=["direct", "graph"], default="direct")
+    ap.add_argument("--offset-pct", type=float, help="fix the per-launch offset (default: 0.5-3%% per node)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--json", help="write every experiment's row here")
+    args = ap.parse_args(argv)
+
+    structures, pols = args.structures.split(","), args.policies.split(",")
+    jobs = [(s, i, args.cases, p, args.driver, args.playbook, args.offset_pct)
+            for s in structures for i in range(args.campaigns) for p in pols]
+    t0 = time.time()
+    with Pool(args.workers) as pool:
+        rows = [r for out in pool.imap_unordered(_job, jobs, chunksize=4) for r in out["rows"]]
+    took = time.time() - t0
+    print(f"verdict lab: {len(rows)} experiments in {took:.0f} s ({len(rows) / took * 60:.0f}/min, driver {args.driver}, "
+          f"{args.workers} workers); {args.campaigns} nodes x {args.cases} cases per structure and policy")
+    head = f"{'structure':16} {'policy':9} {'n':>6} {'wrong':>6} {'wrong<=2%':>9} {'missed':>12} " \
+           f"{'missed>=2x@<=1.5%':>18} {'rounds':>7} {'vs fixed-6':>10}"
+    print(head)
+    ok = True
+    for s in structures:
+        fixed6 = score(r for r in rows if r["structure"] == s and r["policy"] == "fixed-6")["rounds"] or 6.0
+        for p in pols:
+            sc = score(r for r in rows if r["structure"] == s and r["policy"] == p)
+            ms = f"{sc['missed']}/{sc['decisive']}"
+            mst = f"{sc['missed_strong']}/{sc['strong']} ({sc['missed_strong'] / max(1, sc['strong']):.1%})"
+            print(f"{s:16} {p:9} {sc['n']:6d} {sc['wrong']:6d} {sc['wrong_le2']:9d} {ms:>12} {mst:>18} "
+                  f"{sc['rounds']:7.2f} {sc['rounds'] / fixed6:10.2f}")
+            if p == "adaptive":
+                f3 = score(r for r in rows if r["structure"] == s and r["policy"] == "fixed-3")
+                ok &= sc["wrong"] <= 0.005 * sc["n"] and sc["wrong_le2"] == 0
+                ok &= sc["missed_strong"] <= 0.05 * max(1, sc["strong"])
+                ok &= sc["rounds"] <= 0.6 * fixed6 and (not f3["n"] or sc["missed"] < f3["missed"])
+    print(f"targets (adaptive: wrong <= 0.5% and 0 at offset <= 2%; missed <= 5% for effects >= 2x at offset "
+          f"<= 1.5%; rounds <= 0.6x fixed-6 with fewer misses than fixed-3): {'met' if ok else 'NOT met'}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""One experiment's verdict and its stopping rule, on the node's noise model.
+
+Stopping rule (adaptive policy), checked after every interleaved round:
+1. fewer than `repeats.min` rounds: measure another;
+2. the verdict is decisive (WIN or DEAD END): stop at once;
+3. `repeats.max` reached: stop;
+4. otherwise project to `repeats.max`: the same estimates, each side's variance over
+   max launches and the df the pooled noise would then have (its real df: the node's
+   prior plus the side's own launches); try the centre as measured and moved by one of
+   today's standard errors either way.  If any of these projections is decisive, another
+   round can still change the verdict: measure it.  If none is, stop: more rounds would
+   only narrow an interval that decides nothing (an effect inside the band, or one too
+   close to its edge to be shown within max rounds).
+The fixed policy measures exactly `repeats.min` rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from campaign.domain.models import ConfigChange, Failure
+from campaign.domain.records import CorrectnessResult, LevelSamples, Verdict
+from campaign.playbook.schema import VerdictSpec
+from campaign.verdict.launches import analyze
+from campaign.verdict.noise import NodeNoise
+from campaign.verdict.rule import compare_levels, decide
+
+__all__ = ["RoundDecision", "judge", "noise_phrase", "round_decision"]
+
+#: how far (in today's standard errors) the projection moves the centre.
+PROJECTION_SHIFT_SE = 1.0
+
+
+class RoundDecision(BaseModel):
+    more: bool
+    why: str
+
+
+def judge(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise | None, *,
+          failure: Failure | None = None, confounded_by: Sequence[ConfigChange] = (),
+          correctness: CorrectnessResult | None = None, revisit_on: Sequence[str] = (),
+          primary_workload: str | None = None) -> Verdict:
+    """`decide` on the launch-aware comparisons, with the noise used and the common
+    effects recorded on the verdict."""
+    effects = []
+    comparisons = []
+    if failure is None and samples:
+        a = analyze(samples, spec, noise)
+        if a is not None:
+            comparisons, effects = a.comparisons, a.effects
+        else:
+            comparisons = compare_levels(list(samples), spec)
+    v = decide(comparisons, spec, failure=failure, confounded_by=confounded_by, correctness=correctness,
+               revisit_on=revisit_on, primary_workload=primary_workload)
+    v.effects = effects
+    v.noise = noise_phrase(noise, effects)
+    return v
+
+
+def noise_phrase(noise: NodeNoise | None, effects: Sequence[object] = ()) -> str:
+    out = noise.describe() if noise is not None else "node noise unknown (no noise model)"
+    noisy = [e.workload for e in effects if getattr(e, "prior_overruled", False)]  # type: ignore[attr-defined]
+    if noisy:
+        out += f"; the candidate was much noisier than the node on {', '.join(noisy)}: its own spread was used"
+    return out
+
+
+def _decisive(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise | None, **kw: object) -> bool:
+    a = analyze(samples, spec, noise, **kw)  # type: ignore[arg-type]
+    if a is None:
+        return False
+    return decide(a.comparisons, spec).kind in ("win", "dead_end")
+
+
+def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_done: int, *,
+                   confounded: bool, noise: NodeNoise | None) -> RoundDecision:
+    """Another interleaved round? (module doc)"""
+    n_min, n_max = spec.repeats.min, spec.repeats.max
+    if confounded:
+        return RoundDecision(more=rounds_done < n_min,
+                             why=f"confounded: stopped at repeats.min={n_min}, no number of rounds makes it a result")
+    if spec.policy == "fixed":
+        return RoundDecision(more=rounds_done < n_min, why=f"fixed policy: {n_min} rounds")
+    if rounds_done < n_min:
+        return RoundDecision(more=True, why=f"below repeats.min={n_min}")
+    a = analyze(samples, spec, noise)
+    if a is None:
+        return RoundDecision(more=rounds_done < n_max, why="no launch-level analysis possible: up to repeats.max")
+    now = decide(a.comparisons, spec).kind
+    if now in ("win", "dead_end"):
+        return RoundDecision(more=False, why=f"decisive after {rounds_done} round{'s' if rounds_done > 1 else ''}")
+    if rounds_done >= n_max:
+        return RoundDecision(more=False, why=f"repeats.max={n_max} reached without a decisive verdict")
+    homog = {e.workload: e.common for e in a.effects}
+    for shift in (0.0, PROJECTION_SHIFT_SE, -PROJECTION_SHIFT_SE):
+        if _decisive(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog):
+            return RoundDecision(more=True, why=f"round {rounds_done + 1}: a verdict is within reach by round {n_max}")
+    return RoundDecision(more=False, why=f"stopped after {rounds_done} of {n_max} rounds: even {n_max} rounds "
+                                         f"would not decide (the effect is too close to the band or inside it)")
