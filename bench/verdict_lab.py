@@ -149,6 +149,7 @@ def _job(args: tuple[str, int, int, str, str, str, float | None]) -> dict:
         c = cases[i]
         strength = max(abs(d) for d in c.effects.values()) / spec.min_effect_pct
         rows.append({"structure": structure, "policy": policy, "offset_pct": st.offset_pct, "case": c.kind,
+                     "campaign": index, "index": i,
                      "truth": true_kind(c, pb.verdict), "kind": kind, "rounds": rounds, "strength": strength})
     return {"rows": rows}
 

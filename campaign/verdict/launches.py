@@ -9,7 +9,8 @@ ratio rho = (own ratio SS + k) / (own df + k) that scales the prior, with k = th
 prior's df for the baseline (it is the node's config: full weight) and
 `CANDIDATE_PRIOR_DF` for the candidate (another config may be noisier).  When a side's
 own spread is far above the prior (F test, p < `OVERRULE_P`: a slow launch, a noisy
-candidate) the prior is dropped for that side: its own spread alone, with its own df.
+candidate) the prior's weight is dropped for that side (k = 0): the node's shape of the
+noise scaled by the side's own ratio, with the side's own df.
 
 Per workload:
 * the common effect is the difference of the sides' grand means, variance
@@ -19,8 +20,9 @@ Per workload:
   its own interval (variance (A/L + E (L-1)/L) / R per side), else every level carries
   the common effect and its interval;
 * df by Welch-Satterthwaite over the components.
-Bonferroni over the tests that can declare a winner (one per homogeneous workload, one
-per level elsewhere).  The no-loss bound of every level (the intersection-union half
+Bonferroni over the tests that can declare a winner: one per homogeneous workload, and
+elsewhere the effective number of the levels' tests (Cheverud-Nyholt: levels sharing a
+launch offset are correlated, so 8 levels are not 8 independent tests).  The no-loss bound of every level (the intersection-union half
 of a WIN) is always the level's own one-sided bound at the playbook's confidence.
 """
 
@@ -39,7 +41,8 @@ from campaign.verdict.noise import (
     Component,
     NodeNoise,
     WorkloadNoise,
-    decompose,
+    decompose_cols,
+    level_jitter,
     log_table,
 )
 from campaign.verdict.stats import mean, quantile
@@ -59,6 +62,7 @@ class _Side:
     logs: list[list[float]]
     rows: Component
     res: Component
+    cols: list[float]
 
     @property
     def r(self) -> int:
@@ -77,13 +81,20 @@ class _Side:
 
 @dataclass
 class _Var:
-    a: float  # rows mean square: L s_o^2 + s_e^2
-    e: float  # residual mean square: s_e^2 (0 for one level)
+    a: float  # rows mean square: L s_o^2 + mean s_e^2
+    e: float  # residual mean square: mean s_e^2 (0 for one level)
     df: float
     own: bool  # the prior was overruled (or absent)
+    e_cols: list[float]  # each level's jitter variance s_e,l^2
 
-    def level(self, width: int) -> float:
-        return self.a / width + self.e * (width - 1) / width
+    def offset(self, width: int) -> float:
+        return max(0.0, (self.a - self.e) / width)
+
+    def level(self, width: int, j: int | None = None) -> float:
+        """One launch's variance at level j (offset + that level's jitter); j None: the mean level."""
+        if width == 1:
+            return self.a
+        return self.offset(width) + (self.e if j is None else self.e_cols[j])
 
 
 @dataclass
@@ -96,31 +107,58 @@ def _side(rows: list[list[float]]) -> _Side | None:
     logs = log_table(rows)
     if logs is None or not logs:
         return None
-    r, e = decompose(logs)
-    return _Side(logs, r, e)
+    r, e, cols = decompose_cols(logs)
+    return _Side(logs, r, e, cols)
 
 
-def _variance(own: _Side, prior: WorkloadNoise | None, k_max: float | None, rounds: int) -> _Var | None:
+@dataclass
+class _Ratio:
+    """A side's own sums of squares over the node's mean squares, for one workload."""
+
+    ss: float
+    now_df: int
+    prior_df: int
+    proj_df: int  # own df with `rounds` launches
+
+
+def _ratio(own: _Side, prior: WorkloadNoise | None, rounds: int) -> _Ratio | None:
+    width = own.width
+    if prior is None or not prior.usable or prior.levels != width or not prior.rows.ms:
+        return None
+    pa, pe = prior.rows.ms, prior.res.ms
+    use_res = pe is not None and pe > 0 and own.res.df > 0
+    return _Ratio(ss=own.rows.ss / pa + (own.res.ss / pe if use_res else 0.0),  # type: ignore[operator]
+                  now_df=own.rows.df + (own.res.df if use_res else 0),
+                  prior_df=prior.rows.df + (prior.res.df if use_res else 0),
+                  proj_df=(rounds - 1) + ((rounds - 1) * (width - 1) if use_res else 0))
+
+
+def _scale(ratios: Sequence[_Ratio], k_max: float | None) -> tuple[float, float, bool]:
+    """(rho, k, overruled) for one side, pooled over its workloads: a config's launches
+    are noisier or not on every workload they run."""
+    ss, now = math.fsum(r.ss for r in ratios), sum(r.now_df for r in ratios)
+    prior = max(r.prior_df for r in ratios)
+    overruled = now > 0 and _scipy_stats.f.sf(ss / now, now, prior) < OVERRULE_P
+    k = 0.0 if overruled else float(prior if k_max is None else min(k_max, prior))
+    return (ss + k) / (now + k) if now + k > 0 else 1.0, k, overruled
+
+
+def _variance(own: _Side, prior: WorkloadNoise | None, scale: tuple[float, float, bool] | None,
+              rounds: int) -> _Var | None:
     """The side's components (module doc), with df as if it had `rounds` launches."""
     width = own.width
-    own_df_rows, own_df_res = rounds - 1, (rounds - 1) * (width - 1)
-    if prior is not None and prior.usable and prior.levels == width:
-        pa, pe = prior.rows.ms, prior.res.ms
-        assert pa is not None
-        use_res = pe is not None and pe > 0 and own.res.df > 0
-        ratio_ss = own.rows.ss / pa + (own.res.ss / pe if use_res else 0.0)  # type: ignore[operator]
-        now_df = own.rows.df + (own.res.df if use_res else 0)
-        prior_df = prior.rows.df + (prior.res.df if use_res else 0)
-        if pa > 0 and (now_df == 0 or _scipy_stats.f.sf(ratio_ss / now_df, now_df, prior_df) >= OVERRULE_P):
-            k = prior_df if k_max is None else min(k_max, prior_df)
-            rho = (ratio_ss + k) / (now_df + k)
-            proj_df = own_df_rows + (own_df_res if use_res else 0)
-            return _Var(a=rho * pa, e=rho * (pe or 0.0), df=proj_df + k, own=False)
+    r = _ratio(own, prior, rounds)
+    if r is not None and scale is not None and prior is not None:
+        rho, k, overruled = scale
+        pa, pe = prior.rows.ms or 0.0, prior.res.ms or 0.0
+        return _Var(a=rho * pa, e=rho * pe, df=r.proj_df + min(k, r.prior_df), own=overruled,
+                    e_cols=[rho * x for x in prior.jitter()])
     if own.rows.df == 0:
         return None
     a = own.rows.ss / own.rows.df
     e = own.res.ss / own.res.df if own.res.df > 0 else 0.0
-    return _Var(a=a, e=e, df=float(own_df_rows), own=True)
+    e_cols = level_jitter(own.cols, own.res.df) if own.res.df > 0 else [0.0] * width
+    return _Var(a=a, e=e, df=float(rounds - 1), own=True, e_cols=e_cols)
 
 
 def _satterthwaite(terms: Sequence[tuple[float, float]]) -> float:
@@ -151,44 +189,99 @@ class _Workload:
         tb, tc = self.vb.a / (self.rb * width), self.vc.a / (self.rc * width)
         return self.c.grand() - self.b.grand(), math.sqrt(tb + tc), _satterthwaite([(tb, self.vb.df), (tc, self.vc.df)])
 
+    def effective_tests(self) -> float:
+        width = self.b.width
+        offset = self.vb.offset(width) / self.rb + self.vc.offset(width) / self.rc
+        return _effective_tests(offset, [self.vb.level(width, j) / self.rb + self.vc.level(width, j) / self.rc
+                                         for j in range(width)])
+
     def level(self, j: int) -> tuple[float, float, float]:
         width = self.b.width
-        tb, tc = self.vb.level(width) / self.rb, self.vc.level(width) / self.rc
+        tb, tc = self.vb.level(width, j) / self.rb, self.vc.level(width, j) / self.rc
         return self.c.col(j) - self.b.col(j), math.sqrt(tb + tc), _satterthwaite([(tb, self.vb.df), (tc, self.vc.df)])
 
 
+#: Pocock's nominal level per look for an overall 0.05 over K equally spaced looks.
+_POCOCK_05 = {1: 0.05, 2: 0.0294, 3: 0.0221, 4: 0.0182, 5: 0.0158, 6: 0.0142, 7: 0.0130, 8: 0.0120}
+
+
+def look_alpha(spec: VerdictSpec) -> float:
+    """The family error rate each look may spend: the adaptive policy looks after every
+    round from repeats.min to repeats.max and stops at the first decisive one, so each
+    look uses Pocock's nominal level (scaled to the playbook's 1 - confidence); the
+    fixed policy looks once."""
+    alpha = 1.0 - spec.confidence
+    looks = 1 if spec.policy == "fixed" else spec.repeats.max - spec.repeats.min + 1
+    return alpha * _POCOCK_05.get(looks, 0.0120 * 8 / looks) / 0.05
+
+
+def _effective_tests(offset: float, level_vars: Sequence[float]) -> float:
+    """Cheverud-Nyholt: levels that share a launch offset are correlated tests,
+    M_eff = 1 + (L - 1)(1 - mean pairwise correlation^2)."""
+    width = len(level_vars)
+    if width < 2:
+        return 1.0
+    cors = [offset / math.sqrt(level_vars[i] * level_vars[j]) for i in range(width) for j in range(i + 1, width)
+            if level_vars[i] > 0 and level_vars[j] > 0]
+    rho = min(1.0, math.fsum(cors) / len(cors)) if cors else 0.0
+    return 1.0 + (width - 1) * (1.0 - rho * rho)
+
+
 def _heterogeneity(b: _Side, c: _Side, vb: _Var, vc: _Var) -> float | None:
+    """p-value of "the levels' effects differ": Cochran's Q over the level-by-side
+    contrasts, each weighted by its own jitter (the launch offsets cancel in them)."""
     width = b.width
     if width < 2:
         return None
-    jitter = vb.e / b.r + vc.e / c.r
+    v = [vb.e_cols[j] / b.r + vc.e_cols[j] / c.r for j in range(width)]
+    if any(x <= 0 for x in v):
+        return 1.0
+    w = [1.0 / x for x in v]
     d = [c.col(j) - b.col(j) for j in range(width)]
-    dm = math.fsum(d) / width
-    q = math.fsum((x - dm) ** 2 for x in d)
-    if jitter <= 0:
-        return 0.0 if q > 0 else 1.0
+    dm = math.fsum(wi * di for wi, di in zip(w, d)) / math.fsum(w)
+    q = math.fsum(wi * (di - dm) ** 2 for wi, di in zip(w, d))
     df2 = _satterthwaite([(vb.e / b.r, vb.df), (vc.e / c.r, vc.df)])
-    return float(_scipy_stats.f.sf(q / (width - 1) / jitter, width - 1, min(df2, 1e6)))
+    return float(_scipy_stats.f.sf(q / (width - 1), width - 1, min(df2, 1e6)))
 
 
-def _prepare(name: str, samples: list[LevelSamples], metric: str, prior: WorkloadNoise | None,
-             project_to: int | None) -> _Workload | None:
+def _sides(name: str, samples: list[LevelSamples], metric: str) -> tuple[_Side, _Side, int, int] | None:
     rb = min(len(s.baseline) for s in samples)
     rc = min(len(s.candidate) for s in samples)
     if rb < 1 or rc < 1:
         return None
     b = _side([[float(getattr(s.baseline[i], metric)) for s in samples] for i in range(rb)])
     c = _side([[float(getattr(s.candidate[i], metric)) for s in samples] for i in range(rc)])
-    if b is None or c is None:
-        return None
-    pb_, pc_ = (max(project_to, rb), max(project_to, rc)) if project_to else (rb, rc)
-    vb = _variance(b, prior, None, pb_)
-    vc = _variance(c, prior, CANDIDATE_PRIOR_DF, pc_)
-    if vb is None and vc is None:
-        return None
-    vb = vb or _Var(vc.a, vc.e, vc.df, True)  # type: ignore[union-attr]
-    vc = vc or _Var(vb.a, vb.e, vb.df, True)
-    return _Workload(name, samples, b, c, vb, vc, pb_, pc_, _heterogeneity(b, c, vb, vc))
+    return None if b is None or c is None else (b, c, rb, rc)
+
+
+def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeNoise | None,
+                 project_to: int | None) -> list[_Workload] | None:
+    """Every workload's sides and variances; None when one cannot be analysed."""
+    sides = {}
+    for name, ss in by_wl.items():
+        got = _sides(name, ss, metric)
+        if got is None:
+            return None
+        sides[name] = got
+    prior = {name: noise.get(name) if noise else None for name in sides}
+    rounds = {name: ((max(project_to, rb), max(project_to, rc)) if project_to else (rb, rc))
+              for name, (_, _, rb, rc) in sides.items()}
+    scales = []
+    for side, k_max in ((0, None), (1, float(CANDIDATE_PRIOR_DF))):
+        ratios = [r for name, sd in sides.items()
+                  if (r := _ratio(sd[side], prior[name], rounds[name][side])) is not None]
+        scales.append(_scale(ratios, k_max) if ratios else None)
+    out = []
+    for name, (b, c, _, _) in sides.items():
+        pb_, pc_ = rounds[name]
+        vb = _variance(b, prior[name], scales[0], pb_)
+        vc = _variance(c, prior[name], scales[1], pc_)
+        if vb is None and vc is None:
+            return None
+        vb = vb or _Var(vc.a, vc.e, vc.df, True, vc.e_cols)  # type: ignore[union-attr]
+        vc = vc or _Var(vb.a, vb.e, vb.df, True, vb.e_cols)
+        out.append(_Workload(name, by_wl[name], b, c, vb, vc, pb_, pc_, _heterogeneity(b, c, vb, vc)))
+    return out
 
 
 def _meets(results: Sequence[LevelResult], spec: VerdictSpec) -> bool | None:
@@ -216,22 +309,22 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
     by_wl: dict[str, list[LevelSamples]] = {}
     for s in samples:
         by_wl.setdefault(s.workload, []).append(s)
-    works: list[_Workload] = []
-    for name, ss in by_wl.items():
-        ss = sorted(ss, key=lambda s: s.concurrency)
-        w = _prepare(name, ss, spec.metric, noise.get(name) if noise else None, project_to)
-        if w is None:
-            return None
-        if homogeneous is not None and name in homogeneous:
-            w.p_differ = None if homogeneous[name] else 0.0
-        works.append(w)
-    tests = sum(1 if w.homogeneous else w.b.width for w in works)
-    conf = 1.0 - (1.0 - spec.confidence) / max(1, tests)
+    by_wl = {name: sorted(ss, key=lambda s: s.concurrency) for name, ss in by_wl.items()}
+    works = _prepare_all(by_wl, spec.metric, noise, project_to)
+    if works is None:
+        return None
+    for w in works:
+        if homogeneous is not None and w.name in homogeneous:
+            w.p_differ = None if homogeneous[w.name] else 0.0
+    tests = sum(1.0 if w.homogeneous else w.effective_tests() for w in works)
+    conf = 1.0 - look_alpha(spec) / max(1.0, tests)
     one_sided = max(0.5, 1.0 - 2.0 * (1.0 - spec.confidence))
-    now_se = {}
+    now_se: dict[str, float] = {}
+    level_se: dict[tuple[str, int], float] = {}
     if shift_se and project_to:
-        base = analyze(samples, spec, noise, homogeneous={w.name: w.homogeneous for w in works})
-        now_se = {(e.workload): e.se_log for e in (base.effects if base else [])}
+        today = _prepare_all(by_wl, spec.metric, noise, None) or []
+        now_se = {t.name: t.common()[1] for t in today}
+        level_se = {(t.name, s.concurrency): t.level(j)[1] for t in today for j, s in enumerate(t.samples)}
     comparisons, effects = [], []
     m = spec.min_effect_pct
     for w in works:
@@ -248,7 +341,7 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
         ))
         for j, s in enumerate(w.samples):
             lc, lse, ldf = w.level(j)
-            lc += shift
+            lc += shift_se * level_se.get((w.name, s.concurrency), lse) if not w.homogeneous else shift
             bound = lc - quantile(one_sided, ldf) * lse
             if w.homogeneous:
                 d, lo, hi, used_df = centre, centre - half, centre + half, df

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pydantic import BaseModel, Field
 from scipy import stats as _scipy_stats
 
-__all__ = ["Component", "NodeNoise", "WorkloadNoise", "decompose", "estimate", "log_table"]
+__all__ = ["Component", "NodeNoise", "WorkloadNoise", "decompose", "decompose_cols", "estimate", "log_table"]
 
 #: a table is an outlier of the node's history below this p-value (its launches
 #: disagree far more than every other table's).
@@ -56,12 +56,21 @@ class Component(BaseModel):
 
 
 class WorkloadNoise(BaseModel):
-    """One workload's variance components on this node (see the module doc)."""
+    """One workload's variance components on this node (see the module doc).  `cols`:
+    the residual sum of squares of each level, so a level with one request (a noisy
+    figure) keeps its own jitter instead of the workload's average."""
 
     levels: int
     rows: Component = Field(default_factory=Component)
     res: Component = Field(default_factory=Component)
+    cols: list[float] = Field(default_factory=list)
     launches: int = 0
+
+    def jitter(self) -> list[float]:
+        """Each level's jitter variance s_e,l^2 (their mean is the residual mean square)."""
+        if self.res.df == 0 or not self.cols:
+            return [0.0] * self.levels
+        return level_jitter(self.cols, self.res.df)
 
     @property
     def usable(self) -> bool:
@@ -106,6 +115,23 @@ class NodeNoise(BaseModel):
                       if self.left_out else "")
 
 
+def level_jitter(cols: Sequence[float], res_df: int) -> list[float]:
+    """Each level's jitter variance from its residual sum of squares.  A level's residual
+    also carries the other levels' jitter through the launch mean:
+    E[SS_l] / (R - 1) = s_l^2 (1 - 2/L) + sum(s^2) / L^2, solved for s_l^2 (L > 2);
+    floored at 5% of the mean so no level looks noise-free."""
+    width = len(cols)
+    if res_df <= 0:
+        return [0.0] * width
+    per = [c / (res_df / (width - 1)) for c in cols]  # E[SS_l] / (R - 1), summed over tables
+    if width <= 2:
+        return [x * width / (width - 1) for x in per]
+    total = math.fsum(per) * width / (width - 1)
+    out = [(x - total / width**2) / (1 - 2 / width) for x in per]
+    floor = 0.05 * total / width
+    return [max(floor, x) for x in out]
+
+
 def log_table(rows: Sequence[Sequence[float]]) -> list[list[float]] | None:
     """Log values of a table of positive figures; None when one is not positive."""
     if any(x <= 0 or not math.isfinite(x) for r in rows for x in r):
@@ -115,9 +141,15 @@ def log_table(rows: Sequence[Sequence[float]]) -> list[list[float]] | None:
 
 def decompose(table: Table) -> tuple[Component, Component]:
     """(rows, residual) components of one R x L table of log values."""
+    rows, res, _ = decompose_cols(table)
+    return rows, res
+
+
+def decompose_cols(table: Table) -> tuple[Component, Component, list[float]]:
+    """`decompose`, and the residual sum of squares of each level."""
     r = len(table)
     if r < 2:
-        return Component(), Component()
+        return Component(), Component(), [0.0] * (len(table[0]) if table else 0)
     width = len(table[0])
     if width == 0 or any(len(row) != width for row in table):
         raise ValueError("a noise table needs the same levels in every launch")
@@ -125,9 +157,9 @@ def decompose(table: Table) -> tuple[Component, Component]:
     col_means = [math.fsum(row[j] for row in table) / r for j in range(width)]
     grand = math.fsum(row_means) / r
     rows_ss = width * math.fsum((m - grand) ** 2 for m in row_means)
-    res_ss = math.fsum((table[i][j] - row_means[i] - col_means[j] + grand) ** 2
-                       for i in range(r) for j in range(width))
-    return Component(ss=rows_ss, df=r - 1), Component(ss=res_ss, df=(r - 1) * (width - 1))
+    cols = [math.fsum((table[i][j] - row_means[i] - col_means[j] + grand) ** 2 for i in range(r))
+            for j in range(width)]
+    return Component(ss=rows_ss, df=r - 1), Component(ss=math.fsum(cols), df=(r - 1) * (width - 1)), cols
 
 
 def _outlier(rows: Component, pool: Component) -> bool:
@@ -140,7 +172,7 @@ def estimate(groups: Iterable[Mapping[str, Table]]) -> NodeNoise:
     """Pool the tables of every group (one experiment's launches of one config: a dict
     workload -> R x L table of log values).  A workload keeps the level count it was
     first seen with; a table with another count (a changed workload) is skipped."""
-    parts: dict[str, list[tuple[int, Component, Component]]] = {}
+    parts: dict[str, list[tuple[int, Component, Component, list[float]]]] = {}
     levels: dict[str, int] = {}
     for group in groups:
         for name, table in group.items():
@@ -149,21 +181,22 @@ def estimate(groups: Iterable[Mapping[str, Table]]) -> NodeNoise:
             width = levels.setdefault(name, len(table[0]))
             if len(table[0]) != width:
                 continue
-            rows, res = decompose(table)
-            parts.setdefault(name, []).append((len(table), rows, res))
+            parts.setdefault(name, []).append((len(table), *decompose_cols(table)))
     out = NodeNoise()
     launches, left_out = 0, 0
     for name, items in parts.items():
         w = WorkloadNoise(levels=levels[name])
         total_rows = Component()
-        for _, rows, _ in items:
+        for _, rows, _, _ in items:
             total_rows = total_rows.plus(rows)
-        for n, rows, res in items:
+        w.cols = [0.0] * w.levels
+        for n, rows, res, cols in items:
             others = Component(ss=total_rows.ss - rows.ss, df=total_rows.df - rows.df)
             if len(items) > 2 and _outlier(rows, others):
                 left_out += 1
                 continue
             w.rows, w.res, w.launches = w.rows.plus(rows), w.res.plus(res), w.launches + n
+            w.cols = [a + b for a, b in zip(w.cols, cols)]
         out.workloads[name] = w
         launches = max(launches, w.launches)
     out.launches, out.tables = launches, sum(len(v) for v in parts.values()) // max(1, len(parts))
