@@ -136,6 +136,16 @@ def run_graph(node: LabNode, spec: VerdictSpec, pb: Playbook, n_cases: int) -> l
     return out
 
 
+def case_strength(c: Case) -> float:
+    """The size of the effect that decides the truth: the largest |effect|, and for a
+    regime split the smaller of its win and its loss (both must be shown)."""
+    ups = [d for d in c.effects.values() if d > 0]
+    downs = [-d for d in c.effects.values() if d < 0]
+    if c.kind == "split" and ups and downs:
+        return min(max(ups), max(downs))
+    return max([abs(d) for d in c.effects.values()] or [0.0])
+
+
 def _job(args: tuple[str, int, int, str, str, str, float | None]) -> dict:
     structure, index, n_cases, policy, driver, playbook, offset = args
     pb = load_playbook(playbook)
@@ -147,7 +157,7 @@ def _job(args: tuple[str, int, int, str, str, str, float | None]) -> dict:
     rows = []
     for i, kind, rounds in results:
         c = cases[i]
-        strength = max(abs(d) for d in c.effects.values()) / spec.min_effect_pct
+        strength = case_strength(c) / spec.min_effect_pct
         rows.append({"structure": structure, "policy": policy, "offset_pct": st.offset_pct, "case": c.kind,
                      "campaign": index, "index": i,
                      "truth": true_kind(c, pb.verdict), "kind": kind, "rounds": rounds, "strength": strength})

@@ -30,7 +30,7 @@ from campaign.verdict.rule import compare_levels, decide
 __all__ = ["RoundDecision", "judge", "noise_phrase", "round_decision"]
 
 #: how far (in today's standard errors) the projection moves the centre.
-PROJECTION_SHIFT_SE = 1.0
+PROJECTION_SHIFT_SE = 1.5
 
 
 class RoundDecision(BaseModel):
