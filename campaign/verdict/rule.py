@@ -1,12 +1,18 @@
 """The verdict: a pure function of measurements and the playbook's verdict policy.
 
+The graph builds the per-level comparisons on the node's noise model with launches as
+the unit (`campaign.verdict.launches`, driven by `campaign.verdict.judge`); the per-level
+intervals below (`compare_levels`, `relative_effect`) remain the fallback for samples
+that model cannot take (a zero figure, a single launch without a prior).  `decide` and
+the level rule are shared by both.
+
 Level rule (min effect m, interval [lo, hi] of delta% at the per-level confidence):
 * candidate when the whole interval lies above +m (lo > m); baseline when it lies below
   -m (hi < -m); tie otherwise: inside [-m, +m] (no effect worth having) or straddling a
   band edge (not shown either way).  The looser "side of the point estimate when the
   interval excludes 0" was rejected: on null effects it gave false wins and dead ends
-  (bench/verdict_efficiency.py: 3-5 in 80 null experiments; the margin rule: none,
-  with no true effect missed).
+  (3-5 false wins and dead ends in 80 null experiments; the margin rule: none, with no
+  true effect missed; `bench/verdict_lab.py` measures it now).
 Latency limit: where exactly one side meets it (mean over repeats of the chosen latency
 statistic <= max_ms), that side wins the level whatever the throughput; where neither
 meets it the throughput rule stands.
