@@ -37,6 +37,8 @@ __all__ = ["Component", "NodeNoise", "WorkloadNoise", "decompose", "decompose_co
 #: a table is an outlier of the node's history below this p-value (its launches
 #: disagree far more than every other table's).
 OUTLIER_P = 0.001
+#: weight (df) of the workload's mean jitter in each level's jitter estimate.
+JITTER_SHRINK_DF = 8
 
 Table = Sequence[Sequence[float]]  # rows = launches, columns = levels (log values)
 
@@ -119,7 +121,9 @@ def level_jitter(cols: Sequence[float], res_df: int) -> list[float]:
     """Each level's jitter variance from its residual sum of squares.  A level's residual
     also carries the other levels' jitter through the launch mean:
     E[SS_l] / (R - 1) = s_l^2 (1 - 2/L) + sum(s^2) / L^2, solved for s_l^2 (L > 2);
-    floored at 5% of the mean so no level looks noise-free."""
+    floored at 5% of the mean so no level looks noise-free, and shrunk toward the mean
+    with `JITTER_SHRINK_DF` (a level has under one df per group of launches: from a
+    few launches its own estimate is mostly noise, from many it stands)."""
     width = len(cols)
     if res_df <= 0:
         return [0.0] * width
@@ -129,7 +133,9 @@ def level_jitter(cols: Sequence[float], res_df: int) -> list[float]:
     total = math.fsum(per) * width / (width - 1)
     out = [(x - total / width**2) / (1 - 2 / width) for x in per]
     floor = 0.05 * total / width
-    return [max(floor, x) for x in out]
+    mean_e = total / width
+    df_level = res_df / width  # each level's share of the residual df
+    return [(df_level * max(floor, x) + JITTER_SHRINK_DF * mean_e) / (df_level + JITTER_SHRINK_DF) for x in out]
 
 
 def log_table(rows: Sequence[Sequence[float]]) -> list[list[float]] | None:
