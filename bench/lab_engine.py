@@ -22,7 +22,13 @@ import random
 from dataclasses import dataclass, field
 
 from campaign.domain.measurement import Measurement
-from campaign.domain.models import EffectiveConfig, Fingerprint, LevelResult, SweepResult, WorkloadSpec
+from campaign.domain.models import (
+    EffectiveConfig,
+    Fingerprint,
+    LevelResult,
+    SweepResult,
+    WorkloadSpec,
+)
 from campaign.domain.records import LevelComparison
 from campaign.playbook.schema import VerdictSpec
 from campaign.verdict.rule import decide, level_winner

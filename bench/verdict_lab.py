@@ -36,14 +36,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.lab_engine import CASE_FLAG, STRUCTURES, Case, LabNode, Structure, draw_case, true_kind  # noqa: E402
-from campaign.domain.models import LevelResult, WorkloadSpec  # noqa: E402
-from campaign.domain.records import LevelSamples  # noqa: E402
-from campaign.loop.experiment import workloads_of  # noqa: E402
-from campaign.playbook.load import load_playbook  # noqa: E402
-from campaign.playbook.schema import Playbook, VerdictSpec  # noqa: E402
-from campaign.verdict.judge import judge, round_decision  # noqa: E402
-from campaign.verdict.noise import estimate, log_table  # noqa: E402
+from bench.lab_engine import (
+    CASE_FLAG,
+    STRUCTURES,
+    Case,
+    LabNode,
+    Structure,
+    draw_case,
+    true_kind,
+)
+from campaign.domain.models import LevelResult, WorkloadSpec
+from campaign.domain.records import LevelSamples
+from campaign.loop.experiment import workloads_of
+from campaign.playbook.load import load_playbook
+from campaign.playbook.schema import Playbook, VerdictSpec
+from campaign.verdict.judge import judge, round_decision
+from campaign.verdict.noise import estimate, log_table
 
 PLAYBOOK = ROOT / "playbooks" / "eagle_verify.yaml"
 Result = tuple[int, str, int]  # case index, verdict kind, rounds
@@ -187,20 +195,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--offset-pct", type=float, help="fix the per-launch offset (default: 0.5-3%% per node)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", help="write every experiment's row here")
+    ap.add_argument("--from-json", help="score the rows of an earlier run instead of running")
     args = ap.parse_args(argv)
 
     structures, pols = args.structures.split(","), args.policies.split(",")
     jobs = [(s, i, args.cases, p, args.driver, args.playbook, args.offset_pct)
             for s in structures for i in range(args.campaigns) for p in pols]
     t0 = time.time()
-    with Pool(args.workers) as pool:
-        rows = [r for out in pool.imap_unordered(_job, jobs, chunksize=4) for r in out["rows"]]
-    took = time.time() - t0
+    if args.from_json:
+        rows = json.loads(Path(args.from_json).read_text())["rows"]
+    else:
+        with Pool(args.workers) as pool:
+            rows = [r for out in pool.imap_unordered(_job, jobs, chunksize=4) for r in out["rows"]]
+    took = max(time.time() - t0, 1e-9)
     print(f"verdict lab: {len(rows)} experiments in {took:.0f} s ({len(rows) / took * 60:.0f}/min, driver {args.driver}, "
           f"{args.workers} workers); {args.campaigns} nodes x {args.cases} cases per structure and policy")
-    head = f"{'structure':16} {'policy':9} {'n':>6} {'wrong':>6} {'wrong<=2%':>9} {'missed':>12} " \
-           f"{'missed>=2x@<=1.5%':>18} {'rounds':>7} {'vs fixed-6':>10}"
-    print(head)
+    print("| structure | policy | experiments | wrong | wrong at offset <= 2% | missed / decisive | "
+          "missed, effect >= 2x at offset <= 1.5% | rounds | vs fixed-6 |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     ok = True
     for s in structures:
         fixed6 = score(r for r in rows if r["structure"] == s and r["policy"] == "fixed-6")["rounds"] or 6.0
@@ -208,8 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             sc = score(r for r in rows if r["structure"] == s and r["policy"] == p)
             ms = f"{sc['missed']}/{sc['decisive']}"
             mst = f"{sc['missed_strong']}/{sc['strong']} ({sc['missed_strong'] / max(1, sc['strong']):.1%})"
-            print(f"{s:16} {p:9} {sc['n']:6d} {sc['wrong']:6d} {sc['wrong_le2']:9d} {ms:>12} {mst:>18} "
-                  f"{sc['rounds']:7.2f} {sc['rounds'] / fixed6:10.2f}")
+            print(f"| {s} | {p} | {sc['n']} | {sc['wrong']} ({sc['wrong'] / max(1, sc['n']):.2%}) | {sc['wrong_le2']} "
+                  f"| {ms} | {mst} | {sc['rounds']:.2f} | {sc['rounds'] / fixed6:.2f} |")
             if p == "adaptive":
                 f3 = score(r for r in rows if r["structure"] == s and r["policy"] == "fixed-3")
                 ok &= sc["wrong"] <= 0.005 * sc["n"] and sc["wrong_le2"] == 0

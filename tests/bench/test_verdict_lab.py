@@ -5,7 +5,14 @@ no verdict of a small lab run is wrong."""
 from __future__ import annotations
 
 from bench.lab_engine import LabNode, true_kind
-from bench.verdict_lab import PLAYBOOK, campaign_setup, policies, run_direct, run_graph, score
+from bench.verdict_lab import (
+    PLAYBOOK,
+    campaign_setup,
+    policies,
+    run_direct,
+    run_graph,
+    score,
+)
 from campaign.loop.experiment import workloads_of
 from campaign.playbook.load import load_playbook
 

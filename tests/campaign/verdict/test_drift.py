@@ -71,7 +71,7 @@ def test_launches_within_the_node_noise_are_not_drift(tmp_path):
 
 
 def test_another_node_or_environment_starts_its_own_estimate(tmp_path):
-    store, cid, base = _campaign(tmp_path, random.Random(3))
+    store, cid, _ = _campaign(tmp_path, random.Random(3))
     same = node_noise(store, cid, "n", None, "output_tokens_per_s")
     assert same.launches == 2 + 6 * 2 and same.get("w") is not None
     assert "from 14 launches" in same.describe()
