@@ -20,10 +20,14 @@ Per workload:
   its own interval (variance (A/L + E (L-1)/L) / R per side), else every level carries
   the common effect and its interval;
 * df by Welch-Satterthwaite over the components.
+The no-loss bound of every level (the intersection-union half of a WIN) is the level's
+one-sided bound at the playbook's confidence: its own where the levels differ, the
+common effect's where they do not (the model's effect at every level is then the
+common one; a level losing on its own is what the heterogeneity test looks for).
 Bonferroni over the tests that can declare a winner: one per homogeneous workload, and
 elsewhere the effective number of the levels' tests (Cheverud-Nyholt: levels sharing a
-launch offset are correlated, so 8 levels are not 8 independent tests).  The no-loss bound of every level (the intersection-union half
-of a WIN) is always the level's own one-sided bound at the playbook's confidence.
+launch offset are correlated, so 8 levels are not 8 independent tests), at Pocock's
+per-look level when the policy looks after every round (`look_alpha`).
 """
 
 from __future__ import annotations
@@ -343,7 +347,8 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
             lc, lse, ldf = w.level(j)
             lc += shift_se * level_se.get((w.name, s.concurrency), lse) if not w.homogeneous else shift
             bound = lc - quantile(one_sided, ldf) * lse
-            if w.homogeneous:
+            if w.homogeneous:  # the model's effect at this level is the common one
+                bound = centre - quantile(one_sided, df) * se
                 d, lo, hi, used_df = centre, centre - half, centre + half, df
             else:
                 lhalf = quantile(conf, ldf) * lse
