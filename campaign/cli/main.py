@@ -194,10 +194,12 @@ def unlock(campaign_id: str, db: Optional[str] = DB_OPT) -> None:
 @app.command()
 def validate(playbook: str) -> None:
     """Check a playbook; one line per problem, exit 2 when there is any."""
+    from campaign.cli.wiring import check_adapters
     from campaign.playbook.load import load_playbook
 
     try:
         pb = load_playbook(playbook)
+        check_adapters(pb, playbook)
     except UserError as exc:
         _fail(exc)
     typer.echo(f"{playbook}: ok ({pb.name}: {len(pb.hypotheses)} hypotheses, {len(pb.workloads)} workloads, "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
-from campaign.cli.wiring import build_deps, reap_leftovers
+from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
 from campaign.loop.deps import Deps, EventFn
 from campaign.domain.errors import UserError
 from campaign.playbook.schema import HypothesisSpec, Playbook
@@ -104,6 +104,7 @@ def _drive(graph, payload: Any, cid: str, store: Any, on_stop: Any = None) -> Ru
 def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None = None,
                    new: bool = False) -> RunOutcome:
     pb = load_playbook(playbook_path)
+    check_adapters(pb, playbook_path)
     db_path = Path(db or pb.database)
     _check_journal_writable(pb, playbook_path)
     store = open_store(db_path)
@@ -146,6 +147,7 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
     store = open_store(db_path)
     row = store.get_campaign(cid)
     pb = load_playbook(playbook_path or row.playbook_path)
+    check_adapters(pb, playbook_path or row.playbook_path)
     merged = {**row.overrides, **(overrides or {})}
     pb = apply_overrides(pb, merged)  # validates every override
     added: list[dict] = []

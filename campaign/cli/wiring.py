@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from campaign.domain.errors import UserError
 from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.schema import Playbook
 from campaign.store.facade import Store
@@ -23,7 +24,15 @@ from tools.node_runtime import NodeRuntime
 from tools.server.ledger import ProcessLedger
 from tools.source.patches import PatchManager
 
-__all__ = ["build_deps", "ledger_path", "node_runtime_for", "reap_leftovers"]
+__all__ = ["build_deps", "check_adapters", "ledger_path", "node_runtime_for", "reap_leftovers"]
+
+
+def check_adapters(pb: Playbook, source: str) -> None:
+    """What only the adapters can check, before anything is recorded: the engine exists."""
+    try:
+        engine_profile(pb.server.engine)
+    except UserError as exc:
+        raise UserError(f"{source}: {exc}") from None
 
 
 def ledger_path(db_path: Path) -> Path:
@@ -38,7 +47,7 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
     if sim is not None and spec.remote:
         executor = WithProjectCode(executor, spec.workdir)  # the node runs the controller's code
     python = spec.node_python() or sys.executable
-    fmt: dict[str, Any] = {"python": python, "host": "0.0.0.0" if spec.remote else "127.0.0.1"}
+    fmt: dict[str, Any] = {"python": pb.server.python or python, "host": "0.0.0.0" if spec.remote else "127.0.0.1"}
     fingerprint_argv = None
     if sim is not None:
         fmt.update(profile=sim.profile, cuda=sim.cuda, seed=sim.seed, time_scale=sim.time_scale,
@@ -46,12 +55,12 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
         fingerprint_argv = [python, "-m", "tools.simnode", "fingerprint", "--profile", sim.profile,
                             "--cuda", sim.cuda]
     progress = (lambda kind, data: events(kind, {**data, "node": spec.name})) if events else None
-    profile = engine_profile(pb.server.engine)
+    profile = engine_profile(pb.server.engine)  # the one source of the engine's launch knowledge
     return NodeRuntime(
-        spec.name or getattr(spec, "host", "node"), executor, command=pb.server.command, model=pb.server.model,
-        health=pb.server.health, startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
+        spec.name or getattr(spec, "host", "node"), executor, profile=profile, command=pb.server.command,
+        model=pb.server.model, health=pb.server.health, startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
         workdir=str(spec.node_workdir() or workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
-        progress=progress, extra_rules=tuple(profile.triage_rules), sweep_on=spec.sweep_location(),
+        progress=progress, sweep_on=spec.sweep_location(),
     )
 
 

@@ -129,14 +129,19 @@ NODE_SPECS: dict[str, type[_NodeSpecBase]] = {
 
 # ------------------------------------------------------------------------- server
 class ServerSpec(_Strict):
-    """How to launch the engine.  `command` is a template: {python} {port} {model}
-    {host} {flags} are filled in; flags are rendered `--name value` (True -> `--name`)."""
+    """How to launch the engine.  The engine's profile (`tools/engines/`) knows its launch
+    command, environment defaults, health path and start-up time; set `command`,
+    `health` or `startup_timeout_s` only to override it.  `command` is a template:
+    {python} {port} {model} {host} {flags} are filled in; flags are rendered
+    `--name value` (True -> `--name`).  `python` is the engine's interpreter (say, its
+    own venv); default: the node's python."""
 
-    engine: Literal["simulated", "sglang", "vllm"] = "simulated"
-    command: str = "{python} -m tools.simnode --host {host} --port {port} {flags}"
+    engine: str = "simulated"  # a profile name in tools/engines (checked where adapters are picked)
+    command: str | None = None
+    python: str | None = None
     model: str = "simulated-glm"
-    health: str = "/health"
-    startup_timeout_s: float = Field(default=900, gt=0)
+    health: str | None = None
+    startup_timeout_s: float | None = Field(default=None, gt=0)
     allowed_flags: list[str] | None = None  # None: any flag; else hypotheses may only set these
 
 
@@ -207,7 +212,8 @@ class ReviewSpec(_Strict):
 
 class BudgetSpec(_Strict):
     max_experiments: int = Field(default=50, ge=1)
-    max_hours: float = Field(default=48, gt=0)
+    max_hours: float = Field(default=48, gt=0)  # node time; a Slurm queue wait is not node time
+    max_queue_hours: float | None = Field(default=None, gt=0)  # time waiting for an allocation
     stop_after_dead_ends: int | None = Field(default=None, ge=1)
     max_infra_retries: int = Field(default=2, ge=0)
 

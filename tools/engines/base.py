@@ -54,6 +54,8 @@ class EngineProfile(BaseModel):
     startup_timeout_s: float = 600.0
     triage_rules: tuple[TriageRule, ...] = ()
     metrics_parser: MetricsParser
+    #: the engine counts the bonus token in its accepted tokens (SGLang-style), else +1 (vLLM)
+    bonus_token_in_accepted: bool = False
 
     def env(self, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         """The engine's defaults, then the config's own values on top."""
@@ -74,6 +76,25 @@ class EngineProfile(BaseModel):
             health_path=self.health_path, startup_timeout_s=startup_timeout_s or self.startup_timeout_s,
             expect_model=model,
         )
+
+    def accept_length_between(self, before: EngineMetrics | None, after: EngineMetrics | None) -> float | None:
+        """Tokens emitted per verify step over a window (one workload), from the cumulative
+        draft and accepted-token counters read before and after it."""
+        if before is None or after is None or after.spec_drafts is None or after.spec_accepted_tokens is None:
+            return None
+        drafts = after.spec_drafts - (before.spec_drafts or 0.0)
+        accepted = after.spec_accepted_tokens - (before.spec_accepted_tokens or 0.0)
+        if drafts <= 0:
+            return None
+        return round(accepted / drafts + (0.0 if self.bonus_token_in_accepted else 1.0), 3)
+
+    def reported_config(self, metrics: EngineMetrics) -> EffectiveConfig | None:
+        """The configuration the server says it runs (flags and env as the engine reports
+        them), for the confound check; None when the engine does not report it."""
+        args = metrics.server_args
+        if args.get("flags") is None:
+            return None
+        return EffectiveConfig(flags=dict(args.get("flags") or {}), env=dict(args.get("env") or {}))
 
     def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:
         return classify(exit_code, log_lines, phase=phase, extra_rules=self.triage_rules)

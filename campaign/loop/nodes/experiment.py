@@ -16,6 +16,7 @@ from campaign.loop.experiment import (
     noise_floors,
     node_seconds_of,
     provenance_notes,
+    queue_seconds_of,
     record_measurement,
     recorded_failure,
     workloads_of,
@@ -129,8 +130,10 @@ class ExperimentNodes(NodeFamily):
             from campaign.loop.planner_bridge import analyze_with_planner
 
             analyze_with_planner(self.d, cid, eid)
-        node_hours = sum(e.node_seconds for e in store.list_experiments(cid)) / 3600
-        halt = halt_after_verdict({**state, **update}, pb, hours_spent=node_hours)
+        exps = store.list_experiments(cid)
+        node_hours = sum(e.node_seconds for e in exps) / 3600
+        queue_hours = sum(queue_seconds_of(store, e.id) for e in exps) / 3600 if pb.budget.max_queue_hours else 0.0
+        halt = halt_after_verdict({**state, **update}, pb, hours_spent=node_hours, queue_hours=queue_hours)
         if halt:
             update["halt"] = halt
         return update
