@@ -66,4 +66,5 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
         health=pb.server.health, startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
         workdir=str(node_workdir or workdir), fingerprint_argv=fingerprint_argv, ledger=ledger, progress=progress,
         extra_rules=tuple(profile.triage_rules), sweep_on=sweep_on,
+        base_env=profile.base_env_for(pb.server.base_env),
     )

@@ -18,6 +18,10 @@ COMMAND = "{python} -m sglang.launch_server --model-path {model} --host {host} -
 
 ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "SGLANG_DISABLE_REQUEST_LOGGING": "1"}
 
+#: what SGLang reads from its environment besides the playbook's env.
+OWN_ENV = ("SGLANG_*", "SGL_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+           "OMP_NUM_THREADS", "TORCH_HOME", "TRITON_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "XDG_CACHE_HOME")
+
 TRIAGE_RULES: tuple[TriageRule, ...] = (
     rule(FC.oom, r"Not enough memory\. Please try to increase --mem-fraction-static|"
          r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)",

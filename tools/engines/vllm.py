@@ -27,6 +27,11 @@ ENV_DEFAULTS = {
     "VLLM_NO_USAGE_STATS": "1",
 }
 
+#: what vLLM reads from its environment besides the playbook's env: its own settings,
+#: the Hugging Face cache, the CPU thread count.
+OWN_ENV = ("VLLM_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS",
+           "TORCH_HOME", "TRITON_CACHE_DIR", "XDG_CACHE_HOME")
+
 # Band 60 with the base table's OOM rules; band 65 (config rejected) outranks
 # engine_dead (70), which is only a consequence when it follows a startup error.
 TRIAGE_RULES: tuple[TriageRule, ...] = (
@@ -79,6 +84,6 @@ def parse_metrics(body: str) -> EngineMetrics:
 
 
 PROFILE = EngineProfile(
-    name="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, metrics_path="/metrics",
+    name="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, own_env=OWN_ENV, metrics_path="/metrics",
     startup_timeout_s=600.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
 )
