@@ -27,7 +27,7 @@ from campaign.domain.redact import SECRET_ENV, is_secret_name
 DEFAULT_BASE_ENV: tuple[str, ...] = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR", "TERM",
     "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES", "SLURM_*",
+    "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM*",
 )
 
 #: a base_env entry: a variable name, optionally ending in `*`.
