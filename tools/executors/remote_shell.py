@@ -10,9 +10,9 @@ and make it a session leader (pid == pgid, so the whole group can be stopped).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
@@ -92,9 +92,12 @@ def pid_path(log_path: str) -> str:
 ENV_DIR = ".campaign-env"
 
 
-def env_spec_path(workdir: str) -> str:
-    """A fresh path for one launch environment file on the node."""
-    return str(PurePosixPath(workdir) / ENV_DIR / f"{secrets.token_hex(8)}.json")
+def env_spec_path(workdir: str, log_path: str) -> str:
+    """The launch environment file of the process logging to `log_path`: derived from
+    the handle's own fields, so a `stop` (by a fresh executor after a crash, too) can
+    delete one a job that never ran left behind."""
+    digest = hashlib.sha256(log_path.encode()).hexdigest()[:24]
+    return str(PurePosixPath(workdir) / ENV_DIR / f"{digest}.json")
 
 
 def env_spec_bytes(env: Mapping[str, str] | None, base_env: Sequence[str] | None) -> bytes:
@@ -109,6 +112,8 @@ def write_private(path: str, data: bytes) -> str:
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     os.chmod(directory, 0o700)
+    if os.path.lexists(path):
+        os.unlink(path)  # a stale one: never write into a file someone else may have made
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)

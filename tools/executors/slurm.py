@@ -167,7 +167,7 @@ class SlurmExecutor:
         for stale in (rc_path(log), pid_path(log)):
             Path(stale).unlink(missing_ok=True)
         script = log + ".sbatch"
-        spec = write_private(env_spec_path(self.workdir), env_spec_bytes(env, base_env))
+        spec = write_private(env_spec_path(self.workdir, log), env_spec_bytes(env, base_env))
         try:
             watcher = watcher_argv(self.python, argv, log_path=log, env_spec=spec, cwd=workdir, linger=True)
             Path(script).write_text(f"#!/bin/sh\nexec {shlex.join(watcher)}\n")
@@ -265,6 +265,7 @@ class SlurmExecutor:
             self._slurm(["scancel", job], check=False)
             if not self._wait_gone(job, 60.0):
                 raise SlurmError(f"job {job} still in the queue 60 s after scancel")
+        Path(env_spec_path(self.workdir, handle.log_path)).unlink(missing_ok=True)  # a job that never ran
         return self.poll(handle)
 
     def _signal_group(self, handle: ProcessHandle, signal_name: str) -> None:

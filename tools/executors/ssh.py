@@ -167,7 +167,7 @@ class SshExecutor:
         directory, which the watcher reads and deletes before it starts the command:
         never on a command line (`ps` on the node, and here: the ssh client's argv)."""
         log = self._abs(log_path)
-        spec = env_spec_path(self.workdir)
+        spec = env_spec_path(self.workdir, log)
         spec_dir = str(PurePosixPath(spec).parent)
         watcher = shlex.join(watcher_argv(self.python, argv, log_path=log, env_spec=spec,
                                           cwd=self._abs(cwd) if cwd else self.workdir))

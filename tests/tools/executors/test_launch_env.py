@@ -34,7 +34,7 @@ def _run_watcher(tmp_path: Path, spec: str, env: dict[str, str]) -> tuple[str, s
 
 
 def test_env_file_is_private_read_and_deleted_before_the_command(tmp_path: Path) -> None:
-    spec = env_spec_path(str(tmp_path / "node"))
+    spec = env_spec_path(str(tmp_path / "node"), str(tmp_path / "server.log"))
     write_private(spec, env_spec_bytes({"V": "secret-value", "SPEC": spec}, None))
     assert stat.S_IMODE(os.stat(spec).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(spec)).st_mode) == 0o700
@@ -45,7 +45,7 @@ def test_env_file_is_private_read_and_deleted_before_the_command(tmp_path: Path)
 
 
 def test_a_secret_name_is_never_inherited_whatever_the_list(tmp_path: Path) -> None:
-    spec = write_private(env_spec_path(str(tmp_path)), env_spec_bytes({}, ["*"]))
+    spec = write_private(env_spec_path(str(tmp_path), "x.log"), env_spec_bytes({}, ["*"]))
     text, _ = _run_watcher(tmp_path, spec, {"PATH": os.environ["PATH"], "OPENAI_API_KEY": "sk-node", "NODE_ONLY": "x"})
     assert "KEY=unset NODE=x" in text
     assert select({"OPENAI_API_KEY": "k", "HF_TOKEN": "t", "LC_ALL": "C"}, ["*"]) == {"LC_ALL": "C"}
