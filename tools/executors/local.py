@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from campaign.domain import server_env
-from campaign.domain.server_env import DEFAULT_BASE_ENV
-from tools.executors import procinfo
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv
+from campaign.domain.server_env import DEFAULT_BASE_ENV
+from tools.executors import procinfo
 
 #: environment variable carrying the identity token of a started process group.
 TOKEN_ENV = "CAMPAIGN_PROCESS_TOKEN"

@@ -18,8 +18,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from tools.executors.base import Executor
 from campaign.domain.models import CommandResult, ProcessHandle
+from tools.executors.base import Executor
 
 #: the packages a node needs; the tree they live in is the controller's.
 PACKAGES = ("campaign", "tools")

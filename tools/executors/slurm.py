@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Literal
 
 from campaign.domain import server_env
+from campaign.domain.models import CommandResult, ProcessHandle
+from campaign.domain.redact import redact_argv
 from campaign.domain.server_env import DEFAULT_BASE_ENV
 from tools.executors.local import LocalExecutor
 from tools.executors.remote_shell import (
@@ -42,8 +44,6 @@ from tools.executors.remote_shell import (
     watcher_argv,
     write_private,
 )
-from campaign.domain.models import CommandResult, ProcessHandle
-from campaign.domain.redact import redact_argv
 
 #: job states in which the job may still run its command.
 ACTIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",

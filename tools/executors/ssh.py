@@ -24,6 +24,8 @@ import time
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
+from campaign.domain.models import CommandResult, ProcessHandle
+from campaign.domain.redact import redact_argv, redact_text
 from tools.executors.remote_shell import (
     KILLED,
     MAX_LOG_CHUNK,
@@ -37,10 +39,6 @@ from tools.executors.remote_shell import (
     rc_path,
     watcher_argv,
 )
-from campaign.domain.models import CommandResult, ProcessHandle
-from campaign.domain.redact import redact_argv, redact_text
-
-
 
 #: shell functions: is a pid / a process group alive (zombies are not), via procps `ps`.
 _ALIVE = ("alive() { ps -o stat= -p \"$1\" 2>/dev/null | grep -qv '^Z'; }; "
