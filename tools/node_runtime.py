@@ -42,11 +42,13 @@ class NodeRuntime:
     def __init__(self, name: str, executor: Executor, *, model: str, fmt: dict[str, object], workdir: str,
                  profile: EngineProfile = SIMULATED, command: str | None = None, health: str | None = None,
                  startup_timeout_s: float | None = None, fingerprint_argv: list[str] | None = None, ledger=None,
-                 progress: ProgressFn | None = None, sweep_on: str = "controller") -> None:
+                 progress: ProgressFn | None = None, sweep_on: str = "controller",
+                 base_env: list[str] | None = None) -> None:
         # the engine profile is the one source of the launch command, env defaults, health path,
         # start-up time, triage rules and metrics reader; the playbook may override the first four
         self.profile = profile
         self.extra_rules = tuple(profile.triage_rules)
+        self.base_env = base_env  # what the server inherits from the node (None: the executor's default)
         self.sweep_on = sweep_on  # "node": the load generator runs on the node, next to the server
         self.name = name
         self.executor = executor
@@ -85,7 +87,7 @@ class NodeRuntime:
         log_path = str(Path(self.workdir) / "logs" / f"{label}-{int(time.time() * 1000)}.log")
         req = LaunchRequest(argv=argv, env=self.profile.env(_launch_env(config.env)), health_path=self.health,
                             startup_timeout_s=self.startup_timeout_s, log_path=log_path, port=port,
-                            expect_model=self.model)  # host: the executor's, then the handle's
+                            expect_model=self.model, base_env=self.base_env)  # host: the executor's, then the handle's
         out = Measurement(command=redact_argv(argv))
         t0 = time.monotonic()
         self.progress("launch", {"label": label, "node": self.name, "command": out.command})
@@ -241,8 +243,15 @@ def _load_failure(res: SweepResult) -> Failure | None:
                    summary=f"{errors} of the requests failed while serving")
 
 
+#: `cuda` of a node without a GPU: a CUDA toolkit installed there runs nothing.
+NO_CUDA = "none"
+
+
 def probe_fingerprint(executor: Executor) -> Fingerprint:
-    """A real node's environment: nvidia-smi, nvcc and the engine's version, where present."""
+    """A real node's environment: nvidia-smi, nvcc and the engine's version, where present.
+    A node where nvidia-smi lists no GPU says `cuda none`, whatever nvcc it has: the CPU
+    build of an engine does not use it, and a revisit condition on CUDA must not fire
+    when someone installs a toolkit on a CPU box."""
     fp = Fingerprint()
     res = executor.run(["sh", "-c", "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader"
                         " 2>/dev/null"], timeout=30)
@@ -257,8 +266,11 @@ def probe_fingerprint(executor: Executor) -> Fingerprint:
         fp.gpu = "cpu: " + (parts[0] if parts else "unknown")
         fp.gpu_count = 0
         fp.arch = "cpu"
-    nvcc = executor.run(["sh", "-c", "nvcc --version 2>/dev/null | grep -o 'release [0-9.]*'"], timeout=30)
-    fp.cuda = nvcc.stdout.replace("release", "").strip() if nvcc.returncode == 0 else ""
+    if fp.gpu_count:
+        nvcc = executor.run(["sh", "-c", "nvcc --version 2>/dev/null | grep -o 'release [0-9.]*'"], timeout=30)
+        fp.cuda = nvcc.stdout.replace("release", "").strip() if nvcc.returncode == 0 else ""
+    else:
+        fp.cuda = NO_CUDA
     host = executor.run(["hostname"], timeout=30)
     fp.host = host.stdout.strip()
     return fp

@@ -60,7 +60,7 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
         spec.name or getattr(spec, "host", "node"), executor, profile=profile, command=pb.server.command,
         model=pb.server.model, health=pb.server.health, startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
         workdir=str(spec.node_workdir() or workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
-        progress=progress, sweep_on=spec.sweep_location(),
+        progress=progress, sweep_on=spec.sweep_location(), base_env=profile.base_env_for(pb.server.base_env),
     )
 
 

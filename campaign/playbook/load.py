@@ -110,6 +110,8 @@ def _fix_for(err: dict[str, Any], loc: tuple[Any, ...], data: Any) -> str:
     got = err.get("input")
     got_s = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
     msg = err["msg"].replace("Value error, ", "")
+    if "(fix:" in msg:  # the validator already names the value and the fix
+        return msg
     return f"{msg}, got {got_s} (fix: {_hint(kind, err)})"
 
 

@@ -143,6 +143,21 @@ class ServerSpec(_Strict):
     health: str | None = None
     startup_timeout_s: float | None = Field(default=None, gt=0)
     allowed_flags: list[str] | None = None  # None: any flag; else hypotheses may only set these
+    #: variables the server inherits from the node's environment (names or PREFIX*);
+    #: None: campaign.domain.server_env.DEFAULT_BASE_ENV plus the engine's own variables.
+    #: Nothing else reaches it but the config's env (secrets only as ${NAME} references).
+    base_env: list[str] | None = None
+
+    @field_validator("base_env")
+    @classmethod
+    def _base_env_ok(cls, v: list[str] | None) -> list[str] | None:
+        from campaign.domain.server_env import entry_problem
+
+        for entry in v or []:
+            problem = entry_problem(entry)
+            if problem:
+                raise ValueError(problem)
+        return v
 
 
 def _env_values_to_str(v: object) -> object:

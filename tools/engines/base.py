@@ -13,9 +13,10 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from campaign.domain import server_env
 from campaign.domain.config import render_argv
-from tools.server.launch import LaunchRequest
 from campaign.domain.models import EffectiveConfig, Failure
+from tools.server.launch import LaunchRequest
 from tools.server.triage import Phase, TriageRule, classify
 
 
@@ -48,6 +49,9 @@ class EngineProfile(BaseModel):
     name: str
     command: str
     env_defaults: dict[str, str] = Field(default_factory=dict)
+    #: the engine's own variables a server inherits from the node (names or PREFIX*),
+    #: on top of campaign.domain.server_env.DEFAULT_BASE_ENV; see `base_env_for`.
+    own_env: tuple[str, ...] = ()
     health_path: str = "/health"
     models_path: str = "/v1/models"
     metrics_path: str
@@ -56,6 +60,11 @@ class EngineProfile(BaseModel):
     metrics_parser: MetricsParser
     #: the engine counts the bonus token in its accepted tokens (SGLang-style), else +1 (vLLM)
     bonus_token_in_accepted: bool = False
+
+    def base_env_for(self, override: list[str] | None) -> list[str]:
+        """A launch's base list: the playbook's `server.base_env` when set, else the
+        default list and this engine's own variables."""
+        return server_env.resolve(override, self.own_env)
 
     def env(self, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         """The engine's defaults, then the config's own values on top."""
@@ -67,14 +76,14 @@ class EngineProfile(BaseModel):
 
     def launch_request(self, config: EffectiveConfig, *, python: str, model: str, port: int, log_path: str,
                        host: str = "127.0.0.1", startup_timeout_s: float | None = None,
-                       env: Mapping[str, str] | None = None) -> LaunchRequest:
+                       env: Mapping[str, str] | None = None, base_env: list[str] | None = None) -> LaunchRequest:
         """A launch that only counts as up when `/v1/models` lists `model` (never a
         stranger's server on the same port)."""
         return LaunchRequest(
             argv=self.argv(config, python=python, model=model, port=port, host=host),
             env=self.env({**dict(env or {}), **config.env}), log_path=log_path, port=port, host=host,
             health_path=self.health_path, startup_timeout_s=startup_timeout_s or self.startup_timeout_s,
-            expect_model=model,
+            expect_model=model, base_env=self.base_env_for(base_env),
         )
 
     def accept_length_between(self, before: EngineMetrics | None, after: EngineMetrics | None) -> float | None:

@@ -10,13 +10,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.engines.base import EngineMetrics, EngineProfile
 from campaign.domain.models import FailureClass as FC
+from tools.engines.base import EngineMetrics, EngineProfile
 from tools.server.triage import TriageRule, rule
 
 COMMAND = "{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"
 
 ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "SGLANG_DISABLE_REQUEST_LOGGING": "1"}
+
+#: what SGLang reads from its environment besides the playbook's env.
+OWN_ENV = ("SGLANG_*", "SGL_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+           "OMP_NUM_THREADS", "TORCH_HOME", "TRITON_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "XDG_CACHE_HOME")
 
 TRIAGE_RULES: tuple[TriageRule, ...] = (
     rule(FC.oom, r"Not enough memory\. Please try to increase --mem-fraction-static|"

