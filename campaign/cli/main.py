@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from campaign.domain.errors import UserError
+
+if TYPE_CHECKING:  # heavy imports stay inside the commands
+    from campaign.cli.runner import RunOutcome
+    from campaign.store import Store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Optimization campaigns for LLM inference servers.")
@@ -28,7 +32,7 @@ def _fail(exc: UserError) -> None:
     raise typer.Exit(exc.exit_code)
 
 
-def _outcome(out) -> None:
+def _outcome(out: RunOutcome) -> None:
     from rich.console import Console
 
     con = Console()
@@ -107,7 +111,7 @@ def resume(campaign_id: str, db: Optional[str] = DB_OPT,
     _outcome(out)
 
 
-def _store(db: Optional[str]):
+def _store(db: Optional[str]) -> Store:
     from pathlib import Path
 
     from campaign.store import Store
@@ -206,7 +210,7 @@ def validate(playbook: str) -> None:
                f"node {pb.node.kind})")
 
 
-def _click_exceptions():  # type: ignore[no-untyped-def]
+def _click_exceptions() -> Any:
     """typer >= 0.23 vendors click as typer._click; older releases use click itself."""
     try:
         from typer._click import exceptions

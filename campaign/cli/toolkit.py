@@ -73,7 +73,7 @@ def _run(url: str, workload: Any, model: Optional[str], time_scale: Optional[flo
             bar.update(task, description=label, completed=event.completed, total=event.total)
 
         return asyncio.run(run_sweep(url, workload, model=model, time_scale=time_scale, progress=on_progress,
-                                     request_timeout_s=timeout_s, http_client=client))
+                                     request_timeout_s=timeout_s, http_client=client))  # type: ignore[arg-type]
 
 
 def bench(
@@ -149,7 +149,7 @@ def _bench_url(url: str, concurrency: str, requests_per_level: str, output_token
     workload = WorkloadSpec(
         name="cli", concurrency=_concurrency(concurrency), prompts=prompts, output_tokens=_int("--output-tokens", output_tokens, 1),
         requests_per_level=per_level, warmup_requests=_int("--warmup", warmup, 0), prompt_tokens=_int("--prompt-tokens", prompt_tokens, 1),
-        seed=_int("--seed", seed, 0), endpoint=endpoint,  # type: ignore[arg-type]
+        seed=_int("--seed", seed, 0), endpoint=endpoint,
     )
     try:
         return _run(url, workload, model, scale, float(_int("--timeout", timeout, 1)), client)

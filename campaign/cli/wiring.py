@@ -89,7 +89,7 @@ def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:
     def executor_for(handle: Any) -> Executor:
         same_kind = [e for e in executors if e.kind == handle.executor]
         same_host = [e for e in same_kind if e.host == handle.host]
-        chosen = (same_host or same_kind or [None])[0]
-        return chosen if chosen is not None else LocalExecutor()
+        chosen = same_host or same_kind
+        return chosen[0] if chosen else LocalExecutor()
 
     return [f"{h.executor}:{h.pid or h.job_id}" for h in ledger.reap(executor_for)]

@@ -9,6 +9,7 @@ with an in-memory one.  Nothing is compiled at import time.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -20,7 +21,7 @@ from campaign.loop.fanout import FanOut
 from campaign.loop.state import CampaignState
 
 
-def build_graph(deps: Deps) -> StateGraph:
+def build_graph(deps: Deps) -> StateGraph[Any]:
     n = Nodes(deps)
     fan = FanOut(deps, n) if len(deps.nodes) > 1 else None  # several nodes: hypotheses in parallel
     g = StateGraph(ParallelState if fan else CampaignState)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from campaign.playbook.schema import Playbook
 from campaign.loop.state import CampaignState
@@ -60,7 +60,7 @@ def after_review(state: CampaignState) -> Literal["fingerprint", "finish"]:
 
 
 def halt_after_verdict(state: CampaignState, pb: Playbook, *, hours_spent: float,
-                       queue_hours: float = 0.0) -> dict | None:
+                       queue_hours: float = 0.0) -> dict[str, Any] | None:
     """The review policy and budget, as a pure decision after each verdict."""
     n_done = state.get("experiments_done", 0)
     if n_done >= pb.budget.max_experiments:

@@ -38,3 +38,14 @@ class CampaignState(TypedDict, total=False):
     finished: bool
     stack: dict[str, Any] | None  # stacked-wins check: bisection state, subset under test
     node_index: int  # which of deps.nodes runs this branch (parallel fan-out); 0 otherwise
+
+
+def current_of(state: CampaignState) -> Current:
+    """The hypothesis in hand; the routers only enter the experiment nodes with one."""
+    cur = state.get("current")
+    if cur is None:
+        raise RuntimeError("graph: an experiment node ran without a current hypothesis")
+    return cur
+
+
+__all__ = ["CampaignState", "Current", "current_of"]

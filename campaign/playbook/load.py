@@ -109,7 +109,7 @@ def _fix_for(err: dict[str, Any], loc: tuple[Any, ...], data: Any) -> str:
         return f"required field '{field}' is missing (fix: add it)"
     got = err.get("input")
     got_s = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
-    msg = err["msg"].replace("Value error, ", "")
+    msg = str(err["msg"]).replace("Value error, ", "")
     if "(fix:" in msg:  # the validator already names the value and the fix
         return msg
     return f"{msg}, got {got_s} (fix: {_hint(kind, err)})"
@@ -184,8 +184,9 @@ def _cross_check_lines(root: yaml.Node | None, data: dict[str, Any], source: str
             first.setdefault(name, line)
         if allowed is None:
             continue
-        flags = h.get("flags") if isinstance(h.get("flags"), dict) else {}
-        unset = h.get("unset_flags") if isinstance(h.get("unset_flags"), list) else []
+        raw_flags, raw_unset = h.get("flags"), h.get("unset_flags")
+        flags: dict[str, Any] = raw_flags if isinstance(raw_flags, dict) else {}
+        unset: list[Any] = raw_unset if isinstance(raw_unset, list) else []
         for where, flag, loc in [("flags", f, (i, "flags", f)) for f in flags] + \
                                 [("unset_flags", f, (i, "unset_flags", k)) for k, f in enumerate(unset)]:
             if str(flag) in allowed:
@@ -268,7 +269,7 @@ def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
             loc = tuple(p for p in loc if p not in ("simulated", "local", "ssh", "slurm") or loc.index(p) != 1)
             node = _key_node(root, loc) if err["type"] == "extra_forbidden" else _node_at(root, loc)
             line = (node.start_mark.line + 1) if node is not None else 1
-            found.append((err["type"], loc, f"{source}:{line}: {_fmt_loc(loc)}: {_fix_for(err, loc, data)}"))
+            found.append((err["type"], loc, f"{source}:{line}: {_fmt_loc(loc)}: {_fix_for(dict(err), loc, data)}"))
         raise _problems(*cross, *[ln for kind, loc, ln in found if not _misspelled(kind, loc, found)]) from None
     if cross:
         raise _problems(*cross)
