@@ -30,6 +30,8 @@ from campaign.domain.models import Failure, FailureClass
 Phase = Literal["patch", "start", "load", "correctness"]
 
 CONTEXT_LINES = 2
+#: the summary of a log no rule matched (`exited`, last lines as evidence).
+NO_SIGNATURE = "no known failure signature in the log"
 MAX_EVIDENCE_LINES = 12
 FALLBACK_TAIL = 15
 
@@ -124,7 +126,7 @@ def classify(exit_code: int | None, log_lines: list[str], *, phase: Phase = "sta
     if not hits:
         tail = [ln for ln in lines if ln.strip()][-FALLBACK_TAIL:]
         return Failure(failure_class=FailureClass.exited, summary=f"server ended: {_exit_words(exit_code)}; "
-                       "no known failure signature in the log", evidence=tail, exit_code=exit_code, phase=phase)
+                       f"{NO_SIGNATURE}", evidence=tail, exit_code=exit_code, phase=phase)
 
     best_band = min(h.rule.band for h in hits)
     decider = min((h for h in hits if h.rule.band == best_band), key=lambda h: h.index)
@@ -145,3 +147,8 @@ def classify(exit_code: int | None, log_lines: list[str], *, phase: Phase = "sta
     summary += f" [{_exit_words(exit_code)}]"
     return Failure(failure_class=cls, summary=summary, evidence=_evidence(lines, indices),
                    exit_code=exit_code, phase=phase)
+
+
+def is_unmatched(failure: Failure) -> bool:
+    """True when no rule matched: `exited` with the last lines, an unknown, not a class."""
+    return failure.failure_class == FailureClass.exited and NO_SIGNATURE in failure.summary
