@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.engines.base import EngineMetrics, EngineProfile
 from campaign.domain.models import FailureClass as FC
+from tools.engines.base import EngineMetrics, EngineProfile
 from tools.server.triage import TriageRule, rule
 
 COMMAND = "{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"
@@ -20,7 +20,8 @@ ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "SGLANG_DISABLE_REQUEST_LOGGING": "1"}
 
 TRIAGE_RULES: tuple[TriageRule, ...] = (
     rule(FC.oom, r"Not enough memory\. Please try to increase --mem-fraction-static|"
-         r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)",
+         r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)|"
+         r"\bruns out of memory\. Please set a smaller number for",
          60, "too little memory for the KV cache"),
     rule(FC.engine_dead, r"Rank \d+ scheduler is dead|Scheduler or DataParallelController \d+ terminated|"
          r"Received sigquit from a child process", 70, "SGLang scheduler died"),
@@ -47,7 +48,7 @@ def parse_metrics(body: str) -> EngineMetrics:
     """`/get_server_info` JSON -> engine-neutral counters (means over DP ranks)."""
     info = json.loads(body)
     if not isinstance(info, dict):
-        raise ValueError("get_server_info did not return a JSON object")
+        raise ValueError("get_server_info did not return a JSON object")  # noqa: TRY004 (a bad body, as json errors)
     states = [s for s in info.get("internal_states") or [] if isinstance(s, dict)]
     running = _numbers(states, "num_running_reqs")
     waiting = _numbers(states, "num_queue_reqs")

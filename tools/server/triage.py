@@ -62,22 +62,38 @@ RULES: tuple[TriageRule, ...] = (
     # (not an argparse usage line: vLLM's `[--jit-monitor-mode {error,warn}]` is no JIT failure)
     rule(FC.jit_error, r"^(?!.*\[--)(?:.*?)(?:ninja: build stopped|ninja build failed|Error building extension|"
          r"nvcc fatal|ptxas (fatal|error)|\bJIT\b.*(fail|error)|compil\w+ (failed|error).*(kernel|cuda|jit)|"
-         r"CalledProcessError: Command '\[?'?ninja)", 20, "kernel JIT compilation failed"),
+         r"CalledProcessError: Command '\[?'?ninja|NVCC compilation failed|NVCC version should be)",
+         20, "kernel JIT compilation failed"),
     rule(FC.unsupported_arch, r"unsupported (gpu )?arch|not supported arch|arch\w* (is )?not supported|"
          r"no kernel image is available|\bsm_?120a?\b.*not (supported|in)|not in .*arch\w* (table|list)|"
-         r"requires (compute capability|sm_?\d+)", 30, "GPU architecture not supported"),
+         r"requires (compute capability|sm_?\d+)|No supported CUDA architectures found",
+         30, "GPU architecture not supported"),
+    # a Triton kernel whose tiles need more shared memory than this GPU has (T4, consumer Ada/Blackwell)
+    rule(FC.unsupported_arch, r"out of resources?: shared memory", 30, "kernel does not fit this GPU's shared memory"),
     # a capture that fails for lack of memory is an OOM, not an incompatibility
     rule(FC.cuda_graph_incompatible, r"^(?!.*out of memory)(?:.*?)(?:operation not permitted when stream is capturing|"
          r"cudaErrorStreamCapture\w*|CUDA graph.*captur\w*.*(fail|error|invalid)|captur\w* .*CUDA graph.*(fail|error)|"
          r"stream capture (is )?(invalidated|unsupported))", 40, "incompatible with CUDA graph capture"),
+    rule(FC.kernel_fault, r"an illegal memory access was encountered|cudaErrorIllegal(Address|Instruction)|"
+         r"an illegal instruction was encountered|misaligned address|unspecified launch failure",
+         45, "a GPU kernel faulted"),
     rule(FC.nccl_error, r"NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|"
          r"ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL.*(timeout|Watchdog caught)", 50, "NCCL failure"),
     rule(FC.oom, r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|"
          r"Not enough memory\. Please try to increase --mem-fraction-static|"
          r"KV cache is needed, which is larger than the available KV cache memory|"
-         r"No available memory for the cache blocks|insufficient (gpu )?memory for (the )?KV cache",
+         r"No available memory for the cache blocks|insufficient (gpu )?memory for (the )?KV cache|"
+         r"larger than the maximum number of tokens that can be stored in KV cache",
          60, "out of GPU memory"),
-    rule(FC.assertion, r"\bAssertionError\b|Assertion `.*' failed|assert(ion)? failed", 60, "assertion failed"),
+    rule(FC.assertion, r"\bAssertionError\b|Assertion `.*' failed|assert(ion)? failed|device-side assert triggered",
+         60, "assertion failed"),
+    # torch.compile: weaker than any root cause the compile hit (OOM while autotuning, an assertion)
+    rule(FC.jit_error, r"BackendCompilerFailed|InductorError|torch/_inductor/(compile_fx|graph|codecache|scheduler)\.py",
+         62, "torch.compile (Inductor) failed"),
+    rule(FC.exited, r"Tokenizer class \w+ does not exist or is not currently imported", 65,
+         "tokenizer could not be loaded"),
+    # vLLM's workers stopped answering the engine: a warning that repeats while they hang
+    rule(FC.hang, r"No available shared memory broadcast block found in \d+ seconds", 68, "workers stopped responding"),
     rule(FC.engine_dead, r"EngineDeadError", 70, "vLLM engine died",
          unless_after=r"stopping engine client|\[shutdown\] API server"),  # a requested shutdown
 )
