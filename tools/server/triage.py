@@ -14,6 +14,12 @@ Decisions (documented because they shape the journal's dead ends):
   memory for the cache).  `EngineDeadError` is `engine_dead` unless it follows
   "stopping engine client" (a requested shutdown); it ranks below any root cause
   logged before it.
+- A Triton `OutOfResources: shared memory` is `unsupported_arch`: the kernel's tiles
+  were tuned for a GPU with more shared memory (T4, consumer Ada/Blackwell); an illegal
+  memory access is `kernel_fault` and outranks the NCCL watchdog that reports it;
+  torch.compile/Inductor failures are `jit_error` but weaker than OOM or an assertion
+  they wrap; vLLM's repeated "No available shared memory broadcast block" is `hang`.
+- Measured on real logs: `bench/triage_corpus.py` (tests/tools/server/triage_corpus).
 - Nothing matched: `exited` with the last lines as evidence.
 Engine profiles add rules through `extra_rules` (same bands).
 """
