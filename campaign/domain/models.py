@@ -33,6 +33,7 @@ class FailureClass(str, Enum):
     server_error = "server_error"  # HTTP 5xx while serving
     unreachable = "unreachable"  # node or server cannot be reached (infrastructure)
     engine_dead = "engine_dead"  # vLLM EngineDeadError while serving
+    kernel_fault = "kernel_fault"  # a GPU kernel faulted: illegal memory access / address / instruction
 
 
 #: failure classes caused by the infrastructure rather than by the idea under test:

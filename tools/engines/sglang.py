@@ -24,7 +24,8 @@ OWN_ENV = ("SGLANG_*", "SGL_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TR
 
 TRIAGE_RULES: tuple[TriageRule, ...] = (
     rule(FC.oom, r"Not enough memory\. Please try to increase --mem-fraction-static|"
-         r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)",
+         r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)|"
+         r"\bruns out of memory\. Please set a smaller number for",
          60, "too little memory for the KV cache"),
     rule(FC.engine_dead, r"Rank \d+ scheduler is dead|Scheduler or DataParallelController \d+ terminated|"
          r"Received sigquit from a child process", 70, "SGLang scheduler died"),
@@ -51,7 +52,7 @@ def parse_metrics(body: str) -> EngineMetrics:
     """`/get_server_info` JSON -> engine-neutral counters (means over DP ranks)."""
     info = json.loads(body)
     if not isinstance(info, dict):
-        raise ValueError("get_server_info did not return a JSON object")
+        raise ValueError("get_server_info did not return a JSON object")  # noqa: TRY004 (a bad body, as json errors)
     states = [s for s in info.get("internal_states") or [] if isinstance(s, dict)]
     running = _numbers(states, "num_running_reqs")
     waiting = _numbers(states, "num_queue_reqs")

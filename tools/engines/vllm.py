@@ -35,7 +35,8 @@ OWN_ENV = ("VLLM_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_
 # Band 60 with the base table's OOM rules; band 65 (config rejected) outranks
 # engine_dead (70), which is only a consequence when it follows a startup error.
 TRIAGE_RULES: tuple[TriageRule, ...] = (
-    rule(FC.oom, r"(no|not enough|insufficient) .*KV cache|KV cache .*(too small|is needed)|"
+    # ("No available shared memory broadcast block ... kv cache quantization" is a hang, not this)
+    rule(FC.oom, r"\b(not enough|insufficient) .*KV cache|\bno (available )?(memory|space|room) .*KV cache|KV cache .*(too small|is needed)|"
          r"num_gpu_blocks.*(too small|insufficient)|max seq len .* larger than the available KV cache|"
          r"(estimated )?maximum model length is \d+.*(KV cache|VLLM_CPU_KVCACHE_SPACE)",
          60, "too little memory for the KV cache"),
@@ -59,6 +60,12 @@ TRIAGE_RULES: tuple[TriageRule, ...] = (
 M_DRAFTS = "vllm:spec_decode_num_drafts_total"
 M_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 M_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+M_KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # V1 name, then the V0 one (<= 0.10)
+M_RUNNING, M_WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
+M_PROMPT, M_GENERATION = "vllm:prompt_tokens_total", "vllm:generation_tokens_total"
+#: every name the reader reads; checked against the names each release declares
+#: (tests/tools/engines/real_formats/vllm_metric_names.json).
+METRIC_NAMES = (M_DRAFTS, M_DRAFT_TOKENS, M_ACCEPTED, *M_KV_USAGE, M_RUNNING, M_WAITING, M_PROMPT, M_GENERATION)
 
 
 def parse_metrics(body: str) -> EngineMetrics:
@@ -67,19 +74,19 @@ def parse_metrics(body: str) -> EngineMetrics:
     samples = parse(body)
     drafts, draft_tokens, accepted = total(samples, M_DRAFTS), total(samples, M_DRAFT_TOKENS), total(samples, M_ACCEPTED)
     per_draft = ratio(accepted, drafts)
-    kv = total(samples, "vllm:kv_cache_usage_perc")
+    kv = total(samples, M_KV_USAGE[0])
     if kv is None:
-        kv = total(samples, "vllm:gpu_cache_usage_perc")
+        kv = total(samples, M_KV_USAGE[1])
     return EngineMetrics(
         engine="vllm",
         spec_accept_length=None if per_draft is None else 1.0 + per_draft,
         spec_acceptance_rate=ratio(accepted, draft_tokens),
         spec_drafts=drafts, spec_draft_tokens=draft_tokens, spec_accepted_tokens=accepted,
         kv_cache_usage=kv,
-        running_requests=total(samples, "vllm:num_requests_running"),
-        waiting_requests=total(samples, "vllm:num_requests_waiting"),
-        prompt_tokens=total(samples, "vllm:prompt_tokens_total"),
-        generation_tokens=total(samples, "vllm:generation_tokens_total"),
+        running_requests=total(samples, M_RUNNING),
+        waiting_requests=total(samples, M_WAITING),
+        prompt_tokens=total(samples, M_PROMPT),
+        generation_tokens=total(samples, M_GENERATION),
     )
 
 

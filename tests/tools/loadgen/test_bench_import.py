@@ -82,7 +82,9 @@ def test_vllm_json(tmp_path: Path) -> None:
         ("{not json\n", "line 1: not valid JSON"),
         (json.dumps({k: v for k, v in vllm_run().items() if k != "median_ttft_ms"}), "run 1: median_ttft_ms: missing"),
         (json.dumps(vllm_run() | {"output_throughput": "fast"}), "output_throughput: not a number"),
-        (json.dumps(vllm_run() | {"max_concurrency": None}), "max_concurrency"),
+        # null and nothing measured (a real rate-only run has max_concurrent_requests)
+        (json.dumps(vllm_run() | {"max_concurrency": None, "max_concurrent_requests": None}),
+         "max_concurrency: missing and no measured concurrency"),
         ("[1, 2]", "run 1: not a JSON object"),
         ("", "no benchmark runs"),
     ],
