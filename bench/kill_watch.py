@@ -170,7 +170,8 @@ def ledger_live(path: Path) -> int:
         return 0
     from tools.server.ledger import ProcessLedger
 
-    return len(ProcessLedger(path).live())
+    ledger = ProcessLedger(path)
+    return len(ledger.live()) + len(ledger.intents())
 
 
 def finished_experiments(db: Path, names: list[str]) -> list[str]:
