@@ -224,6 +224,29 @@ def _mark_stale(graph, store: Any, cid: str) -> list[str]:
     return store.mark_stale_experiments(cid, keep=keep)
 
 
+def repair_journal(store: Any, cid: str, *, db_label: str) -> bool:
+    """`status` and friends: re-render a journal older than the record (a kill between
+    a record write and its render) unless a live run holds the campaign, whose next
+    render will do it.  Best effort: a moved playbook or an unwritable journal is left
+    to `campaign journal`, which names the problem."""
+    import socket
+
+    from campaign.store.lock import holder_is_stale
+
+    held = store.lock_holder(cid)
+    if held is not None and not holder_is_stale(held, socket.gethostname()):
+        return False
+    row = store.get_campaign(cid)
+    try:
+        path = Path(apply_overrides(load_playbook(row.playbook_path), row.overrides).journal)
+        if not path.parent.is_dir():
+            return False
+        clean_temp_files(path)
+        return refresh_journal(store, cid, path, db_label=db_label)
+    except UserError:
+        return False
+
+
 def _describe_node(spec: Any) -> str:
     return str(spec.describe())
 
