@@ -33,6 +33,9 @@ from campaign.domain.killpoint import KILL_ENV
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [h for h in HYPOTHESES if h["name"] in ("torch-symm-mem", "custom-allreduce")]
 
+# whole campaigns (a run, a kill, resumes): minutes on 2 shared cores
+pytestmark = pytest.mark.slow
+
 
 def _cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=cwd, env=env, text=True,
@@ -107,7 +110,6 @@ def test_kill_between_spawn_and_ledger(tmp_path: Path) -> None:
 NODES = ["fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record", "render", "review"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("point", [f"{n}:{w}" for n in NODES for w in ("after", "writes")] +
                          ["stack:after", "stack:writes", "finish:after", "finish:writes", "launch:spawned#5"])
 def test_kill_at_every_window(tmp_path: Path, point: str) -> None:
