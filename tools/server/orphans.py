@@ -62,9 +62,8 @@ def _slurm_jobs(executor: Executor, token: str, log_path: str, base: dict) -> li
     workdir = getattr(executor, "workdir", "")
     log_path = log_path if Path(log_path).is_absolute() or not workdir else str(Path(workdir) / log_path)
     name = f"{prefix}-{Path(log_path).stem}"[:64]
-    res = executor.run(["squeue", "-h", f"--name={name}", "-o", "%i"], timeout=60)
-    if res.returncode != 0:
-        raise RuntimeError(f"squeue --name={name} failed: {res.stderr.strip()[:200]}")
+    # the executor's own Slurm call: its SLURM_CONF, on the submit host; raises on failure
+    jobs = executor._slurm(["squeue", "-h", f"--name={name}", "-o", "%i"]).stdout.split()  # type: ignore[attr-defined]
     try:
         script = Path(log_path + ".sbatch").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -73,7 +72,7 @@ def _slurm_jobs(executor: Executor, token: str, log_path: str, base: dict) -> li
         return []  # a job of that name, but not the launch we lost: not ours
     pid_text = _read(log_path + ".pid")
     pid = int(pid_text) if pid_text.strip().isdigit() and int(pid_text) else None
-    return [ProcessHandle(**base, job_id=j, pid=pid, pgid=pid, started_at=0.0) for j in res.stdout.split()]
+    return [ProcessHandle(**base, job_id=j, pid=pid, pgid=pid, started_at=0.0) for j in jobs]
 
 
 def _read(path: str) -> str:
