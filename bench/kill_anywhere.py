@@ -1,19 +1,33 @@
 """Kill a campaign anywhere, resume it, and prove nothing was lost or left running.
 
-Each trial starts `campaign run` on a tiny playbook (simulated node, time scale 100,
-four hypotheses: a win, a crash, two ordinary ideas) in its own directory, stops the
-controller at one moment, then runs `campaign resume ID --approve` until the campaign
-finishes.  Moments: a random delay, or targeted by watching the process tree, the
-database and the journal directory: while a server starts, mid-sweep, right after an
-experiment is recorded (before the journal is rendered), while the journal is written;
-plus SIGTERM and SIGINT (clean stop: exit 130, a resume hint, no server left).
+Each trial runs a small campaign in its own directory (simulated node, four ideas: a
+crash at start, one incompatible with CUDA graphs, two ordinary ones measured in
+interleaved adaptive rounds, repeats min 2 max 3; a review gate after 2 ideas without
+a win, so two gates), `campaign run` then `campaign resume ID --approve` until it
+finishes, and stops one controller process of it once:
+- external moments, timed by watching the process tree, the database and the journal
+  directory: a random delay, while a server starts, mid-sweep, right after an
+  experiment is recorded, while the journal is written, SIGTERM and SIGINT (a clean
+  stop: exit 130, a resume hint, no server left), a random moment of a resume after a
+  review gate;
+- exact windows through the kill-point hook (`campaign.domain.killpoint`), picked from
+  the points an uninterrupted calibration campaign passed: after any node's store
+  writes (`<node>:after`), after its saved writes before the step's checkpoint
+  (`<node>:writes`), between a server's spawn and its pid in the ledger
+  (`launch:spawned`), between "finished" in the record and the journal render
+  (`finish:*`), and in the review gate's resume (`review:*`).
+A kill counts as landed only when the process died of it (SIGKILL status, or 130 for
+TERM/INT) before it ended by itself.
 
 Checks per trial: the campaign finished; every hypothesis has exactly one finished
-experiment with a verdict (other attempts stale); no run recorded twice; the journal
-names every hypothesis and its notes blocks parse; the ledger holds no live server;
-no simulated-node process tagged with the trial is alive.
+experiment with a verdict; no run recorded twice; the review gates the verdicts call
+for all happened (the no-win streak replayed from the record); no finished round was
+marked stale and measured again; the journal names every hypothesis, says finished,
+and its notes blocks parse; no temp file is left; after each kill no server runs that
+the ledger knows neither by pid nor by launch token; at the end the ledger is empty
+and no process of the trial is alive.
 
-    python bench/kill_anywhere.py --trials 30 [--seed 1] [--json out.json]
+    python bench/kill_anywhere.py --trials 48 --workers 4 [--seed 1] [--json out.json]
 """
 
 from __future__ import annotations
