@@ -48,11 +48,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.kill_watch import (
+    REVIEW_AFTER,
     TAG_ENV,
     Watch,
     finished_experiments,
     ledger_live,
-    REVIEW_AFTER,
     record_facts,
     tagged_processes,
     unledgered_servers,
