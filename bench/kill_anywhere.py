@@ -371,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def done(t: Trial) -> None:
         trials.append(t)
+        trials.sort(key=lambda x: x.index)
         print(f"{t.index:>3} {t.moment:<14} {t.target[:22]:<22} {t.process:>2} {'yes' if t.hit else 'no':<6} "
               f"{t.killed_at_s:>7} {t.orphans:>7} {t.unledgered:>6} {t.resumes:>7} {t.seconds:>6}  "
               f"{'ok' if t.ok else 'FAIL: ' + '; '.join(t.problems)}", flush=True)
