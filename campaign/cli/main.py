@@ -130,6 +130,10 @@ def status(db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--js
         rows = store.list_campaigns()
     except UserError as exc:
         _fail(exc)
+    from campaign.cli.runner import repair_journal
+
+    for r in rows:  # a journal a kill left older than its record is rendered again
+        repair_journal(store, r.id, db_label=str(db or ".campaign/campaign.db"))
     items = [{"id": r.id, "name": r.name, "status": r.status, "halt_reason": r.halt_reason} for r in rows]
     if as_json:
         typer.echo(json.dumps(items, indent=2))

@@ -82,7 +82,7 @@ def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:
     """Stop every server a dead run left behind (the run ledger), before anything starts.
     Each handle goes to the executor of the node that started it (kind and host)."""
     ledger = ProcessLedger(ledger_path(db_path))
-    if not ledger.live():
+    if not ledger.live() and not ledger.intents():
         return []
     executors = [build_executor(spec) for spec in pb.all_nodes()]
 

@@ -10,3 +10,21 @@ def publish_journal(store: Any, campaign_id: str, path: Path, *, db_label: str =
     from campaign.journal.render import update_journal
 
     return update_journal(Path(path), store.view(campaign_id), db_label=db_label)
+
+
+def journal_is_stale(store: Any, campaign_id: str, path: Path) -> bool:
+    """The journal is older than the campaign's record (or missing): a kill landed
+    between a record write and the render that follows it."""
+    try:
+        mtime = Path(path).stat().st_mtime
+    except OSError:
+        return True
+    return mtime < store.get_campaign(campaign_id).updated_at
+
+
+def refresh_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "") -> bool:
+    """Re-render a journal older than the record; True when it was rewritten."""
+    if not journal_is_stale(store, campaign_id, path):
+        return False
+    publish_journal(store, campaign_id, path, db_label=db_label)
+    return True

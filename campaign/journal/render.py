@@ -8,6 +8,7 @@ the file atomically so a killed render never leaves half a journal.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shlex
@@ -230,6 +231,26 @@ def write_journal(path: str | os.PathLike[str], text: str) -> Path:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+def clean_temp_files(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temp files a killed journal or plot write left (`.<name>.md.<random>.tmp`
+    beside the journal, `.<plot>.png.tmp` in its plot folder).  Call it only while no
+    other process renders this journal (under the run lock)."""
+    target = Path(path)
+    found = [*target.parent.glob(f".{glob.escape(target.name)}.*.tmp"),
+             *(target.parent / f"{target.stem}.plots").glob(".*.tmp")]
+    removed = []
+    for tmp in found:
+        try:
+            tmp.unlink()
+            removed.append(tmp)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise UserError(f"{tmp}: cannot remove a temp file left by an interrupted journal write "
+                            f"({exc.strerror or exc}) (fix: make {tmp.parent} writable)") from None
+    return removed
 
 
 def update_journal(path: str | os.PathLike[str], view: CampaignView, *, db_label: str = "",

@@ -13,6 +13,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from campaign.domain import killpoint
 from campaign.loop import routing
 from campaign.loop.deps import Deps
 from campaign.loop.nodes import NODE_NAMES, Nodes
@@ -26,7 +27,8 @@ def build_graph(deps: Deps) -> StateGraph[Any]:
     fan = FanOut(deps, n) if len(deps.nodes) > 1 else None  # several nodes: hypotheses in parallel
     g = StateGraph(ParallelState if fan else CampaignState)
     for name in NODE_NAMES:
-        g.add_node(name, getattr(fan if fan and name == "propose" else n, name))
+        fn = getattr(fan if fan and name == "propose" else n, name)
+        g.add_node(name, _with_kill_point(name, fn) if killpoint.active() else fn)
     g.add_edge(START, "fingerprint")
     g.add_conditional_edges("fingerprint", routing.after_fingerprint, ["review", "baseline"])
     g.add_conditional_edges("baseline", routing.after_baseline, ["propose", "finish"])
@@ -45,3 +47,16 @@ def build_graph(deps: Deps) -> StateGraph[Any]:
     g.add_conditional_edges("review", routing.after_review, ["fingerprint", "finish"])
     g.add_edge("finish", END)
     return g
+
+
+def _with_kill_point(name: str, fn):
+    """Crash tests only (`campaign.domain.killpoint`): mark the moment a node returned,
+    its store writes done and nothing of it checkpointed yet."""
+
+    def node(state):
+        out = fn(state)
+        killpoint.reached(f"{name}:after")
+        return out
+
+    node.__name__ = name
+    return node

@@ -173,6 +173,7 @@ def test_secrets_on_the_node(kind: str, tmp_path: Path, monkeypatch: pytest.Monk
     from campaign.domain.models import EffectiveConfig
     from campaign.domain.server_env import matches
     from campaign.cli.wiring import node_runtime_for
+    from tools.executors.base import LAUNCH_TOKEN_ENV
     from campaign.playbook.schema import Playbook
     from tools.executors.local import TOKEN_ENV
 
@@ -205,7 +206,9 @@ def test_secrets_on_the_node(kind: str, tmp_path: Path, monkeypatch: pytest.Monk
         environ = seen["environ"]
         assert environ.get("HF_TOKEN") == hf_token and environ.get("NCCL_MIN_NCHANNELS") == "4", sorted(environ)
         assert api_key not in "\0".join(environ.values()), "an unreferenced controller secret reached the server"
-        extra = sorted(k for k in environ if k not in config.env and k not in {TOKEN_ENV, "PYTHONPATH", "PWD", "SHLVL", "_"}
+        # the launch token names this launch for the reaper (tools/server/orphans.py): an id, not a secret
+        extra = sorted(k for k in environ if k not in config.env
+                       and k not in {TOKEN_ENV, LAUNCH_TOKEN_ENV, "PYTHONPATH", "PWD", "SHLVL", "_"}
                        and not matches(k, base))
         assert not extra, f"variables off the base list reached the server: {extra}"
         assert "UNLISTED_CONTROLLER_VAR" not in environ

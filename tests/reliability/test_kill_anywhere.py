@@ -43,7 +43,9 @@ def test_kill_anywhere_many_trials(tmp_path: Path) -> None:
     hit = [t for t in data["trials"] if t["hit"]]
     assert len(hit) >= trials * 2 // 3, "too few trials were interrupted at their moment"
     assert {t["moment"] for t in hit} >= {"server_start", "mid_sweep", "after_record", "journal_write",
-                                          "sigterm", "sigint"}
+                                          "sigterm", "sigint", "launch", "window", "finish", "review_gate"}
+    summary = data["summary"]
+    assert summary["unledgered_servers"] == summary["temp_files_left"] == summary["redone_finished_rounds"] == 0
     assert sum(t["orphans"] for t in data["trials"]) >= 1  # some kill left a server behind, and resume reaped it
 
 

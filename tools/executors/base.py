@@ -13,6 +13,10 @@ from typing import Protocol, runtime_checkable
 
 from campaign.domain.models import CommandResult, ProcessHandle
 
+#: the environment variable that carries a launch's token: the run ledger's intent names it,
+#: and the reaper finds a server that never reached the ledger by it (tools/server/orphans.py)
+LAUNCH_TOKEN_ENV = "CAMPAIGN_LAUNCH_TOKEN"
+
 
 @runtime_checkable
 class Executor(Protocol):

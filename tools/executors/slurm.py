@@ -33,6 +33,7 @@ from campaign.domain import server_env
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv
 from campaign.domain.server_env import DEFAULT_BASE_ENV
+from tools.executors.base import LAUNCH_TOKEN_ENV
 from tools.executors.local import LocalExecutor
 from tools.executors.remote_shell import (
     KILLED,
@@ -170,7 +171,11 @@ class SlurmExecutor:
         spec = write_private(env_spec_path(self.workdir, log), env_spec_bytes(env, base_env))
         try:
             watcher = watcher_argv(self.python, argv, log_path=log, env_spec=spec, cwd=workdir, linger=True)
-            Path(script).write_text(f"#!/bin/sh\nexec {shlex.join(watcher)}\n")
+            # the launch token (a random id, not a secret) marks the script as this launch's,
+            # since the environment itself goes through the private file
+            token = (env or {}).get(LAUNCH_TOKEN_ENV, "")
+            mark = f"# {LAUNCH_TOKEN_ENV} {shlex.quote(token)}\n" if token else ""
+            Path(script).write_text(f"#!/bin/sh\n{mark}exec {shlex.join(watcher)}\n")
             job_name = f"{self.job_name_prefix}-{Path(log).stem}"[:64]
             submitted = time.monotonic()
             out = self._slurm(self.submit_argv(script, log_path=log, job_name=job_name, cwd=workdir),

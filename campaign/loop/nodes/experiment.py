@@ -24,6 +24,7 @@ from campaign.loop.experiment import (
 from campaign.loop.nodes.base import NodeFamily, correctness_prompts, reference_config
 from campaign.loop.routing import halt_after_verdict
 from campaign.loop.state import CampaignState
+from campaign.loop.streaks import experiments_recorded, streaks_from_store
 from campaign.verdict import gates
 from campaign.verdict import rule as verdict_logic
 from campaign.verdict.revisit import revisit_components
@@ -115,10 +116,11 @@ class ExperimentNodes(NodeFamily):
         store.set_hypothesis_status(cid, spec.name, "done")
         self.d.events("verdict", {"hypothesis": spec.name, "kind": v.kind, "reason": v.reason,
                                   "failure_class": v.failure_class.value if v.failure_class else None})
+        no_win, dead_end = streaks_from_store(store, cid)  # from the record: a lost update cannot skew them
         update: dict[str, Any] = {
-            "experiments_done": state.get("experiments_done", 0) + 1,
-            "no_win_streak": 0 if v.kind == "win" else state.get("no_win_streak", 0) + 1,
-            "dead_end_streak": 0 if v.kind == "win" else state.get("dead_end_streak", 0) + int(v.kind == "dead_end"),
+            "experiments_done": experiments_recorded(store, cid),
+            "no_win_streak": no_win,
+            "dead_end_streak": dead_end,
             "current": None,
         }
         if adopt:
