@@ -14,8 +14,9 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.domain.config import render_argv
-from tools.server.launch import LaunchRequest
 from campaign.domain.models import EffectiveConfig, Failure
+from tools.engines.startup_log import StartupConfig, read_startup
+from tools.server.launch import LaunchRequest
 from tools.server.triage import Phase, TriageRule, classify
 
 
@@ -77,6 +78,10 @@ class EngineProfile(BaseModel):
 
     def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:
         return classify(exit_code, log_lines, phase=phase, extra_rules=self.triage_rules)
+
+    def startup_config(self, log_lines: list[str]) -> StartupConfig:
+        """The effective config the server logged at start-up (tools.engines.startup_log)."""
+        return read_startup(self.name, log_lines)
 
     def parse_metrics(self, body: str) -> EngineMetrics:
         return self.metrics_parser(body)
