@@ -36,7 +36,7 @@ from tools.engines import engine_profile
 from tools.server.triage import is_unmatched
 
 CORPUS = ROOT / "tests" / "tools" / "server" / "triage_corpus"
-HEADER_KEYS = ("source", "engine", "version", "class", "note")
+HEADER_KEYS = ("source", "engine", "version", "class", "note", "split")
 #: the corpus logs carry no exit status; a crashed server exits non-zero.
 EXIT_CODE = 1
 
