@@ -52,6 +52,7 @@ class EngineProfile(BaseModel):
     health_path: str = "/health"
     models_path: str = "/v1/models"
     metrics_path: str
+    metrics_fallback_paths: tuple[str, ...] = ()  # tried in order when metrics_path answers 404 (older releases)
     startup_timeout_s: float = 600.0
     triage_rules: tuple[TriageRule, ...] = ()
     metrics_parser: MetricsParser
@@ -89,7 +90,10 @@ class EngineProfile(BaseModel):
     def read_metrics(self, url: str, *, timeout_s: float = 10.0) -> EngineMetrics:
         """Scrape a live server (`url` = http://host:port)."""
         with httpx.Client(timeout=timeout_s, trust_env=False) as client:
-            response = client.get(url.rstrip("/") + self.metrics_path)
+            for path in (self.metrics_path, *self.metrics_fallback_paths):
+                response = client.get(url.rstrip("/") + path)
+                if response.status_code != 404:
+                    break
         response.raise_for_status()
         return self.metrics_parser(response.text)
 
