@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from campaign.domain import server_env
 from campaign.domain.config import render_argv
 from campaign.domain.models import EffectiveConfig, Failure
+from tools.engines.startup_log import StartupConfig, read_startup
 from tools.server.launch import LaunchRequest
 from tools.server.triage import Phase, TriageRule, classify
 
@@ -55,6 +56,7 @@ class EngineProfile(BaseModel):
     health_path: str = "/health"
     models_path: str = "/v1/models"
     metrics_path: str
+    metrics_fallback_paths: tuple[str, ...] = ()  # tried in order when metrics_path answers 404 (older releases)
     startup_timeout_s: float = 600.0
     triage_rules: tuple[TriageRule, ...] = ()
     metrics_parser: MetricsParser
@@ -108,13 +110,20 @@ class EngineProfile(BaseModel):
     def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:
         return classify(exit_code, log_lines, phase=phase, extra_rules=self.triage_rules)
 
+    def startup_config(self, log_lines: list[str]) -> StartupConfig:
+        """The effective config the server logged at start-up (tools.engines.startup_log)."""
+        return read_startup(self.name, log_lines)
+
     def parse_metrics(self, body: str) -> EngineMetrics:
         return self.metrics_parser(body)
 
     def read_metrics(self, url: str, *, timeout_s: float = 10.0) -> EngineMetrics:
         """Scrape a live server (`url` = http://host:port)."""
         with httpx.Client(timeout=timeout_s, trust_env=False) as client:
-            response = client.get(url.rstrip("/") + self.metrics_path)
+            for path in (self.metrics_path, *self.metrics_fallback_paths):
+                response = client.get(url.rstrip("/") + path)
+                if response.status_code != 404:
+                    break
         response.raise_for_status()
         return self.metrics_parser(response.text)
 

@@ -42,7 +42,7 @@ TRIAGE_RULES: tuple[TriageRule, ...] = (
          60, "too little memory for the KV cache"),
     rule(FC.exited, r"max_model_len.*(greater than|exceeds|larger than).*(derived|model)|"
          r"User-specified max_model_len", 65, "max-model-len above what the model supports"),
-    rule(FC.exited, r"validation error for SpeculativeConfig|Unsupported speculative method|"
+    rule(FC.exited, r"validation error for SpeculativeConfig|(Unsupported|Unknown) speculative (decoding )?method|"
          r"speculative.*method.*(not supported|unsupported|invalid)", 65, "speculative config rejected"),
     rule(FC.exited, r"(Invalid repository ID or local directory|does not appear to have a file named config\.json|"
          r"is not a local folder and is not a valid model identifier|No such file or directory: .*config\.json|"

@@ -10,8 +10,8 @@ from the per-request arrays when the file has them (``--output-details`` /
 ``--save-detailed``; vLLM >= 0.31 keeps ``latencies`` always), else left at 0.0; so are
 the mean and median of a metric left out of vLLM's ``--percentile-metrics`` (e2el by
 default).  A run without a concurrency limit (``--request-rate`` only: ``max_concurrency``
-null) is labelled with its peak concurrent requests, as both tools print it, else with
-SGLang's measured mean concurrency, rounded.
+null) is labelled with its peak concurrent requests as vLLM prints it, else SGLang's
+measured mean concurrency, else (vLLM <= 0.10) request rate x mean E2E latency, rounded.
 Checked against files written by the real clients: tests/tools/loadgen/real_formats.
 """
 
@@ -110,6 +110,10 @@ def _concurrency(path: Path, where: str, run: dict) -> int:
         value = run.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
             return max(1, round(value))
+    # vLLM <= 0.10 writes neither: Little's law, mean in flight = request rate x mean latency
+    rate, e2e = run.get("request_throughput"), run.get("mean_e2el_ms")
+    if isinstance(rate, (int, float)) and isinstance(e2e, (int, float)) and rate > 0 and e2e > 0:
+        return max(1, round(rate * e2e / 1000))
     raise UserError(f"{path}: {where}: max_concurrency: missing and no measured concurrency "
                     "(fix: a complete bench_serving / vllm bench serve result)")
 

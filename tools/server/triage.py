@@ -79,7 +79,8 @@ RULES: tuple[TriageRule, ...] = (
     # a capture that fails for lack of memory is an OOM, not an incompatibility
     rule(FC.cuda_graph_incompatible, r"^(?!.*out of memory)(?:.*?)(?:operation not permitted when stream is capturing|"
          r"cudaErrorStreamCapture\w*|CUDA graph.*captur\w*.*(fail|error|invalid)|captur\w* .*CUDA graph.*(fail|error)|"
-         r"stream capture (is )?(invalidated|unsupported))", 40, "incompatible with CUDA graph capture"),
+         r"stream capture (is )?(invalidated|unsupported)|during CUDA graph capture|cudaStreamCaptureStatusActive)",
+         40, "incompatible with CUDA graph capture"),
     rule(FC.kernel_fault, r"an illegal memory access was encountered|cudaErrorIllegal(Address|Instruction)|"
          r"an illegal instruction was encountered|misaligned address|unspecified launch failure",
          45, "a GPU kernel faulted"),
