@@ -21,8 +21,22 @@ import httpx
 import openai
 from pydantic import BaseModel, ValidationError
 
-from campaign.planner.base import AnalysisOutcome, PlannerContext, PlannerUnavailable, ProposalOutcome, TriageOutcome
-from campaign.planner.prompt import Messages, analysis_messages, proposal_messages, triage_messages
+from campaign.domain.models import FailureClass
+from campaign.domain.records import ExperimentView
+from campaign.domain.redact import redact_text
+from campaign.planner.base import (
+    AnalysisOutcome,
+    PlannerContext,
+    PlannerUnavailable,
+    ProposalOutcome,
+    TriageOutcome,
+)
+from campaign.planner.prompt import (
+    Messages,
+    analysis_messages,
+    proposal_messages,
+    triage_messages,
+)
 from campaign.planner.schemas import (
     ANALYSIS_MAX_WORDS,
     ANALYSIS_SCHEMA,
@@ -37,11 +51,14 @@ from campaign.planner.schemas import (
     response_format,
 )
 from campaign.planner.vetting import vet_proposal
-from campaign.planner.wire import BadBody, Completion, one_line, parse_completion, read_body
+from campaign.planner.wire import (
+    BadBody,
+    Completion,
+    one_line,
+    parse_completion,
+    read_body,
+)
 from campaign.playbook.schema import KnobSpace, PlannerSpec
-from campaign.domain.records import ExperimentView
-from campaign.domain.models import FailureClass
-from campaign.domain.redact import redact_text
 
 #: sent when an endpoint needs no key (a local vLLM/SGLang server); never a secret.
 NO_KEY = "no-key"

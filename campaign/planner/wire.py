@@ -12,6 +12,7 @@ and retried like a transport error.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ def _snippet(text: str, n: int = 60) -> str:
 
 def _tokens(usage: Any, key: str) -> int:
     value = usage.get(key) if isinstance(usage, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         return 0
     return int(min(value, _TOKENS_CAP))
 
