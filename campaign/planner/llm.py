@@ -236,6 +236,7 @@ class LlmPlanner:
                                            needs_approval=hypothesis.patch is not None)
             rejection = Rejection(reason=self._redact(reason or "rejected"), raw=self._redact(content)[:4000])
             record.rejection = rejection.reason
+            record.output_json = rejection.raw[:2000]  # what was refused, for the record (redacted)
             calls.append(record)
             rejections.append(rejection)
         return ProposalOutcome(source="llm", rejections=rejections, calls=calls, exhausted=True,

@@ -86,7 +86,7 @@ class LlmCallRecord(BaseModel):
     completion_tokens: int = 0
     latency_ms: float = 0.0
     prompt_hash: str  # sha256 of the JSON-serialised messages
-    output_json: str | None = None  # the validated answer
+    output_json: str | None = None  # the validated answer, or the refused answer's (redacted) text
     rejection: str | None = None  # why the answer was refused
     error: str | None = None  # the call itself failed (endpoint, auth, timeout)
     structured: bool = True  # response_format json_schema was used

@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import hashlib
 
+from campaign.domain.models import EffectiveConfig
+from campaign.domain.records import ExperimentView
 from campaign.planner.base import PlannerContext
-from campaign.planner.knobs import _NUMBER, HYPOTHESIS_NAME, Scalar, check_settings, value_text
+from campaign.planner.knobs import (
+    _NUMBER,
+    HYPOTHESIS_NAME,
+    Scalar,
+    check_settings,
+    value_text,
+)
 from campaign.planner.patchcheck import patch_problems
 from campaign.planner.schemas import Proposal
 from campaign.playbook.schema import HypothesisSpec, KnobSpace
-from campaign.domain.records import ExperimentView
-from campaign.domain.models import EffectiveConfig
 
 Change = frozenset[tuple[str, str, str]]
 UNSET = "<unset>"
