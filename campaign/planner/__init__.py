@@ -45,7 +45,8 @@ def select_planner(playbook: Playbook, environ: Mapping[str, str] | None = None)
         return QueuePlanner(), NO_ENDPOINT
     from campaign.planner.llm import LlmPlanner
 
-    return LlmPlanner(spec, playbook.knobs, api_key=api_key, base_url=base_url), None
+    return LlmPlanner(spec, playbook.knobs, api_key=api_key, base_url=base_url,
+                      allowed_flags=playbook.server.allowed_flags), None
 
 
 __all__ = [

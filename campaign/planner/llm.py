@@ -40,7 +40,6 @@ from campaign.planner.prompt import (
 from campaign.planner.schemas import (
     ANALYSIS_MAX_WORDS,
     ANALYSIS_SCHEMA,
-    PROPOSAL_SCHEMA,
     TRIAGE_SCHEMA,
     AnalysisAnswer,
     CallPurpose,
@@ -48,6 +47,7 @@ from campaign.planner.schemas import (
     Proposal,
     Rejection,
     TriageAnswer,
+    proposal_schema,
     response_format,
 )
 from campaign.planner.vetting import vet_proposal
@@ -85,6 +85,12 @@ def _validation_summary(err: ValidationError) -> str:
     return "answer violates the schema: " + "; ".join(parts)
 
 
+def _cap(reason: str, limit: int = 400) -> str:
+    """A rejection reason as one line of at most `limit` characters (it goes back to the model)."""
+    flat = one_line(reason, limit + 1)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def short_analysis(text: str) -> str:
     """One paragraph of plain text, at most ANALYSIS_MAX_WORDS words."""
     words = _CONTROL.sub(" ", text).split()
@@ -99,10 +105,12 @@ class LlmPlanner:
     kind = "llm"
 
     def __init__(
-        self, spec: PlannerSpec, knobs: KnobSpace, *, api_key: str | None = None, base_url: str | None = None
+        self, spec: PlannerSpec, knobs: KnobSpace, *, api_key: str | None = None, base_url: str | None = None,
+        allowed_flags: list[str] | None = None,
     ) -> None:
         self.spec = spec
         self.knobs = knobs
+        self.proposal_schema = proposal_schema(knobs, allowed_flags)
         self.base_url = base_url
         self._secrets = [api_key] if api_key else []
         self._structured = True
@@ -223,7 +231,7 @@ class LlmPlanner:
         calls: list[LlmCallRecord] = []
         for _ in range(self.spec.max_rejections + 1):
             messages = proposal_messages(ctx, self.knobs, rejections, self.spec.context_tokens)
-            content, record = self._complete("propose", messages, "proposal", PROPOSAL_SCHEMA, calls)
+            content, record = self._complete("propose", messages, "proposal", self.proposal_schema, calls)
             proposal, reason = self._answer(content, Proposal)
             if isinstance(proposal, Proposal):
                 hypothesis, problems = vet_proposal(proposal, ctx, self.knobs)
@@ -234,7 +242,7 @@ class LlmPlanner:
                     return ProposalOutcome(hypothesis=hypothesis, source="llm", proposal=proposal,
                                            rejections=rejections, calls=calls,
                                            needs_approval=hypothesis.patch is not None)
-            rejection = Rejection(reason=self._redact(reason or "rejected"), raw=self._redact(content)[:4000])
+            rejection = Rejection(reason=_cap(self._redact(reason or "rejected")), raw=self._redact(content)[:4000])
             record.rejection = rejection.reason
             record.output_json = rejection.raw[:2000]  # what was refused, for the record (redacted)
             calls.append(record)
