@@ -11,11 +11,14 @@ node that finishes the campaign.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from campaign.domain.errors import UserError
 from campaign.domain.records import CALL_FAILED
 from campaign.playbook.schema import HypothesisSpec, Playbook
+
+if TYPE_CHECKING:
+    from campaign.planner import LlmCallRecord, PlannerContext
 
 PLANNER_EVENT = "planner"
 STOPPED = "planner stopped: "
@@ -29,7 +32,7 @@ def make_llm_planner(pb: Playbook) -> Any | None:
     return None if notice or planner.kind != "llm" else planner
 
 
-def _context(deps: Any, cid: str):
+def _context(deps: Any, cid: str) -> PlannerContext:
     from campaign.planner import PlannerContext
 
     store = deps.store
@@ -43,7 +46,7 @@ def _context(deps: Any, cid: str):
     )
 
 
-def _record_calls(store: Any, cid: str, calls: list) -> None:
+def _record_calls(store: Any, cid: str, calls: list[LlmCallRecord]) -> None:
     """Every call, even one identical to an earlier call (same prompt): the attempt
     number continues from what is recorded, so nothing is dropped as a duplicate."""
     seen = Counter((c.purpose, c.prompt_hash) for c in store.planner_calls(cid))
@@ -104,7 +107,7 @@ def propose_with_planner(deps: Any, cid: str) -> HypothesisSpec | None:
         elif outcome.note:
             _note(store, cid, f"{STOPPED}{outcome.note}")
         return None
-    spec = outcome.hypothesis
+    spec: HypothesisSpec = outcome.hypothesis
     store.upsert_hypothesis(cid, spec, source="llm" if outcome.source == "llm" else "playbook")
     return spec
 

@@ -202,7 +202,7 @@ class LlmPlanner:
                     raise PlannerUnavailable(f"{record.error} ({bad} answers in a row)", calls) from None
                 time.sleep(min(0.25 * 2 ** (bad - 1), 4.0))
                 continue
-            except Exception as err:  # noqa: BLE001 - the endpoint is untrusted: never a traceback
+            except Exception as err:  # the endpoint is untrusted: never a traceback
                 record.latency_ms = (time.perf_counter() - start) * 1000
                 record.error = self._redact(f"planner: {type(err).__name__} calling {self._where()}")
                 calls.append(record)
