@@ -75,7 +75,7 @@ def parse_json_object(content: str) -> Any:
     for candidate in candidates:
         try:
             return json.loads(candidate)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: "[[[[..." nested past the C stack limit
             continue
     raise ValueError(f"answer is not valid JSON: {text[:80]!r}")
 
