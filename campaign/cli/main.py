@@ -35,14 +35,17 @@ def _fail(exc: UserError) -> None:
 def _outcome(out: RunOutcome) -> None:
     from rich.console import Console
 
-    con = Console()
+    from campaign.cli.plain import line
+
+    con = Console(highlight=False)
     if out.status == "awaiting_review":
-        con.print(f"[bold yellow]campaign {out.campaign_id} halted for review:[/] {out.reason}")
-        con.print(f"journal: {out.journal}")
+        con.print(line((f"campaign {out.campaign_id} halted for review:", "bold yellow"), " ", (out.reason, "")))
+        con.print(line("journal: ", (out.journal, "")))
         con.print(f"resume:  campaign resume {out.campaign_id} --approve [--note TEXT] [--set node.cuda=13.0] "
                   f"[--add-hypothesis FILE]\n stop:    campaign resume {out.campaign_id} --reject")
     elif out.status == "interrupted":
-        con.print(f"[bold]campaign {out.campaign_id} stopped ({out.reason}); every recorded result is kept.[/]")
+        con.print(line((f"campaign {out.campaign_id} stopped (", "bold"), (out.reason, "bold"),
+                       ("); every recorded result is kept.", "bold")))
         con.print(f"resume:  campaign resume {out.campaign_id}")
         sys.stdout.flush()
         sys.stderr.flush()
@@ -50,9 +53,11 @@ def _outcome(out: RunOutcome) -> None:
         # exit: its servers are already stopped and the checkpoint is on disk, so leave now
         os._exit(out.exit_code)
     elif out.status == "failed":
-        con.print(f"[bold red]campaign {out.campaign_id} failed:[/] {out.reason}\njournal: {out.journal}")
+        con.print(line((f"campaign {out.campaign_id} failed:", "bold red"), " ", (out.reason, "")))
+        con.print(line("journal: ", (out.journal, "")))
     else:
-        con.print(f"[bold green]campaign {out.campaign_id} finished[/]: {out.reason}\njournal: {out.journal}")
+        con.print(line((f"campaign {out.campaign_id} finished", "bold green"), ": ", (out.reason, "")))
+        con.print(line("journal: ", (out.journal, "")))
     raise typer.Exit(out.exit_code)
 
 
@@ -141,10 +146,12 @@ def status(db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--js
     from rich.console import Console
     from rich.table import Table
 
+    from campaign.cli.plain import plain
+
     t = Table("id", "name", "status", "why")
     for it in items:
-        t.add_row(it["id"], it["name"], it["status"], it["halt_reason"] or "")
-    Console().print(t)
+        t.add_row(*(plain(it[k] or "") for k in ("id", "name", "status", "halt_reason")))
+    Console(highlight=False).print(t)
 
 
 @app.command()
@@ -160,12 +167,19 @@ def show(campaign_id: str, db: Optional[str] = DB_OPT, as_json: bool = typer.Opt
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
-    con.print(f"[bold]{data['id']}[/] status: {data['status']}")
+    from campaign.cli.plain import line, plain
+
+    con = Console(highlight=False)
+    con.print(line((data["id"], "bold"), " status: ", (data["status"], "")))
     t = Table("hypothesis", "verdict", "class", "reason")
     for e in data["experiments"]:
-        t.add_row(e["hypothesis"], e["verdict"] or "", e.get("failure_class") or "", e.get("reason") or "")
+        t.add_row(*(plain(e.get(k) or "") for k in ("hypothesis", "verdict", "failure_class", "reason")))
     con.print(t)
+    if data.get("halt_reason"):
+        con.print(line("why: ", (data["halt_reason"], "")))
+    rejected = sum(1 for c in data.get("planner_calls", []) if c["outcome"] != "accepted")
+    if rejected:
+        con.print(line(f"planner: {rejected} rejected or failed model calls (campaign show --json lists them)"))
 
 
 @app.command()

@@ -44,14 +44,18 @@ def _concurrency(text: str) -> list[int]:
 def _table(result: Any) -> Any:
     from rich.table import Table
 
-    table = Table(title=f"{result.model or 'server'}  prompts {result.prompt_set_hash or '-'}  time x{result.time_scale:g}")
+    from campaign.cli.plain import plain
+
+    # the model name and token source come from the server: never markup
+    table = Table(title=plain(f"{result.model or 'server'}  prompts {result.prompt_set_hash or '-'}  "
+                              f"time x{result.time_scale:g}"))
     for name in ("C", "req", "err", "tok/s", "req/s", "TTFT p50", "TTFT p99", "ITL p50", "TPOT p50", "E2E p50", "src"):
         table.add_column(name, justify="right")
     for lv in result.levels:
         table.add_row(
             str(lv.concurrency), str(lv.requests), str(lv.errors), f"{lv.output_tokens_per_s:.1f}", f"{lv.requests_per_s:.2f}",
             f"{lv.ttft_ms.p50:.1f}", f"{lv.ttft_ms.p99:.1f}", f"{lv.itl_ms.p50:.1f}", f"{lv.tpot_ms.p50:.1f}",
-            f"{lv.e2e_ms.p50:.1f}", lv.token_source,
+            f"{lv.e2e_ms.p50:.1f}", plain(lv.token_source),
         )
     return table
 

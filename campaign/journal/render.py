@@ -21,6 +21,7 @@ import jinja2
 
 from campaign.journal import mdsafe
 from campaign.domain.errors import UserError
+from campaign.journal.planner_section import planner_context
 from campaign.journal.format import (
     baseline_context, dead_end_rows, experiment_context, fmt_duration, fmt_time,
     scoreboard_rows, table,
@@ -192,6 +193,7 @@ def render_journal(view: CampaignView, existing_text: str | None = None, *,
         "reviews": table(["#", "reason", "decision", "note", "decided"],
                          [[r.seq, r.reason, Md(mdsafe.cell(r.decision)) if r.decision else Md("**pending**"),
                            r.note or "-", fmt_time(r.decided_at)] for r in view.reviews]) if view.reviews else None,
+        "planner": planner_context(view),
         "planner_cost": table(["planner", "value"], [[k, f"{v:g}"] for k, v in view.planner_cost.items()])
         if any(v for v in view.planner_cost.values()) else None,
         "footer": Md(f"generated from {mdsafe.code(db_label or 'the campaign database')} at "

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from campaign.planner.base import AnalysisOutcome, PlannerContext, ProposalOutcome, TriageOutcome
 from campaign.domain.records import ExperimentView
+from campaign.planner.base import (
+    AnalysisOutcome,
+    PlannerContext,
+    ProposalOutcome,
+    TriageOutcome,
+)
 
 
 class QueuePlanner:

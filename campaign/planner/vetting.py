@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import hashlib
 
+from campaign.domain.models import EffectiveConfig
+from campaign.domain.records import ExperimentView
 from campaign.planner.base import PlannerContext
-from campaign.planner.knobs import _NUMBER, HYPOTHESIS_NAME, Scalar, check_settings, value_text
+from campaign.planner.knobs import (
+    _NUMBER,
+    HYPOTHESIS_NAME,
+    Scalar,
+    check_settings,
+    shown,
+    value_text,
+)
 from campaign.planner.patchcheck import patch_problems
 from campaign.planner.schemas import Proposal
 from campaign.playbook.schema import HypothesisSpec, KnobSpace
-from campaign.domain.records import ExperimentView
-from campaign.domain.models import EffectiveConfig
 
 Change = frozenset[tuple[str, str, str]]
 UNSET = "<unset>"
@@ -86,15 +93,15 @@ def history_problems(p: Proposal, change: Change, ctx: PlannerContext) -> list[s
     dead_names = {d.hypothesis for d in ctx.view.dead_ends}
     if p.revisit_of is not None and p.revisit_of not in reopened:
         state = "is not a recorded dead end" if p.revisit_of not in dead_names else "is a dead end that is not reopened"
-        return [f"revisit_of '{p.revisit_of}' {state}"]
+        return [f"revisit_of {shown(p.revisit_of)} {state}"]
     for dead in ctx.view.dead_ends:
         if dead.hypothesis in reopened:
             continue
         if p.name == dead.hypothesis or change in _changes_of(dead.hypothesis, ctx, base):
             revisit = ", ".join(dead.revisit_on) or "nothing recorded"
             return [
-                f"repeats dead end '{dead.hypothesis}' ({dead.reason}); it may be revisited only when "
-                f"one of these changes: {revisit}"
+                (f"repeats dead end '{dead.hypothesis}' ({dead.reason}); it may be revisited only when "
+                 f"one of these changes: {revisit}")
             ]
     if p.name in ctx.known_names() and p.name not in reopened:
         return [f"duplicate: the name '{p.name}' is already tried or queued"]

@@ -70,6 +70,7 @@ def read_snapshot(s: Session, campaign_id: str) -> CampaignSnapshot:
         reviews=[review_record(r) for r in reviews],
         events=ReviewLogMixin._events_in(s, campaign_id),
         planner_cost=ReviewLogMixin._planner_cost_in(s, campaign_id),
+        planner_calls=ReviewLogMixin._planner_calls_in(s, campaign_id),
     )
 
 

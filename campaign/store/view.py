@@ -18,6 +18,7 @@ from campaign.domain.records import (
     DeadEnd,
     ExperimentView,
     LevelRow,
+    PlannerCall,
     ReviewView,
     Verdict,
 )
@@ -33,6 +34,7 @@ from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
 
 ENVIRONMENT_EVENT = "environment"
 DRIFT_EVENT = "drift"
+PLANNER_EVENT = "planner"
 
 
 class CampaignSnapshot(BaseModel):
@@ -49,6 +51,7 @@ class CampaignSnapshot(BaseModel):
     reviews: list[ReviewRecord] = Field(default_factory=list)
     events: list[EventRecord] = Field(default_factory=list)
     planner_cost: dict[str, float] = Field(default_factory=dict)
+    planner_calls: list[PlannerCall] = Field(default_factory=list)
 
     def metric(self) -> str:
         return str(self.campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
@@ -216,6 +219,8 @@ def build_view(snap: CampaignSnapshot) -> CampaignView:
         environment_changes=[e.message for e in snap.events if e.kind == ENVIRONMENT_EVENT],
         drift_notes=[e.message for e in snap.events if e.kind == DRIFT_EVENT],
         planner_cost=snap.planner_cost,
+        planner_calls=snap.planner_calls,
+        planner_notes=[e.message for e in snap.events if e.kind == PLANNER_EVENT],
         node_seconds=sum(e.node_seconds for e in snap.experiments),
         created_at=c.created_at,
         updated_at=c.updated_at,
@@ -238,6 +243,8 @@ def show_json(view: CampaignView) -> dict[str, Any]:
             "figures": {wl: {str(c): v for c, v in levels.items()} for wl, levels in base.figures.items()},
         },
         "experiments": [_experiment_json(e) for e in view.experiments],
+        "planner_calls": [c.model_dump(mode="json") for c in view.planner_calls],
+        "planner_notes": list(view.planner_notes),
     }
 
 
