@@ -9,6 +9,7 @@ from langgraph.types import interrupt
 
 from campaign.domain import killpoint
 from campaign.loop.nodes.base import NodeFamily
+from campaign.loop.planner_bridge import stop_reason
 from campaign.loop.state import CampaignState
 
 __all__ = ["ReviewNodes"]
@@ -50,7 +51,8 @@ class ReviewNodes(NodeFamily):
         if halt.get("kind") == "fail":
             store.update_campaign(cid, status="failed", halt_reason=halt.get("reason"))
         else:
-            store.update_campaign(cid, status="finished", halt_reason=halt.get("reason") or "hypothesis queue exhausted")
+            reason = halt.get("reason") or (stop_reason(store, cid) if self.d.planner is not None else None)
+            store.update_campaign(cid, status="finished", halt_reason=reason or "hypothesis queue exhausted")
         killpoint.reached("finish:marked")
         self._render(cid)
         return {"finished": True}

@@ -66,6 +66,7 @@ def test_markup_in_model_text_and_a_bad_analysis_body_do_not_stop_the_campaign(t
     outcomes = [(c["purpose"], c["outcome"]) for c in data["planner_calls"]]
     assert outcomes == [("propose", "accepted"), ("analyze", "failed")]
     assert data["planner_notes"][-1].startswith("planner stopped: planner.max_proposals (1)")
+    assert data["halt_reason"].startswith("planner stopped: planner.max_proposals (1)")  # not "queue exhausted"
     journal = (tmp_path / "journal" / "test.md").read_text()
     assert "## Planner" in journal and "(U+202E)" in journal and "\u202e" not in journal
     table = campaign("status", "--db", str(tmp_path / "campaign.db"), cwd=tmp_path)
@@ -81,6 +82,7 @@ def test_every_answer_rejected_is_counted_and_the_stop_is_named(tmp_path: Path) 
     assert len(calls) == 6 and {c["outcome"] for c in calls} == {"rejected"}  # identical calls, none dropped
     assert all("unsafe characters" in c["reason"] for c in calls)
     assert any(n.startswith("planner stopped: 6 proposals rejected in a row") for n in data["planner_notes"])
+    assert data["halt_reason"].startswith("planner stopped: 6 proposals rejected in a row"), data["halt_reason"]
     assert data["experiments"] == []
     journal = (tmp_path / "journal" / "test.md").read_text()
     assert "| rejected | propose |" in journal and "| 6 |" in journal
