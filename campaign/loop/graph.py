@@ -9,6 +9,7 @@ with an in-memory one.  Nothing is compiled at import time.
 from __future__ import annotations
 
 from functools import partial
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -28,7 +29,7 @@ def build_graph(deps: Deps) -> StateGraph[Any]:
     g = StateGraph(ParallelState if fan else CampaignState)
     for name in NODE_NAMES:
         fn = getattr(fan if fan and name == "propose" else n, name)
-        g.add_node(name, _with_kill_point(name, fn) if killpoint.active() else fn)
+        g.add_node(name, _with_kill_point(name, fn) if killpoint.active() else fn)  # type: ignore[arg-type]
     g.add_edge(START, "fingerprint")
     g.add_conditional_edges("fingerprint", routing.after_fingerprint, ["review", "baseline"])
     g.add_conditional_edges("baseline", routing.after_baseline, ["propose", "finish"])
@@ -49,11 +50,11 @@ def build_graph(deps: Deps) -> StateGraph[Any]:
     return g
 
 
-def _with_kill_point(name: str, fn):
+def _with_kill_point(name: str, fn: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
     """Crash tests only (`campaign.domain.killpoint`): mark the moment a node returned,
     its store writes done and nothing of it checkpointed yet."""
 
-    def node(state):
+    def node(state: Any) -> dict[str, Any]:
         out = fn(state)
         killpoint.reached(f"{name}:after")
         return out

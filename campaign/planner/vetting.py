@@ -71,7 +71,8 @@ def spec_change(h: HypothesisSpec, base: EffectiveConfig) -> Change:
 
 def experiment_change(e: ExperimentView) -> Change:
     """The change an experiment measured, from its recorded config diff."""
-    items = {(c.kind, c.key, UNSET if c.change == "removed" else _norm(c.after)) for c in e.config_diff}
+    items: set[tuple[str, str, str]] = {(c.kind, c.key, UNSET if c.change == "removed" else _norm(c.after))
+                                         for c in e.config_diff}
     if e.patch_sha:
         items.add(("patch", "", e.patch_sha))
     return frozenset(items)

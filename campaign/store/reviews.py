@@ -143,7 +143,7 @@ class ReviewLogMixin:
     @staticmethod
     def _planner_cost_in(s: Session, campaign_id: str) -> dict[str, float]:
         calls, prompt, completion, ms, rejected = s.exec(
-            select(
+            select(  # type: ignore[call-overload]  # sqlmodel's select() overloads stop at 4 columns
                 func.count(col(LlmCallRow.id)),
                 func.coalesce(func.sum(LlmCallRow.prompt_tokens), 0),
                 func.coalesce(func.sum(LlmCallRow.completion_tokens), 0),
