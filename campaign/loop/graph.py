@@ -8,8 +8,8 @@ with an in-memory one.  Nothing is compiled at import time.
 
 from __future__ import annotations
 
-from functools import partial
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -17,9 +17,9 @@ from langgraph.graph import END, START, StateGraph
 from campaign.domain import killpoint
 from campaign.loop import routing
 from campaign.loop.deps import Deps
+from campaign.loop.fanout import FanOut
 from campaign.loop.nodes import NODE_NAMES, Nodes
 from campaign.loop.parallel import ParallelState
-from campaign.loop.fanout import FanOut
 from campaign.loop.state import CampaignState
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypedDict
 
-from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.loop.routing import halt_after_verdict
 from campaign.loop.state import CampaignState, Current
+from campaign.playbook.schema import HypothesisSpec, Playbook
 
 
 def is_barrier(spec: HypothesisSpec, done: set[str]) -> bool:

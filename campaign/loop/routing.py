@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from campaign.playbook.schema import Playbook
 from campaign.loop.state import CampaignState
+from campaign.playbook.schema import Playbook
 
 
 def after_fingerprint(state: CampaignState) -> Literal["review", "baseline"]:

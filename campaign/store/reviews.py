@@ -21,8 +21,8 @@ from campaign.domain.records import CALL_FAILED, PlannerCall
 from campaign.playbook.schema import HypothesisSpec
 from campaign.store.convert import canonical, event_record, review_record
 from campaign.store.db import read_session, write_session
-from campaign.store.ops import require_campaign, upsert_hypothesis_in
 from campaign.store.models import EventRecord, EventRow, LlmCallRow, ReviewDecision, ReviewRecord, ReviewRow
+from campaign.store.ops import require_campaign, upsert_hypothesis_in
 
 
 class ReviewLogMixin:

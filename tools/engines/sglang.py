@@ -58,7 +58,7 @@ def parse_metrics(body: str) -> EngineMetrics:
     """`/server_info` JSON -> engine-neutral counters (means over DP ranks)."""
     info = json.loads(body)
     if not isinstance(info, dict):
-        raise ValueError("server_info did not return a JSON object")  # noqa: TRY004 (a bad body, as json errors)
+        raise ValueError("server_info did not return a JSON object")
     states = [s for s in info.get("internal_states") or [] if isinstance(s, dict)]
     running = _numbers(states, "num_running_reqs")
     waiting = _numbers(states, "num_queue_reqs")

@@ -17,11 +17,11 @@ from types import TracebackType
 import httpx
 from pydantic import BaseModel, Field
 
+from campaign.domain import killpoint
+from campaign.domain.models import Failure, FailureClass, ProcessHandle
+from campaign.domain.redact import redact_argv, redact_text
 from tools.executors.base import Executor
 from tools.server.ledger import ProcessLedger
-from campaign.domain.models import Failure, FailureClass, ProcessHandle
-from campaign.domain import killpoint
-from campaign.domain.redact import redact_argv, redact_text
 from tools.server.orphans import LAUNCH_TOKEN_ENV
 from tools.server.triage import Phase, TriageRule, classify
 

@@ -17,10 +17,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from campaign.domain.models import ProcessHandle
 from tools.executors.base import Executor
 from tools.executors.procinfo import start_ticks
 from tools.server.orphans import find_by_token
-from campaign.domain.models import ProcessHandle
 
 
 def handle_key(handle: ProcessHandle) -> str:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from campaign.domain.errors import UserError
-from tools.engines import ENGINES, engine_profile, read_vllm_setup
 from campaign.domain.models import EffectiveConfig
+from tools.engines import ENGINES, engine_profile, read_vllm_setup
 
 NGRAM = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}'
 
