@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 
-def publish_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "") -> Path:
+def publish_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "",
+                    plots: bool = True) -> Path:
     from campaign.journal.render import update_journal
 
-    return update_journal(Path(path), store.view(campaign_id), db_label=db_label)
+    return update_journal(Path(path), store.view(campaign_id), db_label=db_label, plots=plots)
