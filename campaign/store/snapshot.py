@@ -9,7 +9,9 @@ from campaign.store.convert import (
     experiment_record,
     hypothesis_record,
     review_record,
-    run_record,
+    run_order,
+    run_records,
+    verdict_detail,
     verdict_of,
 )
 from campaign.store.models import (
@@ -19,10 +21,11 @@ from campaign.store.models import (
     HypothesisRow,
     ReviewRow,
     RunRecord,
-    RunRow,
+    RunSideRow,
     VerdictRow,
 )
 from campaign.store.ops import require_campaign
+from campaign.store.pack import unpack_text
 from campaign.store.reviews import ReviewLogMixin
 from campaign.store.view import CampaignSnapshot
 from campaign.domain.models import Fingerprint
@@ -40,16 +43,13 @@ def read_snapshot(s: Session, campaign_id: str) -> CampaignSnapshot:
     ).all()
     ids = [e.id for e in experiments]
     runs: dict[str, list[RunRecord]] = {i: [] for i in ids}
-    run_rows = s.exec(
-        select(RunRow)
-        .where(col(RunRow.experiment_id).in_(ids))
-        .order_by(col(RunRow.workload), col(RunRow.concurrency), col(RunRow.side), col(RunRow.repeat))
-    )
-    for r in run_rows:
-        runs[r.experiment_id].append(run_record(r))
-    verdicts = {v.experiment_id: verdict_of(v.detail_json) for v in s.exec(select(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids)))}
+    for row in s.exec(select(RunSideRow).where(col(RunSideRow.experiment_id).in_(ids))):
+        runs[row.experiment_id].extend(run_records(row))
+    for exp_runs in runs.values():
+        exp_runs.sort(key=run_order)
+    verdicts = {v.experiment_id: verdict_of(verdict_detail(v)) for v in s.exec(select(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids)))}
     analyses = {
-        a.experiment_id: a.content
+        a.experiment_id: unpack_text(a.content, a.content_z)
         for a in s.exec(
             select(ArtifactRow)
             .where(col(ArtifactRow.experiment_id).in_(ids), ArtifactRow.kind == "analysis")

@@ -1,0 +1,112 @@
+"""Compact storage of what a campaign measures: one packed row per side and round.
+
+Why: a week-long campaign holds 1,000+ experiments x 2 sides x 3 rounds x 16 levels.
+One row per level with its JSON cost ~100 KB per experiment (keys repeated in every
+row, two indexes over long text ids).  A side's round is written in one transaction
+and read as a whole, so it is stored as one row: the level summaries' numbers as
+exact IEEE doubles (nothing the verdict reads is rounded: every metric and its
+spread, per level) behind a small JSON header naming the fields once, compressed.
+Long text (greedy outputs, verdict details, logs) is compressed the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from typing import Any
+
+from campaign.domain.models import LevelResult
+
+__all__ = ["PACK_TEXT_FROM", "pack_levels", "pack_text", "unpack_levels", "unpack_text"]
+
+PACK_TEXT_FROM = 256  # shorter text stays plain: compressing it saves nothing
+_FORMAT = 1
+
+
+def _flatten(dump: dict[str, Any]) -> tuple[list[str], list[float], dict[str, Any]]:
+    """Numeric leaves (one level of nesting: the latency stats) and everything else."""
+    paths: list[str] = []
+    values: list[float] = []
+    extras: dict[str, Any] = {}
+    for key, value in dump.items():
+        if isinstance(value, dict) and value and all(_numeric(v) for v in value.values()):
+            for sub, v in value.items():
+                paths.append(f"{key}.{sub}")
+                values.append(float(v))
+        elif _numeric(value):
+            paths.append(key)
+            values.append(float(value))
+        else:
+            extras[key] = value
+    return paths, values, extras
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def pack_levels(levels: list[tuple[str, LevelResult, str]]) -> bytes:
+    """(workload, result, prompt_set_hash) per level -> one compressed blob."""
+    fields: list[str] | None = None
+    header: list[list[Any]] = []
+    numbers: list[float] = []
+    for workload, result, prompt_hash in levels:
+        paths, values, extras = _flatten(result.model_dump(mode="json"))
+        if fields is None:
+            fields = paths
+        if paths != fields:  # a differently shaped result: kept whole, as JSON
+            header.append([workload, prompt_hash, {"json": result.model_dump(mode="json")}])
+            continue
+        header.append([workload, prompt_hash, extras])
+        numbers.extend(values)
+    head = json.dumps({"v": _FORMAT, "fields": fields or [], "levels": header}, separators=(",", ":")).encode()
+    width = len(fields or [])
+    rows = len(numbers) // width if width else 0
+    by_field = [numbers[r * width + f] for f in range(width) for r in range(rows)]  # like values side by side
+    raw = struct.pack(f"<{len(by_field)}d", *by_field)
+    shuffled = b"".join(raw[i::8] for i in range(8))  # byte planes: exponents compress, noise does not
+    return zlib.compress(struct.pack("<I", len(head)) + head + shuffled, 6)
+
+
+def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
+    raw = zlib.decompress(blob)
+    (n,) = struct.unpack_from("<I", raw, 0)
+    head = json.loads(raw[4:4 + n])
+    if head.get("v") != _FORMAT:
+        raise ValueError(f"unknown packed-levels format {head.get('v')!r}")
+    fields: list[str] = head["fields"]
+    planes = raw[4 + n:]
+    count = len(planes) // 8
+    raw_nums = bytearray(len(planes))
+    for i in range(8):
+        raw_nums[i::8] = planes[i * count:(i + 1) * count]
+    by_field = struct.unpack(f"<{count}d", bytes(raw_nums))
+    width = len(fields)
+    rows = count // width if width else 0
+    nums = [by_field[f * rows + r] for r in range(rows) for f in range(width)]
+    out: list[tuple[str, LevelResult, str]] = []
+    i = 0
+    for workload, prompt_hash, extras in head["levels"]:
+        if "json" in extras and len(extras) == 1:
+            out.append((workload, LevelResult.model_validate(extras["json"]), prompt_hash))
+            continue
+        data: dict[str, Any] = dict(extras)
+        for path, value in zip(fields, nums[i:i + len(fields)]):
+            key, _, sub = path.partition(".")
+            if sub:
+                data.setdefault(key, {})[sub] = value
+            else:
+                data[key] = value
+        i += len(fields)
+        out.append((workload, LevelResult.model_validate(data), prompt_hash))
+    return out
+
+
+def pack_text(text: str) -> bytes | None:
+    """Compressed text, or None when it is short enough to stay plain."""
+    return zlib.compress(text.encode("utf-8"), 6) if len(text) >= PACK_TEXT_FROM else None
+
+
+def unpack_text(plain: str, packed: bytes | None) -> str:
+    return zlib.decompress(packed).decode("utf-8") if packed else plain
