@@ -91,9 +91,10 @@ def op_update(db: str, cid: str, journal: str, n: int) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import random
 
+    from scale_build import add_experiment
+
     from campaign.journal.publish import publish_journal
     from campaign.store import Store
-    from scale_build import add_experiment
 
     with Store(db) as store:
         publish_journal(store, cid, Path(journal), db_label="campaign.db")  # the previous verdict's update
@@ -101,8 +102,9 @@ def op_update(db: str, cid: str, journal: str, n: int) -> None:
         camp = store.get_campaign(cid)
         fp = store.snapshot(cid).latest_fingerprint_id if n <= 1000 else None
         if fp is None:
-            from campaign.store.convert import fingerprint_id
             from scale_build import FP
+
+            from campaign.store.convert import fingerprint_id
 
             fp = fingerprint_id(FP)
         add_experiment(store, cid, random.Random(n), n + 1, fp, camp.baseline_experiment_id or "")

@@ -15,7 +15,14 @@ import json
 import random
 from pathlib import Path
 
-from campaign.domain.models import EffectiveConfig, Failure, FailureClass, Fingerprint, LevelResult, Stat
+from campaign.domain.models import (
+    EffectiveConfig,
+    Failure,
+    FailureClass,
+    Fingerprint,
+    LevelResult,
+    Stat,
+)
 from campaign.domain.records import CorrectnessResult, LevelComparison, Verdict
 from campaign.playbook.schema import HypothesisSpec
 from campaign.store import Store
@@ -28,8 +35,7 @@ PLAYBOOK = {
     "workloads": {w: {"concurrency": cs} for w, cs in WORKLOADS.items()},
 }
 FAMILIES = ["nccl", "cuda-graph", "attention", "spec-decode", "kv-cache", "scheduler", "quant", "allreduce"]
-WORDS = ("the model answers with a short list of facts about the question and then explains "
-         "each of them in turn so that a reader can follow the reasoning step by step").split()
+WORDS = ["the", "model", "answers", "with", "a", "short", "list", "of", "facts", "about", "the", "question", "and", "then", "explains", "each", "of", "them", "in", "turn", "so", "that", "a", "reader", "can", "follow", "the", "reasoning", "step", "by", "step"]
 FP = Fingerprint(gpu="NVIDIA H200", gpu_count=8, arch="sm_90", driver="575.51", cuda="12.8",
                  engine="sglang", engine_version="0.4.9", engine_sha="1a2b3c4", interconnect="nvlink")
 BASE_FLAGS = {"tp": 8, "cuda-graph-max-bs": 512, "mem-fraction-static": 0.88}

@@ -13,7 +13,6 @@ from urllib.parse import quote
 from campaign.journal import mdsafe
 from campaign.journal.mdsafe import Md
 from campaign.domain.records import BaselineView, CampaignView, ExperimentView, LevelRow
-from campaign.verdict.rule import level_confidence, loss_bound
 
 UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}
 PRIMARY_WORKLOAD = "single_stream"
@@ -76,6 +75,18 @@ def config_code(flags: dict[str, Any], env: dict[str, str]) -> Md:
             continue
         parts.append(f"--{k}" if v is True else f"--{k} {fmt_value(v)}")
     return Md(mdsafe.code(" ".join(parts)) if parts else "(defaults)")
+
+
+# ------------------------------------------------------------------ plot names (no matplotlib here)
+def plot_file_name(view: CampaignView, experiment_id: str) -> str:
+    short = experiment_id[len(view.id) + 1:] if experiment_id.startswith(f"{view.id}/") else experiment_id
+    return f"exp-{mdsafe.slug(short)}.png"
+
+
+def plot_workloads(exp: ExperimentView) -> list[str]:
+    """Workloads with more than one measured level: what an experiment's plot shows."""
+    names = list(dict.fromkeys(r.workload for r in exp.rows))
+    return [w for w in names if sum(1 for r in exp.rows if r.workload == w and r.candidate is not None) > 1]
 
 
 # ------------------------------------------------------------------ experiments
@@ -161,6 +172,8 @@ def regimes_sentence(exp: ExperimentView) -> Md | None:
 
 
 def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
+    from campaign.verdict.rule import level_confidence, loss_bound  # scipy: only when a table is drawn
+
     rows = [r for r in exp.rows if r.workload == workload]
     unit = unit_of(metric_of(exp))
     limits = any(r.comparison and (r.comparison.candidate_meets_limit is not None
@@ -251,13 +264,25 @@ def reopened_ids(view: CampaignView) -> set[str]:
     return {d.experiment_id for d in view.dead_ends if d.reopened}
 
 
+def scoreboard_cells(view: CampaignView, exp: ExperimentView, number: int) -> list[Any]:
+    """One scoreboard row without its link: what an incremental update caches."""
+    figure, change = headline(exp)
+    mark = marker(exp) + (", RE-OPENED" if exp.id in reopened_ids(view) else "")
+    return [number, exp.hypothesis, mark, figure, change]
+
+
+SCOREBOARD_HEADER = ["#", "hypothesis", "verdict", "headline", "vs baseline", ""]
+
+
+def scoreboard_table(rows: list[list[Any]], links: dict[str, str], ids: list[str]) -> Md:
+    """Cached cells plus each experiment's link (its section here, or its own page)."""
+    return table(SCOREBOARD_HEADER, [[*cells, Md(f"[details]({links[i]})")] for cells, i in zip(rows, ids)])
+
+
 def scoreboard_rows(view: CampaignView, keys: dict[str, str]) -> Md:
-    rows = []
-    for n, exp in enumerate(view.experiments, 1):
-        figure, change = headline(exp)
-        mark = marker(exp) + (", RE-OPENED" if exp.id in reopened_ids(view) else "")
-        rows.append([n, exp.hypothesis, mark, figure, change, Md(f"[details](#{keys[exp.id]})")])
-    return table(["#", "hypothesis", "verdict", "headline", "vs baseline", ""], rows)
+    ids = [e.id for e in view.experiments]
+    rows = [scoreboard_cells(view, e, n) for n, e in enumerate(view.experiments, 1)]
+    return scoreboard_table(rows, {i: f"#{keys[i]}" for i in ids}, ids)
 
 
 # ------------------------------------------------------------------ baseline, dead ends
@@ -305,7 +330,7 @@ def baseline_context(view: CampaignView) -> dict[str, Any] | None:
     }
 
 
-def dead_end_rows(view: CampaignView, keys: dict[str, str]) -> Md:
+def dead_end_rows(view: CampaignView, keys: dict[str, str], links: dict[str, str] | None = None) -> Md:
     rows = []
     for d in view.dead_ends:
         shown = list(dict.fromkeys([*d.revisit_on, "gpu", "arch", "cuda", "engine_version"]))
@@ -313,7 +338,8 @@ def dead_end_rows(view: CampaignView, keys: dict[str, str]) -> Md:
         revisit = " or ".join(f"{c} changes (was {d.environment.get(c, 'unknown')})" for c in d.revisit_on) \
             or "no automatic revisit (the idea itself lost)"
         why = f"{d.failure_class.value}: {d.reason}" if d.failure_class else d.reason
-        link = Md(f"[details](#{keys[d.experiment_id]})") if d.experiment_id in keys else "-"
+        href = (links or {}).get(d.experiment_id) or (f"#{keys[d.experiment_id]}" if d.experiment_id in keys else None)
+        link = Md(f"[details]({href})") if href else "-"
         rows.append([Md("**RE-OPENED** " + mdsafe.cell(d.hypothesis)) if d.reopened else d.hypothesis,
                      why, env, revisit, link])
     return table(["hypothesis", "why it is a dead end", "failed in", "revisit when", ""], rows)

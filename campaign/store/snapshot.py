@@ -31,7 +31,9 @@ from campaign.store.view import CampaignSnapshot
 from campaign.domain.models import Fingerprint
 
 
-def read_snapshot(s: Session, campaign_id: str) -> CampaignSnapshot:
+def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None) -> CampaignSnapshot:
+    """Every record; with `detail`, runs and analyses only of those experiments and of the
+    baselines (what an incremental journal update re-renders), verdicts of all."""
     campaign = campaign_record(require_campaign(s, campaign_id))
     hypotheses = s.exec(
         select(HypothesisRow).where(HypothesisRow.campaign_id == campaign_id).order_by(col(HypothesisRow.position))
@@ -43,7 +45,8 @@ def read_snapshot(s: Session, campaign_id: str) -> CampaignSnapshot:
     ).all()
     ids = [e.id for e in experiments]
     runs: dict[str, list[RunRecord]] = {i: [] for i in ids}
-    for row in s.exec(select(RunSideRow).where(col(RunSideRow.experiment_id).in_(ids))):
+    loaded = ids if detail is None else [e.id for e in experiments if e.id in detail or e.role == "baseline"]
+    for row in s.exec(select(RunSideRow).where(col(RunSideRow.experiment_id).in_(loaded))):
         runs[row.experiment_id].extend(run_records(row))
     for exp_runs in runs.values():
         exp_runs.sort(key=run_order)
@@ -52,7 +55,7 @@ def read_snapshot(s: Session, campaign_id: str) -> CampaignSnapshot:
         a.experiment_id: unpack_text(a.content, a.content_z)
         for a in s.exec(
             select(ArtifactRow)
-            .where(col(ArtifactRow.experiment_id).in_(ids), ArtifactRow.kind == "analysis")
+            .where(col(ArtifactRow.experiment_id).in_(loaded), ArtifactRow.kind == "analysis")
             .order_by(col(ArtifactRow.seq))
         )
     }  # the highest seq wins: a later analysis supersedes

@@ -56,6 +56,17 @@ class CampaignSnapshot(BaseModel):
     def workload_order(self) -> list[str]:
         return list(self.campaign.playbook.get("workloads", {}))
 
+    def experiment(self, experiment_id: str | None) -> ExperimentRecord | None:
+        """By id, in O(1): a view of 1,000+ experiments must not search the list per row."""
+        if "_by_id" not in self.__dict__:
+            self.__dict__["_by_id"] = {e.id: e for e in self.experiments}
+        return self.__dict__["_by_id"].get(experiment_id or "")
+
+    def hypothesis(self, name: str) -> HypothesisRecord | None:
+        if "_hyp_by_name" not in self.__dict__:
+            self.__dict__["_hyp_by_name"] = {h.name: h for h in self.hypotheses}
+        return self.__dict__["_hyp_by_name"].get(name)
+
 
 def config_diff(before: EffectiveConfig, after: EffectiveConfig) -> list[ConfigChange]:
     """Flag and env changes from `before` to `after`, sorted by kind then key."""
@@ -89,7 +100,7 @@ def _baseline_runs(snap: CampaignSnapshot, exp: ExperimentRecord) -> list[RunRec
     own = [r for r in snap.runs.get(exp.id, []) if r.side == "baseline"]
     if own or exp.baseline_ref is None:
         return own
-    ref = next((e for e in snap.experiments if e.id == exp.baseline_ref), None)
+    ref = snap.experiment(exp.baseline_ref)
     if ref is None or ref.status == "stale":
         return []
     return [r for r in snap.runs.get(ref.id, []) if r.side == "baseline"]
@@ -134,8 +145,8 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
         )
         for wl, c in sorted(set(cand) | set(comparisons), key=_sort_key(snap.workload_order()))  # levels it reached
     ]
-    hyp = next((h for h in snap.hypotheses if h.name == exp.hypothesis), None)
-    ref = next((e for e in snap.experiments if e.id == exp.baseline_ref), None)
+    hyp = snap.hypothesis(exp.hypothesis)
+    ref = snap.experiment(exp.baseline_ref)
     repeats = {r.repeat for r in snap.runs.get(exp.id, []) if r.side == "candidate"}
     return ExperimentView(
         id=exp.id,
