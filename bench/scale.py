@@ -35,13 +35,18 @@ def _env() -> dict[str, str]:
     return env
 
 
+CPU: dict[str, float] = {}  # the last child's CPU seconds (user + system, its own waited children too)
+
+
 def run_measured(cmd: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MB) and stdout's last line of one child process."""
+    """Wall seconds, peak RSS (MB) and stdout's last line of one child process; its CPU
+    seconds in CPU["last"] (a shared machine's load inflates wall time, much less CPU time)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=out, stderr=err, env=_env(), cwd=ROOT)
         _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
+        CPU["last"] = usage.ru_utime + usage.ru_stime
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
@@ -108,11 +113,12 @@ def op_update(db: str, cid: str, journal: str, n: int) -> None:
 
             fp = fingerprint_id(FP)
         add_experiment(store, cid, random.Random(n), n + 1, fp, camp.baseline_experiment_id or "")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         publish_journal(store, cid, Path(journal), db_label="campaign.db")
-        written = time.perf_counter() - t0
+        written, cpu = time.perf_counter() - t0, time.process_time() - c0
         plotted = written + _wait_plots()
-    print(json.dumps({"update_s": round(written, 3), "update_with_plot_s": round(plotted, 3)}))
+    print(json.dumps({"update_s": round(written, 3), "update_cpu_s": round(cpu, 3),
+                      "update_with_plot_s": round(plotted, 3)}))
 
 
 # ------------------------------------------------------------------ the table
@@ -124,6 +130,7 @@ def measure(n: int, base: Path) -> dict[str, float | int]:
     py = [sys.executable, str(Path(__file__).resolve())]
     cli = [sys.executable, "-m", "campaign.cli.main"]
     row: dict[str, float | int] = {"n": n}
+    row["load_avg"] = round(os.getloadavg()[0], 1)
     wall, rss, cid = run_measured([*py, "_build", str(db), str(n)])
     row["build_s"] = round(wall, 1)
     row["db_mb"] = round(db.stat().st_size / 1e6, 2)
@@ -131,18 +138,22 @@ def measure(n: int, base: Path) -> dict[str, float | int]:
     rss_all = [rss]
     wall, rss, _ = run_measured([*py, "_render", str(db), cid, str(journal), "0"])
     row["render_noplots_s"], row["render_noplots_rss_mb"] = round(wall, 2), round(rss)
+    row["render_noplots_cpu_s"] = round(CPU["last"], 2)
     rss_all.append(rss)
     wall, rss, _ = run_measured([*py, "_render", str(db), cid, str(journal), "1"])
     row["render_plots_s"], row["render_plots_rss_mb"] = round(wall, 2), round(rss)
+    row["render_plots_cpu_s"] = round(CPU["last"], 2)
     rss_all.append(rss)
     size, files = _dir_size(journal.parent)
     row["journal_mb"], row["journal_files"] = round(size / 1e6, 2), files
     row["main_kb"] = round(journal.stat().st_size / 1e3, 1)
     wall, rss, _ = run_measured([*cli, "show", cid, "--json", "--db", str(db)])
     row["show_json_s"], row["show_rss_mb"] = round(wall, 2), round(rss)
+    row["show_json_cpu_s"] = round(CPU["last"], 2)
     rss_all.append(rss)
     wall, rss, _ = run_measured([*cli, "status", "--db", str(db)])
     row["status_s"], row["status_rss_mb"] = round(wall, 2), round(rss)
+    row["status_cpu_s"] = round(CPU["last"], 2)
     rss_all.append(rss)
     wall, rss, last = run_measured([*py, "_update", str(db), cid, str(journal), str(n)])
     row.update(json.loads(last))
@@ -151,11 +162,14 @@ def measure(n: int, base: Path) -> dict[str, float | int]:
     return row
 
 
-COLUMNS = [("n", "N"), ("render_plots_s", "full render, plots (s)"), ("render_noplots_s", "full render, no plots (s)"),
-           ("update_s", "per-verdict update (s)"), ("update_with_plot_s", "update + its plot (s)"),
-           ("show_json_s", "show --json (s)"), ("status_s", "status (s)"), ("db_kb_per_exp", "DB KB/exp"),
+COLUMNS = [("n", "N"), ("render_plots_s", "full render, plots (s)"), ("render_plots_cpu_s", "its CPU s"),
+           ("render_noplots_s", "full render, no plots (s)"), ("render_noplots_cpu_s", "its CPU s"),
+           ("update_s", "per-verdict update (s)"), ("update_cpu_s", "its CPU s"),
+           ("update_with_plot_s", "update + its plot (s)"),
+           ("show_json_s", "show --json (s)"), ("show_json_cpu_s", "its CPU s"), ("status_s", "status (s)"),
+           ("status_cpu_s", "its CPU s"), ("db_kb_per_exp", "DB KB/exp"),
            ("db_mb", "DB MB"), ("journal_mb", "journal MB"), ("journal_files", "journal files"),
-           ("main_kb", "main file KB"), ("peak_rss_mb", "peak RSS MB")]
+           ("main_kb", "main file KB"), ("peak_rss_mb", "peak RSS MB"), ("load_avg", "load avg")]
 
 
 def table(rows: list[dict[str, float | int]]) -> str:

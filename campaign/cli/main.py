@@ -121,12 +121,18 @@ def _store(db: Optional[str]):
 @app.command()
 def status(db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
     """Every campaign in the database: id, name, status."""
-    try:
-        store = _store(db)
-        rows = store.list_campaigns()
-    except UserError as exc:
-        _fail(exc)
-    items = [{"id": r.id, "name": r.name, "status": r.status, "halt_reason": r.halt_reason} for r in rows]
+    from pathlib import Path
+
+    from campaign.store.quick import campaign_list
+
+    path = Path(db or ".campaign/campaign.db")
+    items = campaign_list(path) if path.is_file() else None  # plain sqlite3: no sqlmodel import
+    if items is None:
+        try:
+            rows = _store(db).list_campaigns()
+        except UserError as exc:
+            _fail(exc)
+        items = [{"id": r.id, "name": r.name, "status": r.status, "halt_reason": r.halt_reason} for r in rows]
     if as_json:
         typer.echo(json.dumps(items, indent=2))
         return
@@ -142,13 +148,20 @@ def status(db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--js
 @app.command()
 def show(campaign_id: str, db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
     """One campaign: baseline and every experiment with its verdict."""
+    if as_json:  # streamed: the first experiment is printed before the last is read
+        try:
+            store = _store(db)
+            store.get_campaign(campaign_id)
+            for piece in store.show_json_text(campaign_id):
+                sys.stdout.write(piece)
+            sys.stdout.write("\n")
+        except UserError as exc:
+            _fail(exc)
+        return
     try:
         data = _store(db).show_json(campaign_id)
     except UserError as exc:
         _fail(exc)
-    if as_json:
-        typer.echo(json.dumps(data, indent=2, default=str))
-        return
     from rich.console import Console
     from rich.table import Table
 

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from campaign.journal import mdsafe
 from campaign.journal.mdsafe import Md
-from campaign.domain.records import BaselineView, CampaignView, ExperimentView, LevelRow
+from campaign.domain.records import BaselineView, CampaignView, DeadEnd, ExperimentView, LevelRow
 
 UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}
 PRIMARY_WORKLOAD = "single_stream"
@@ -57,14 +57,27 @@ def unit_of(metric: str) -> str:
     return UNITS.get(metric, metric)
 
 
+def _cell(v: Any) -> str:
+    return str(v).replace("\n", " ") if isinstance(v, Md) else mdsafe.cell(v)
+
+
 def table(header: list[Any], rows: list[list[Any]]) -> Md:
     """A GFM table; `Md` cells are trusted, everything else is escaped as a cell."""
-    def c(v: Any) -> str:
-        return str(v).replace("\n", " ") if isinstance(v, Md) else mdsafe.cell(v)
-    lines = ["| " + " | ".join(c(h) if h else " " for h in header) + " |",
+    lines = ["| " + " | ".join(_cell(h) if h else " " for h in header) + " |",
              "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(c(v) for v in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     return Md("\n".join(lines))
+
+
+def row_prefix(cells: list[Any]) -> str:
+    """A table row without its last cell: cached, then completed with `complete_row`."""
+    return "| " + "".join(_cell(v) + " | " for v in cells)
+
+
+def linked_table(header: list[Any], prefixes: list[str], links: list[str | None]) -> Md:
+    """A table from cached row prefixes, each completed with its details link."""
+    head = table(header, [])
+    return Md("\n".join([head, *(p + (f"[details]({h})" if h else "-") + " |" for p, h in zip(prefixes, links))]))
 
 
 def config_code(flags: dict[str, Any], env: dict[str, str]) -> Md:
@@ -274,14 +287,14 @@ def scoreboard_cells(view: CampaignView, exp: ExperimentView, number: int) -> li
 SCOREBOARD_HEADER = ["#", "hypothesis", "verdict", "headline", "vs baseline", ""]
 
 
-def scoreboard_table(rows: list[list[Any]], links: dict[str, str], ids: list[str]) -> Md:
-    """Cached cells plus each experiment's link (its section here, or its own page)."""
-    return table(SCOREBOARD_HEADER, [[*cells, Md(f"[details]({links[i]})")] for cells, i in zip(rows, ids)])
+def scoreboard_table(prefixes: list[str], links: dict[str, str], ids: list[str]) -> Md:
+    """Cached row prefixes plus each experiment's link (its section here, or its own page)."""
+    return linked_table(SCOREBOARD_HEADER, prefixes, [links[i] for i in ids])
 
 
 def scoreboard_rows(view: CampaignView, keys: dict[str, str]) -> Md:
     ids = [e.id for e in view.experiments]
-    rows = [scoreboard_cells(view, e, n) for n, e in enumerate(view.experiments, 1)]
+    rows = [row_prefix(scoreboard_cells(view, e, n)) for n, e in enumerate(view.experiments, 1)]
     return scoreboard_table(rows, {i: f"#{keys[i]}" for i in ids}, ids)
 
 
@@ -330,16 +343,19 @@ def baseline_context(view: CampaignView) -> dict[str, Any] | None:
     }
 
 
+DEAD_END_HEADER = ["hypothesis", "why it is a dead end", "failed in", "revisit when", ""]
+
+
+def dead_end_cells(d: DeadEnd) -> list[Any]:
+    shown = list(dict.fromkeys([*d.revisit_on, "gpu", "arch", "cuda", "engine_version"]))
+    env = ", ".join(f"{k} {d.environment[k]}" for k in shown if d.environment.get(k)) or "-"
+    revisit = " or ".join(f"{c} changes (was {d.environment.get(c, 'unknown')})" for c in d.revisit_on) \
+        or "no automatic revisit (the idea itself lost)"
+    why = f"{d.failure_class.value}: {d.reason}" if d.failure_class else d.reason
+    return [Md("**RE-OPENED** " + mdsafe.cell(d.hypothesis)) if d.reopened else d.hypothesis, why, env, revisit]
+
+
 def dead_end_rows(view: CampaignView, keys: dict[str, str], links: dict[str, str] | None = None) -> Md:
-    rows = []
-    for d in view.dead_ends:
-        shown = list(dict.fromkeys([*d.revisit_on, "gpu", "arch", "cuda", "engine_version"]))
-        env = ", ".join(f"{k} {d.environment[k]}" for k in shown if d.environment.get(k)) or "-"
-        revisit = " or ".join(f"{c} changes (was {d.environment.get(c, 'unknown')})" for c in d.revisit_on) \
-            or "no automatic revisit (the idea itself lost)"
-        why = f"{d.failure_class.value}: {d.reason}" if d.failure_class else d.reason
-        href = (links or {}).get(d.experiment_id) or (f"#{keys[d.experiment_id]}" if d.experiment_id in keys else None)
-        link = Md(f"[details]({href})") if href else "-"
-        rows.append([Md("**RE-OPENED** " + mdsafe.cell(d.hypothesis)) if d.reopened else d.hypothesis,
-                     why, env, revisit, link])
-    return table(["hypothesis", "why it is a dead end", "failed in", "revisit when", ""], rows)
+    hrefs = [(links or {}).get(d.experiment_id) or (f"#{keys[d.experiment_id]}" if d.experiment_id in keys else None)
+             for d in view.dead_ends]
+    return linked_table(DEAD_END_HEADER, [row_prefix(dead_end_cells(d)) for d in view.dead_ends], hrefs)

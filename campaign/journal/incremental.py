@@ -27,8 +27,10 @@ from campaign.domain.errors import UserError
 from campaign.domain.records import CampaignView
 from campaign.journal import mdsafe
 from campaign.journal.format import (
+    dead_end_cells,
     plot_file_name,
     plot_workloads,
+    row_prefix,
     scoreboard_cells,
     scoreboard_table,
 )
@@ -46,7 +48,7 @@ __all__ = ["RECENT", "SCOREBOARD_MAIN", "publish"]
 
 RECENT = 20  # experiments shown in full in the main file
 SCOREBOARD_MAIN = 100  # scoreboard rows in the main file
-_INDEX_VERSION = 1
+_INDEX_VERSION = 2
 _PLOTDIR = "PLOTDIR-5e1f"  # placeholder for the plot directory, resolved per file
 
 
@@ -123,6 +125,7 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
     existing = _read(target)
     main_notes = parse_notes(existing) if existing else {}
 
+    dead = {d.experiment_id: d for d in view.dead_ends if d.experiment_id in changed}
     for exp in view.experiments:
         if exp.id not in changed:
             continue
@@ -136,7 +139,8 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
         old = entries.get(exp.id, {})
         entries[exp.id] = {"digest": digests.get(exp.id), "key": key, "number": number,
                            "body": experiment_body(view, exp, number, key, plot),
-                           "cells": scoreboard_cells(view, exp, number), "plot": name,
+                           "row": row_prefix(scoreboard_cells(view, exp, number)), "plot": name,
+                           "dead": row_prefix(dead_end_cells(dead[exp.id])) if exp.id in dead else None,
                            "in_main": old.get("in_main"), "notes": old.get("notes"),
                            "page_stat": old.get("page_stat"), "dirty": True}
     if plots and changed and (any(e.verdict is not None for e in view.experiments) or len(view.baseline_history) >= 2):
@@ -161,22 +165,23 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
         else:
             notes_elsewhere.append(key)
         if entry.pop("dirty", False) or entry.get("page_stat") is None or entry.get("in_main") != in_main:
-            write_journal(page, _page(view, entry["number"], entry["body"], None if in_main else entry["notes"],
+            _write_page(page, _page(view, entry["number"], entry["body"], None if in_main else entry["notes"],
                                       key, target.name, plot_rel))
             entry["page_stat"] = _stat(page)
         entry["in_main"] = in_main
 
     links = {i: (f"#{keys[i]}" if i in recent else f"{pages.name}/{keys[i]}.md") for i in ids}
     page_links = {i: f"{keys[i]}.md" for i in ids}
-    cells = {i: entries[i]["cells"] for i in ids}
+    rows = {i: entries[i]["row"] for i in ids}
     shown = ids[-SCOREBOARD_MAIN:] if len(ids) > SCOREBOARD_MAIN else None
     full = f"{pages.name}/scoreboard.md"
     if shown is not None or pages.joinpath("scoreboard.md").exists():
-        write_journal(pages / "scoreboard.md", f"# {mdsafe.text(view.name)}: scoreboard\n\n"
+        _write_page(pages / "scoreboard.md", f"# {mdsafe.text(view.name)}: scoreboard\n\n"
                       f"Every experiment, in order; back to [the journal](../{target.name}).\n\n"
-                      f"{scoreboard_table([cells[i] for i in ids], page_links, ids)}\n")
+                      f"{scoreboard_table([rows[i] for i in ids], page_links, ids)}\n")
     parts = MainParts(
-        ids=ids, cells=cells, links=links,
+        ids=ids, rows=rows, links=links,
+        dead_rows=[(i, entries[i]["dead"]) for i in ids if entries[i].get("dead")],
         bodies={i: entries[i]["body"].replace(f"]({_PLOTDIR}/", f"]({plot_rel}/") for i in ids if i in recent},
         scoreboard_ids=shown,
         scoreboard_note=f"The latest {len(shown)} of {len(ids)} experiments; every one is in "
@@ -195,6 +200,18 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
     index["experiments"] = {i: entries[i] for i in ids}
     _write_index(index_path, index)
     return target
+
+
+def _write_page(path: Path, text: str) -> None:
+    """Atomic but not fsynced: a page is regenerated from the database whenever it is lost,
+    and 1,000 fsyncs would make a full render wait on the disk."""
+    tmp = path.parent / f".{path.name}.tmp"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write the journal page ({exc.strerror or exc}) "
+                        f"(fix: make {path.parent} writable)") from None
 
 
 def _write_index(path: Path, index: dict[str, Any]) -> None:

@@ -22,8 +22,8 @@ from pydantic import BaseModel
 from campaign.journal import mdsafe
 from campaign.domain.errors import UserError
 from campaign.journal.format import (
-    baseline_context, dead_end_rows, experiment_context, fmt_duration, fmt_time,
-    scoreboard_cells, scoreboard_table, table,
+    DEAD_END_HEADER, baseline_context, dead_end_rows, experiment_context, fmt_duration, fmt_time,
+    linked_table, row_prefix, scoreboard_cells, scoreboard_table, table,
 )
 from campaign.journal.mdsafe import Md
 from campaign.domain.records import CampaignView, ExperimentView
@@ -115,11 +115,13 @@ def experiment_keys(view: CampaignView) -> dict[str, str]:
 
 def _experiment_keys(view: CampaignView) -> dict[str, str]:
     keys: dict[str, str] = {}
+    taken: set[str] = set()
     for exp in view.experiments:
         key, n = experiment_key(view, exp.id), 2
-        while key in keys.values():
+        while key in taken:
             key, n = f"{experiment_key(view, exp.id)}-{n}", n + 1
         keys[exp.id] = key
+        taken.add(key)
     return keys
 
 
@@ -181,7 +183,8 @@ class MainParts(BaseModel):
     """What the main file shows of the experiments, precomputed (and cached) per experiment."""
 
     ids: list[str]  # every experiment, in order
-    cells: dict[str, list[Any]]  # scoreboard cells by id
+    rows: dict[str, str]  # scoreboard row prefixes by id (format.row_prefix)
+    dead_rows: list[tuple[str, str]] | None = None  # dead ends: (experiment id, row prefix); None: from the view
     links: dict[str, str]  # details link by id
     bodies: dict[str, str]  # sections shown in full, by id, in order
     scoreboard_ids: list[str] | None = None  # rows shown here (None: all)
@@ -200,7 +203,7 @@ def render_journal(view: CampaignView, existing_text: str | None = None, *,
     keys = _experiment_keys(view)
     parts = MainParts(
         ids=[e.id for e in view.experiments],
-        cells={e.id: scoreboard_cells(view, e, n) for n, e in enumerate(view.experiments, 1)},
+        rows={e.id: row_prefix(scoreboard_cells(view, e, n)) for n, e in enumerate(view.experiments, 1)},
         links={e.id: f"#{keys[e.id]}" for e in view.experiments},
         bodies={e.id: experiment_body(view, e, n, keys[e.id], plots.get(e.id))
                 for n, e in enumerate(view.experiments, 1)},
@@ -243,11 +246,13 @@ def render_main(view: CampaignView, existing_text: str | None, parts: MainParts,
         "campaign_notes": book.block("campaign"),
         "baseline": baseline_context(view),
         "overview_plot": overview_plot,
-        "scoreboard": scoreboard_table([parts.cells[i] for i in shown], parts.links, shown) if parts.ids else None,
+        "scoreboard": scoreboard_table([parts.rows[i] for i in shown], parts.links, shown) if parts.ids else None,
         "scoreboard_note": Md(parts.scoreboard_note) if parts.scoreboard_note else None,
         "experiments": experiments,
         "experiments_note": Md(parts.experiments_note) if parts.experiments_note else None,
-        "dead_ends": dead_end_rows(view, keys, parts.links) if view.dead_ends else None,
+        "dead_ends": (dead_end_rows(view, keys, parts.links) if parts.dead_rows is None else
+                      linked_table(DEAD_END_HEADER, [p for _, p in parts.dead_rows],
+                                   [parts.links.get(i) for i, _ in parts.dead_rows])) if view.dead_ends else None,
         "dead_end_notes": book.block("dead-ends"),
         "environment_changes": [mdsafe.text(x) for x in view.environment_changes],
         "drift_notes": [mdsafe.text(x) for x in view.drift_notes],

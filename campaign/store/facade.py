@@ -267,6 +267,14 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         """The `campaign show --json` document."""
         return show_json(self.view(campaign_id))
 
+    def show_json_text(self, campaign_id: str) -> Iterator[str]:
+        """The same document as indented JSON text, streamed experiment by experiment
+        from one read transaction (campaign.store.show)."""
+        from campaign.store.show import show_json_chunks
+
+        with read_session(self._engine) as s:
+            yield from show_json_chunks(s, campaign_id)
+
     # ----------------------------------------------------------------- run lock
     def acquire_run_lock(self, campaign_id: str, owner: str, *, force: bool = False) -> None:
         """Raise CampaignLocked when another live process runs this campaign; a holder

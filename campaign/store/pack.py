@@ -18,7 +18,7 @@ from typing import Any
 
 from campaign.domain.models import LevelResult
 
-__all__ = ["PACK_TEXT_FROM", "pack_levels", "pack_text", "unpack_levels", "unpack_text"]
+__all__ = ["PACK_TEXT_FROM", "level_values", "pack_levels", "pack_text", "unpack_levels", "unpack_text"]
 
 PACK_TEXT_FROM = 256  # shorter text stays plain: compressing it saves nothing
 _FORMAT = 1
@@ -69,21 +69,46 @@ def pack_levels(levels: list[tuple[str, LevelResult, str]]) -> bytes:
     return zlib.compress(struct.pack("<I", len(head)) + head + shuffled, 6)
 
 
-def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
+def _decode(blob: bytes) -> tuple[dict[str, Any], tuple[float, ...], int]:
+    """Header, the numbers field by field, and the number of packed (same-shape) levels."""
     raw = zlib.decompress(blob)
     (n,) = struct.unpack_from("<I", raw, 0)
     head = json.loads(raw[4:4 + n])
     if head.get("v") != _FORMAT:
         raise ValueError(f"unknown packed-levels format {head.get('v')!r}")
-    fields: list[str] = head["fields"]
     planes = raw[4 + n:]
     count = len(planes) // 8
     raw_nums = bytearray(len(planes))
     for i in range(8):
         raw_nums[i::8] = planes[i * count:(i + 1) * count]
-    by_field = struct.unpack(f"<{count}d", bytes(raw_nums))
+    width = len(head["fields"])
+    return head, struct.unpack(f"<{count}d", bytes(raw_nums)), count // width if width else 0
+
+
+def level_values(blob: bytes, metric: str) -> list[tuple[str, int, float]]:
+    """(workload, concurrency, metric) per level, without building the level results:
+    what the journal and `show` read for 1,000+ experiments."""
+    head, by_field, rows = _decode(blob)
+    fields: list[str] = head["fields"]
+    if "concurrency" not in fields or metric not in fields:
+        return [(w, r.concurrency, float(getattr(r, metric))) for w, r, _ in unpack_levels(blob)]
+    cs = by_field[fields.index("concurrency") * rows:(fields.index("concurrency") + 1) * rows]
+    vs = by_field[fields.index(metric) * rows:(fields.index(metric) + 1) * rows]
+    out: list[tuple[str, int, float]] = []
+    i = 0
+    for workload, _hash, extras in head["levels"]:
+        if "json" in extras and len(extras) == 1:
+            out.append((workload, int(extras["json"]["concurrency"]), float(extras["json"][metric])))
+            continue
+        out.append((workload, int(cs[i]), vs[i]))
+        i += 1
+    return out
+
+
+def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
+    head, by_field, rows = _decode(blob)
+    fields: list[str] = head["fields"]
     width = len(fields)
-    rows = count // width if width else 0
     nums = [by_field[f * rows + r] for r in range(rows) for f in range(width)]
     out: list[tuple[str, LevelResult, str]] = []
     split = [path.partition(".") for path in fields]

@@ -7,8 +7,9 @@ records and never holds a database lock.
 
 from __future__ import annotations
 
+import json
 from statistics import fmean, stdev
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -27,9 +28,27 @@ from campaign.store.models import (
     ExperimentRecord,
     HypothesisRecord,
     ReviewRecord,
-    RunRecord,
 )
 from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
+
+class RunValue(NamedTuple):
+    """One level of one side's round, reduced to the campaign's verdict metric: what the
+    views read (a 1,000-experiment view never builds 100,000 level results)."""
+
+    side: str
+    repeat: int
+    workload: str
+    concurrency: int
+    value: float
+
+
+def light_verdict(detail_json: str) -> Verdict:
+    """A verdict without its per-level comparisons: for experiments whose sections are not
+    re-rendered (scoreboard marker, dead ends and the overview read only the rest)."""
+    data = json.loads(detail_json)
+    data["levels"] = []
+    return Verdict.model_validate(data)
+
 
 ENVIRONMENT_EVENT = "environment"
 DRIFT_EVENT = "drift"
@@ -41,7 +60,8 @@ class CampaignSnapshot(BaseModel):
     campaign: CampaignRecord
     hypotheses: list[HypothesisRecord] = Field(default_factory=list)
     experiments: list[ExperimentRecord] = Field(default_factory=list)  # by started_at
-    runs: dict[str, list[RunRecord]] = Field(default_factory=dict)  # experiment id -> runs
+    runs: Any = Field(default_factory=dict)  # experiment id -> list[RunValue] (not re-validated: 100,000 of them)
+    detail: set[str] | None = None  # experiments read in full (None: all); the others carry no runs
     verdicts: dict[str, Verdict] = Field(default_factory=dict)
     fingerprints: dict[str, Fingerprint] = Field(default_factory=dict)
     latest_fingerprint_id: str | None = None
@@ -87,15 +107,16 @@ def changed_components(revisit_on: list[str], then: dict[str, str], now: dict[st
     return [c for c in revisit_on if then.get(c, "") != now.get(c, "")]
 
 
-def level_means(runs: list[RunRecord], side: str, metric: str) -> dict[tuple[str, int], list[float]]:
+def level_means(runs: list[RunValue], side: str, metric: str = "") -> dict[tuple[str, int], list[float]]:
+    """Per level, the metric of every round of one side (`runs` already hold the metric)."""
     out: dict[tuple[str, int], list[float]] = {}
     for run in runs:
         if run.side == side:
-            out.setdefault((run.workload, run.concurrency), []).append(float(getattr(run.result, metric)))
+            out.setdefault((run.workload, run.concurrency), []).append(run.value)
     return out
 
 
-def _baseline_runs(snap: CampaignSnapshot, exp: ExperimentRecord) -> list[RunRecord]:
+def _baseline_runs(snap: CampaignSnapshot, exp: ExperimentRecord) -> list[RunValue]:
     """Interleaved baseline runs of the experiment itself, else those of its baseline."""
     own = [r for r in snap.runs.get(exp.id, []) if r.side == "baseline"]
     if own or exp.baseline_ref is None:
@@ -130,6 +151,8 @@ def baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> BaselineView
 
 
 def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentView:
+    if snap.detail is not None and exp.id not in snap.detail:
+        return _outline_view(snap, exp)
     metric = snap.metric()
     verdict = snap.verdicts.get(exp.id)
     cand = level_means(snap.runs.get(exp.id, []), "candidate", metric)
@@ -172,6 +195,17 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
         finished_at=exp.finished_at,
         adopted=exp.adopted,
     )
+
+
+def _outline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentView:
+    """An experiment not read in full: identity, status and verdict, no measured rows."""
+    return ExperimentView(
+        id=exp.id, hypothesis=exp.hypothesis, attempt=exp.attempt, node=exp.node, status=exp.status,
+        config=exp.config, verdict=snap.verdicts.get(exp.id), failure=exp.failure,
+        environment=snap.fingerprints.get(exp.fingerprint_id or ""), patch_sha=exp.patch_sha, command=exp.command,
+        baseline_id=exp.baseline_ref, node_seconds=exp.node_seconds, started_at=exp.started_at,
+        finished_at=exp.finished_at, adopted=exp.adopted,
+    )  # fmt: skip
 
 
 def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
@@ -248,11 +282,11 @@ def show_json(view: CampaignView) -> dict[str, Any]:
             "config": base.config.model_dump(mode="json"),
             "figures": {wl: {str(c): v for c, v in levels.items()} for wl, levels in base.figures.items()},
         },
-        "experiments": [_experiment_json(e) for e in view.experiments],
+        "experiments": [experiment_json(e) for e in view.experiments],
     }
 
 
-def _experiment_json(e: ExperimentView) -> dict[str, Any]:
+def experiment_json(e: ExperimentView) -> dict[str, Any]:
     metrics: dict[str, dict[str, dict[str, float | None]]] = {}
     for row in e.rows:
         delta = row.comparison.delta_pct if row.comparison else None
@@ -281,4 +315,5 @@ def _experiment_json(e: ExperimentView) -> dict[str, Any]:
     }
 
 
-__all__ = ["CampaignSnapshot", "build_view", "config_diff", "dead_ends", "show_json"]
+__all__ = ["CampaignSnapshot", "RunValue", "build_view", "config_diff", "dead_ends", "experiment_json",
+           "experiment_view", "light_verdict", "show_json"]

@@ -103,10 +103,9 @@ def test_main_file_holds_the_latest_and_every_experiment_has_a_page(campaign, tm
     assert "](../scale.md)" in page
 
 
-def test_small_campaign_main_file_reads_as_the_single_file_journal(campaign, tmp_path: Path) -> None:
+def test_small_campaign_main_file_reads_as_the_single_file_journal(tmp_path: Path) -> None:
     """At the demo's size the main file is exactly today's journal."""
-    store, _ = campaign
-    cid = sys.modules["scale_build"].build(tmp_path / "small.db", 4)
+    cid = _scale_build().build(tmp_path / "small.db", 5)
     small = Store(tmp_path / "small.db")
     journal = tmp_path / "small.md"
     publish_journal(small, cid, journal, plots=False, db_label="small.db")

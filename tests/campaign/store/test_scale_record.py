@@ -120,3 +120,54 @@ def test_every_query_of_the_loop_and_cli_uses_an_index(tmp_path: Path) -> None:
         plan = " ".join(str(r[-1]) for r in conn.execute(f"EXPLAIN QUERY PLAN {q}"))
         assert "USING" in plan and "SCAN" not in plan.replace("USING", ""), (q, plan)
         assert "TEMP B-TREE" not in plan, (q, plan)
+
+
+def test_show_json_streams_the_same_document(tmp_path: Path) -> None:
+    import json
+
+    from campaign.store import show
+
+    db = tmp_path / "campaign.db"
+    cid = _scale_build().build(db, 7)
+    with Store(db) as store:
+        whole = json.dumps(store.show_json(cid), indent=2, default=str)
+        old_chunk, show.CHUNK = show.CHUNK, 3  # several chunks
+        try:
+            streamed = "".join(store.show_json_text(cid))
+        finally:
+            show.CHUNK = old_chunk
+    assert streamed == whole
+    assert len(json.loads(streamed)["experiments"]) == 7
+
+
+def test_status_reads_the_current_schema_without_sqlmodel(tmp_path: Path) -> None:
+    from campaign.store import quick
+
+    db = tmp_path / "campaign.db"
+    with Store(db) as store:
+        store.create_campaign("a", playbook={"name": "a"}, campaign_id="a-1")
+    assert quick.SCHEMA_VERSION == str(SCHEMA_VERSION)
+    assert quick.campaign_list(db) == [{"id": "a-1", "name": "a", "status": "running", "halt_reason": None}]
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    assert quick.campaign_list(db) is None  # an older file: the Store migrates it
+
+
+def test_read_only_commands_import_no_heavy_stack(tmp_path: Path) -> None:
+    import subprocess
+
+    db = tmp_path / "campaign.db"
+    cid = _scale_build().build(db, 2)
+    probe = ("import sys\nfrom campaign.cli.main import main\n"
+             "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+             "print('HEAVY', sorted(m for m in ('sqlmodel', 'langgraph', 'matplotlib', 'scipy') if m in sys.modules), "
+             "file=sys.stderr)\n")
+    status = subprocess.run([sys.executable, "-c", probe, "status", "--db", str(db), "--json"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert cid in status.stdout and "HEAVY []" in status.stderr, status.stderr
+    show = subprocess.run([sys.executable, "-c", probe, "show", cid, "--json", "--db", str(db)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "HEAVY ['sqlmodel']" in show.stderr, show.stderr  # no langgraph, matplotlib or scipy
+    import json
+
+    assert len(json.loads(show.stdout)["experiments"]) == 2
