@@ -101,6 +101,10 @@ def op_update(db: str, cid: str, journal: str, n: int) -> None:
     from campaign.journal.publish import publish_journal
     from campaign.store import Store
 
+    import campaign.verdict.rule  # noqa: F401 - the loop has decided verdicts: imported already
+    from campaign.journal.render import _template
+
+    _template("experiment.md.j2")  # ...and rendered sections before
     with Store(db) as store:
         publish_journal(store, cid, Path(journal), db_label="campaign.db")  # the previous verdict's update
         _wait_plots()

@@ -216,6 +216,23 @@ def _environment_line(components: dict[str, str]) -> Md | None:
     return Md(", ".join(items)) if items else None
 
 
+_FIRSTS: list[Any] = [None, 0, None]  # the view (held: its id cannot be reused), its size, the tables
+
+
+def _environment_firsts(view: CampaignView) -> tuple[dict[str, int], dict[str, int]]:
+    """Experiment numbers and, per environment, the first experiment that had it: once per
+    view, not once per section (a 1,000-experiment journal would compare 500,000 pairs)."""
+    if _FIRSTS[0] is not view or _FIRSTS[1] != len(view.experiments):
+        numbers: dict[str, int] = {}
+        first: dict[str, int] = {}
+        for i, e in enumerate(view.experiments, 1):
+            numbers[e.id] = i
+            if e.environment is not None:
+                first.setdefault(e.environment.model_dump_json(), i)
+        _FIRSTS[:] = [view, len(view.experiments), (numbers, first)]
+    return _FIRSTS[2]
+
+
 def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: str | None,
                        notes: NotesSource) -> dict[str, Any]:
     v = exp.verdict
@@ -236,8 +253,9 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
     corr = v.correctness if v else None
     environment = None
     if exp.environment is not None:  # repeated fingerprints point at the first experiment that had it
-        number = next(i for i, e in enumerate(view.experiments, 1) if e.id == exp.id)
-        same = next((i for i, e in enumerate(view.experiments[:number - 1], 1) if e.environment == exp.environment), None)
+        number, first = _environment_firsts(view)
+        same = first.get(exp.environment.model_dump_json())
+        same = same if same is not None and same < number[exp.id] else None
         environment = Md(f"same as experiment {same}") if same else _environment_line(exp.environment.components())
     meta = [f"source {mdsafe.text(exp.source)}", f"attempt {exp.attempt}", f"status {mdsafe.text(exp.status)}",
             f"node {mdsafe.text(exp.node or view.node or '-')}", f"node time {fmt_duration(exp.node_seconds)}",
