@@ -98,11 +98,10 @@ def op_update(db: str, cid: str, journal: str, n: int) -> None:
 
     from scale_build import add_experiment
 
-    from campaign.journal.publish import publish_journal
-    from campaign.store import Store
-
     import campaign.verdict.rule  # noqa: F401 - the loop has decided verdicts: imported already
+    from campaign.journal.publish import publish_journal
     from campaign.journal.render import _template
+    from campaign.store import Store
 
     _template("experiment.md.j2")  # ...and rendered sections before
     with Store(db) as store:
