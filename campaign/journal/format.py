@@ -225,10 +225,14 @@ def _environment_firsts(view: CampaignView) -> tuple[dict[str, int], dict[str, i
     if _FIRSTS[0] is not view or _FIRSTS[1] != len(view.experiments):
         numbers: dict[str, int] = {}
         first: dict[str, int] = {}
+        dumped: dict[int, str] = {}  # experiments of one environment share its record: dump it once
         for i, e in enumerate(view.experiments, 1):
             numbers[e.id] = i
             if e.environment is not None:
-                first.setdefault(e.environment.model_dump_json(), i)
+                key = dumped.get(id(e.environment))
+                if key is None:
+                    key = dumped[id(e.environment)] = e.environment.model_dump_json()
+                first.setdefault(key, i)
         _FIRSTS[:] = [view, len(view.experiments), (numbers, first)]
     return _FIRSTS[2]
 
