@@ -124,6 +124,7 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
                         "(fix: make it writable, or set `journal:` in the playbook to a writable path)") from None
     existing = _read(target)
     main_notes = parse_notes(existing) if existing else {}
+    _remove_stale_temp_files(pages, plot_dir)
 
     dead = {d.experiment_id: d for d in view.dead_ends if d.experiment_id in changed}
     for exp in view.experiments:
@@ -143,7 +144,9 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
                            "dead": row_prefix(dead_end_cells(dead[exp.id])) if exp.id in dead else None,
                            "in_main": old.get("in_main"), "notes": old.get("notes"),
                            "page_stat": old.get("page_stat"), "dirty": True}
-    if plots and changed and (any(e.verdict is not None for e in view.experiments) or len(view.baseline_history) >= 2):
+    overview_path = plot_dir / "campaign-overview.png"
+    if plots and changed and not plot_worker.is_pending(overview_path) and \
+            (any(e.verdict is not None for e in view.experiments) or len(view.baseline_history) >= 2):
         plot_worker.submit("overview", view, plot_dir / "campaign-overview.png")
 
     notes_elsewhere: list[str] = []
@@ -200,6 +203,34 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
     index["experiments"] = {i: entries[i] for i in ids}
     _write_index(index_path, index)
     return target
+
+
+def _remove_stale_temp_files(*dirs: Path) -> None:
+    """Temp files a killed writer left: a page's (older than a minute), a plot worker's (its
+    pid, in the name, is gone).  Live writers' files are left alone."""
+    import time
+
+    for d in dirs:
+        try:
+            temps = [p for p in d.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
+        except OSError:
+            continue
+        for tmp in temps:
+            pid = tmp.name[:-4].rsplit(".", 1)[-1]
+            try:
+                if pid.isdigit():
+                    try:
+                        os.kill(int(pid), 0)
+                        continue  # the worker is alive
+                    except ProcessLookupError:
+                        pass
+                    except PermissionError:
+                        continue
+                elif time.time() - tmp.stat().st_mtime < 60:
+                    continue
+                tmp.unlink()
+            except OSError:
+                pass
 
 
 def _write_page(path: Path, text: str) -> None:

@@ -153,3 +153,26 @@ def test_plots_are_drawn_by_a_worker_process_and_redrawn_when_lost(tmp_path: Pat
     publish_journal(store, cid, journal)
     plot_worker.wait_idle(timeout=300)
     assert plots[0].exists()
+
+
+def test_temp_files_of_a_killed_writer_are_removed(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    cid = _scale_build().build(tmp_path / "campaign.db", 1)
+    store = Store(tmp_path / "campaign.db")
+    journal = tmp_path / "scale.md"
+    publish_journal(store, cid, journal, plots=False)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    plots = tmp_path / "scale.plots"
+    plots.mkdir(exist_ok=True)
+    (plots / f".exp-x.png.{dead.pid}.tmp").write_bytes(b"half")
+    (plots / f".exp-y.png.{os.getpid()}.tmp").write_bytes(b"being written")  # a live writer's
+    old_page = tmp_path / "scale.d" / ".x.md.tmp"
+    old_page.write_text("half")
+    os.utime(old_page, (0, 0))
+    publish_journal(store, cid, journal, plots=False)
+    left = sorted(p.name for p in [*plots.iterdir(), *(tmp_path / "scale.d").iterdir()] if p.name.endswith(".tmp"))
+    assert left == [f".exp-y.png.{os.getpid()}.tmp"]
+    store.close()
