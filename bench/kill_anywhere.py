@@ -72,7 +72,8 @@ HYPOTHESES = [
 ]
 
 
-def write_playbook(trial_dir: Path, hypotheses: list[dict] | None = None, time_scale: float = 400) -> Path:
+def write_playbook(trial_dir: Path, hypotheses: list[dict] | None = None, time_scale: float = 400,
+                   review_after: int | None = REVIEW_AFTER) -> Path:
     import yaml
 
     data = {
@@ -96,7 +97,7 @@ def write_playbook(trial_dir: Path, hypotheses: list[dict] | None = None, time_s
         # edge) and a review gate after every 2 ideas without a win: two gates in a run
         "verdict": {"min_effect_pct": 3, "repeats": {"min": 2, "max": 3}, "interleave": True,
                     "correctness": {"prompts": 2, "max_tokens": 8}},
-        "review": {"after_no_win_streak": REVIEW_AFTER, "before_patch": False},
+        "review": {"after_no_win_streak": review_after, "before_patch": False},
         "hypotheses": hypotheses or HYPOTHESES,
     }
     path = trial_dir / "playbook.yaml"

@@ -130,16 +130,25 @@ def _store(db: Optional[str]) -> Store:
 @app.command()
 def status(db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
     """Every campaign in the database: id, name, status."""
-    try:
-        store = _store(db)
-        rows = store.list_campaigns()
-    except UserError as exc:
-        _fail(exc)
-    from campaign.cli.runner import repair_journal
+    from pathlib import Path
 
-    for r in rows:  # a journal a kill left older than its record is rendered again
-        repair_journal(store, r.id, db_label=str(db or ".campaign/campaign.db"))
-    items = [{"id": r.id, "name": r.name, "status": r.status, "halt_reason": r.halt_reason} for r in rows]
+    from campaign.store.quick import campaign_list, stale_journals
+
+    path = Path(db or ".campaign/campaign.db")
+    items = campaign_list(path) if path.is_file() else None  # plain sqlite3: no sqlmodel import
+    stale = stale_journals(path) if items is not None else None
+    if items is None or stale:  # a journal a kill left older than its record is rendered again
+        try:
+            store = _store(db)
+            rows = store.list_campaigns()
+        except UserError as exc:
+            _fail(exc)
+        from campaign.cli.runner import repair_journal
+
+        for r in rows:
+            if stale is None or r.id in stale:
+                repair_journal(store, r.id, db_label=str(db or ".campaign/campaign.db"))
+        items = [{"id": r.id, "name": r.name, "status": r.status, "halt_reason": r.halt_reason} for r in rows]
     if as_json:
         typer.echo(json.dumps(items, indent=2))
         return
@@ -157,13 +166,20 @@ def status(db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--js
 @app.command()
 def show(campaign_id: str, db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
     """One campaign: baseline and every experiment with its verdict."""
+    if as_json:  # streamed: the first experiment is printed before the last is read
+        try:
+            store = _store(db)
+            store.get_campaign(campaign_id)
+            for piece in store.show_json_text(campaign_id):
+                sys.stdout.write(piece)
+            sys.stdout.write("\n")
+        except UserError as exc:
+            _fail(exc)
+        return
     try:
         data = _store(db).show_json(campaign_id)
     except UserError as exc:
         _fail(exc)
-    if as_json:
-        typer.echo(json.dumps(data, indent=2, default=str))
-        return
     from rich.console import Console
     from rich.table import Table
 

@@ -15,12 +15,14 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from campaign.journal import mdsafe
 from campaign.domain.errors import UserError
-from campaign.journal.format import baseline_headline, fmt_pct, marker, metric_of, unit_of
+from campaign.journal.format import (
+    baseline_headline, fmt_pct, marker, metric_of, plot_file_name, plot_workloads, unit_of,
+)
 from campaign.domain.records import CampaignView, ExperimentView, LevelRow
 
-__all__ = ["render_plots", "OVERVIEW_KEY", "plot_file_name"]
+__all__ = ["render_plots", "OVERVIEW_KEY", "plot_file_name", "plot_workloads", "experiment_figure",
+           "overview_figure", "save_figure", "OVERVIEW_LAST"]
 
 OVERVIEW_KEY = "_overview"
 DPI = 90
@@ -29,14 +31,10 @@ VERDICT_COLORS = {"win": "#2ca02c", "dead_end": "#d62728", "inconclusive": "#9e9
 _SAVE = {"dpi": DPI, "format": "png", "metadata": {"Software": None}}
 
 
-def plot_file_name(view: CampaignView, experiment_id: str) -> str:
-    short = experiment_id[len(view.id) + 1:] if experiment_id.startswith(f"{view.id}/") else experiment_id
-    return f"exp-{mdsafe.slug(short)}.png"
+OVERVIEW_LAST = 40  # the overview's bar chart shows the latest experiments: 1,000 bars read as none
 
 
-def _multi_level_workloads(exp: ExperimentView) -> list[str]:
-    names = list(dict.fromkeys(r.workload for r in exp.rows))
-    return [w for w in names if sum(1 for r in exp.rows if r.workload == w and r.candidate is not None) > 1]
+_multi_level_workloads = plot_workloads
 
 
 def _level_axes(ax, rows: list[LevelRow], workload: str, unit: str) -> None:
@@ -76,19 +74,19 @@ def _level_axes(ax, rows: list[LevelRow], workload: str, unit: str) -> None:
     ax.legend(fontsize=8, loc="lower right")
 
 
-def _experiment_figure(exp: ExperimentView, workloads: list[str]) -> Figure:
+def experiment_figure(exp: ExperimentView, workloads: list[str]) -> Figure:
     fig = Figure(figsize=(5.2 * len(workloads), 3.6))
     FigureCanvasAgg(fig)
     unit = unit_of(metric_of(exp))
     for i, wl in enumerate(workloads, 1):
         _level_axes(fig.add_subplot(1, len(workloads), i), [r for r in exp.rows if r.workload == wl], wl, unit)
     fig.suptitle(f"{exp.hypothesis} (attempt {exp.attempt}): {marker(exp)}", fontsize=11)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.09 / len(workloads) ** 0.5, right=0.98, bottom=0.15, top=0.82, wspace=0.25)
     return fig
 
 
-def _overview_figure(view: CampaignView) -> Figure | None:
-    scored = [(n, e) for n, e in enumerate(view.experiments, 1) if e.verdict is not None]
+def overview_figure(view: CampaignView) -> Figure | None:
+    scored = [(n, e) for n, e in enumerate(view.experiments, 1) if e.verdict is not None][-OVERVIEW_LAST:]
     history = [(h, head[1]) for h in view.baseline_history if (head := baseline_headline(h)) is not None]
     if not scored and len(history) < 2:
         return None
@@ -135,6 +133,14 @@ def _overview_figure(view: CampaignView) -> Figure | None:
     return fig
 
 
+def save_figure(fig: Figure, path: Path) -> None:
+    """Write the PNG atomically (temp file beside it, then replace)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    fig.savefig(tmp, **_SAVE)
+    os.replace(tmp, path)
+
+
 def render_plots(view: CampaignView, out_dir: str | os.PathLike[str], *,
                  relative_to: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """Write the PNGs into `out_dir`; map experiment id (and OVERVIEW_KEY) to the file's
@@ -148,17 +154,14 @@ def render_plots(view: CampaignView, out_dir: str | os.PathLike[str], *,
     made: dict[str, str] = {}
 
     def save(fig: Figure, name: str, key: str) -> None:
-        path = out / name
-        tmp = out / f".{name}.tmp"
-        fig.savefig(tmp, **_SAVE)
-        os.replace(tmp, path)
-        made[key] = Path(os.path.relpath(path, base)).as_posix()
+        save_figure(fig, out / name)
+        made[key] = Path(os.path.relpath(out / name, base)).as_posix()
 
     for exp in view.experiments:
         workloads = _multi_level_workloads(exp)
         if workloads:  # a failed launch has no candidate levels: no plot
-            save(_experiment_figure(exp, workloads), plot_file_name(view, exp.id), exp.id)
-    overview = _overview_figure(view)
+            save(experiment_figure(exp, workloads), plot_file_name(view, exp.id), exp.id)
+    overview = overview_figure(view)
     if overview is not None:
         save(overview, "campaign-overview.png", OVERVIEW_KEY)
     return made

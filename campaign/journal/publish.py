@@ -6,10 +6,13 @@ from pathlib import Path
 from typing import Any
 
 
-def publish_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "") -> Path:
-    from campaign.journal.render import update_journal
+def publish_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "",
+                    plots: bool = True) -> Path:
+    """Bring the journal up to date, re-rendering only the experiments whose records changed
+    (campaign.journal.incremental); plots are drawn by worker processes, not waited for."""
+    from campaign.journal.incremental import publish
 
-    return update_journal(Path(path), store.view(campaign_id), db_label=db_label)
+    return publish(store, campaign_id, Path(path), db_label=db_label, plots=plots)
 
 
 def journal_is_stale(store: Any, campaign_id: str, path: Path) -> bool:

@@ -26,9 +26,11 @@ from campaign.store.models import (
     ReviewRecord,
     ReviewRow,
     RunRecord,
-    RunRow,
+    RunSideRow,
+    VerdictRow,
 )
-from campaign.domain.models import EffectiveConfig, Failure, Fingerprint, LevelResult
+from campaign.store.pack import unpack_levels, unpack_text
+from campaign.domain.models import EffectiveConfig, Failure, Fingerprint
 
 
 def canonical(value: BaseModel | dict[str, Any] | list[Any] | None) -> str:
@@ -97,18 +99,19 @@ def experiment_record(row: ExperimentRow) -> ExperimentRecord:
     )
 
 
-def run_record(row: RunRow) -> RunRecord:
-    return RunRecord(
-        experiment_id=row.experiment_id,
-        side=row.side,  # type: ignore[arg-type]
-        repeat=row.repeat,
-        workload=row.workload,
-        concurrency=row.concurrency,
-        result=LevelResult.model_validate_json(row.metrics_json),
-        prompt_set_hash=row.prompt_set_hash,
-        node=row.node,
-        recorded_at=row.recorded_at,
-    )
+def run_records(row: RunSideRow) -> list[RunRecord]:
+    """The levels of one packed side/round, as one record per level."""
+    return [
+        RunRecord(experiment_id=row.experiment_id, side=row.side, repeat=row.repeat,  # type: ignore[arg-type]
+                  workload=workload, concurrency=result.concurrency, result=result,
+                  prompt_set_hash=prompt_hash, node=row.node, recorded_at=row.recorded_at)
+        for workload, result, prompt_hash in unpack_levels(row.levels)
+    ]
+
+
+def run_order(r: RunRecord) -> tuple[str, int, str, int]:
+    """The order runs are handed out in: workload, concurrency, side, repeat."""
+    return (r.workload, r.concurrency, r.side, r.repeat)
 
 
 def review_record(row: ReviewRow) -> ReviewRecord:
@@ -132,3 +135,8 @@ def event_record(row: EventRow) -> EventRecord:
 
 def verdict_of(detail_json: str) -> Verdict:
     return Verdict.model_validate_json(detail_json)
+
+
+def verdict_detail(row: VerdictRow) -> str:
+    """The verdict's canonical JSON, plain or compressed."""
+    return unpack_text(row.detail_json, row.detail_z)

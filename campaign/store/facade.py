@@ -247,13 +247,33 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         """Dead-end verdicts with revisit_on, environment at the time and `reopened`."""
         return dead_ends(self.snapshot(campaign_id))
 
-    def view(self, campaign_id: str) -> CampaignView:
-        """Everything the journal renders, from one consistent read."""
-        return build_view(self.snapshot(campaign_id))
+    def view(self, campaign_id: str, *, detail: set[str] | None = None) -> CampaignView:
+        """Everything the journal renders, from one consistent read.  With `detail`, only
+        those experiments carry their measured rows (the others: verdict only), for an
+        incremental journal update that re-renders just what changed."""
+        with read_session(self._engine) as s:
+            return build_view(read_snapshot(s, campaign_id, detail))
+
+    def experiment_digests(self, campaign_id: str) -> dict[str, str]:
+        """Candidate experiment id -> a digest of every record its journal section shows,
+        in start order: one indexed query, no run or verdict is decoded."""
+        from campaign.store.digests import experiment_digests
+
+        with read_session(self._engine) as s:
+            require_campaign(s, campaign_id)
+            return experiment_digests(s, campaign_id)
 
     def show_json(self, campaign_id: str) -> dict[str, Any]:
         """The `campaign show --json` document."""
         return show_json(self.view(campaign_id))
+
+    def show_json_text(self, campaign_id: str) -> Iterator[str]:
+        """The same document as indented JSON text, streamed experiment by experiment
+        from one read transaction (campaign.store.show)."""
+        from campaign.store.show import show_json_chunks
+
+        with read_session(self._engine) as s:
+            yield from show_json_chunks(s, campaign_id)
 
     # ----------------------------------------------------------------- run lock
     def acquire_run_lock(self, campaign_id: str, owner: str, *, force: bool = False) -> None:

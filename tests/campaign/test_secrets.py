@@ -14,6 +14,7 @@ import secrets
 import sqlite3
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,17 @@ def _run(tmp_path: Path, pb: Path, env: dict[str, str]) -> subprocess.CompletedP
                           capture_output=True, timeout=240)
 
 
+def _packed_values(db: Path) -> list[bytes]:
+    """The database's compressed columns (campaign.store.pack), decompressed: a byte scan of
+    the file alone cannot see into them."""
+    con = sqlite3.connect(db)
+    out = [zlib.decompress(blob) for table, column in (("artifacts", "content_z"), ("verdicts", "detail_z"),
+                                                        ("run_sides", "levels"))
+           for (blob,) in con.execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
+    con.close()
+    return out
+
+
 def test_no_secret_reaches_any_record(tmp_path: Path) -> None:
     in_env = {"HF_TOKEN": _secret("hf_"), "OPENAI_API_KEY": _secret("sk-"), "MY_SERVICE_SECRET": _secret(),
               "SOME_TOKEN": _secret(), "BASELINE_AUTH_TOKEN": _secret(), "HYPOTHESIS_API_TOKEN": _secret(),
@@ -89,10 +101,14 @@ def test_no_secret_reaches_any_record(tmp_path: Path) -> None:
     secret_values = {k: v for k, v in in_env.items() if k != "CHANNELS"}
     leaks = _files_holding(tmp_path, secret_values, skip=pb)
     leaks += [f"terminal output: {k}" for k, v in secret_values.items() if v in res.stdout + res.stderr]
+    packed = _packed_values(db)
+    assert packed, "the database holds no compressed values: this scan would check nothing"
+    leaks += [f"campaign.db (compressed): {k}" for k, v in secret_values.items() if any(v.encode() in b for b in packed)]
     assert not leaks, "secrets found in: " + "; ".join(leaks)
     # the references were expanded at launch: the server reports the NCCL_MIN_NCHANNELS it was given
     con = sqlite3.connect(db)
-    reported = " ".join(r[0] for r in con.execute("SELECT content FROM artifacts WHERE kind='reported_config'"))
+    reported = " ".join(zlib.decompress(z).decode() if z else c for c, z in
+                        con.execute("SELECT content, content_z FROM artifacts WHERE kind='reported_config'"))
     con.close()
     assert '"NCCL_MIN_NCHANNELS":"4"' in reported.replace(" ", ""), reported[-300:]
     assert "${HYPOTHESIS_API_TOKEN}" in journal  # the record says which variable was set, not its value

@@ -110,6 +110,9 @@ def test_kill_between_spawn_and_ledger(tmp_path: Path) -> None:
 NODES = ["fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record", "render", "review"]
 
 
+@pytest.mark.skipif(os.environ.get("CAMPAIGN_EXHAUSTIVE") != "1",
+                    reason="25 whole campaigns (about 2 hours on 2 cores): CAMPAIGN_EXHAUSTIVE=1 runs them; "
+                           "CI runs the four targeted windows above and bench/kill_anywhere.py aims at all")
 @pytest.mark.parametrize("point", [f"{n}:{w}" for n in NODES for w in ("after", "writes")] +
                          ["stack:after", "stack:writes", "finish:after", "finish:writes", "launch:spawned#5"])
 def test_kill_at_every_window(tmp_path: Path, point: str) -> None:
