@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
 from campaign.domain.records import (
     BaselineView,
     CampaignView,
@@ -21,6 +22,7 @@ from campaign.domain.records import (
     ReviewView,
     Verdict,
 )
+from campaign.domain.source import PatchRecord
 from campaign.store.models import (
     CampaignRecord,
     EventRecord,
@@ -29,7 +31,6 @@ from campaign.store.models import (
     ReviewRecord,
     RunRecord,
 )
-from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
 
 ENVIRONMENT_EVENT = "environment"
 DRIFT_EVENT = "drift"
@@ -46,6 +47,7 @@ class CampaignSnapshot(BaseModel):
     fingerprints: dict[str, Fingerprint] = Field(default_factory=dict)
     latest_fingerprint_id: str | None = None
     analyses: dict[str, str] = Field(default_factory=dict)  # experiment id -> analysis text
+    patches: dict[str, PatchRecord] = Field(default_factory=dict)  # experiment id -> the tree it ran from
     reviews: list[ReviewRecord] = Field(default_factory=list)
     events: list[EventRecord] = Field(default_factory=list)
     planner_cost: dict[str, float] = Field(default_factory=dict)
@@ -154,6 +156,7 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
         environment=snap.fingerprints.get(exp.fingerprint_id or ""),
         analysis=snap.analyses.get(exp.id),
         patch_sha=exp.patch_sha,
+        patch=snap.patches.get(exp.id),
         command=exp.command,
         baseline_id=exp.baseline_ref,
         node_seconds=exp.node_seconds,
@@ -266,6 +269,8 @@ def _experiment_json(e: ExperimentView) -> dict[str, Any]:
         "status": e.status,
         "adopted": e.adopted,
         "patch_sha": e.patch_sha,
+        "patch": {"sha": e.patch.sha, "base": e.patch.base, "files": e.patch.files, "branch": e.patch.branch,
+                  "patch_sha256": e.patch.patch_sha256} if e.patch is not None else None,
         "node_seconds": e.node_seconds,
     }
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from campaign.domain.records import DeadEnd
 from campaign.domain.models import FailureClass, Fingerprint
+from campaign.domain.records import DeadEnd
 
 _TOOLCHAIN = ["cuda", "arch", "engine_version"]
 
@@ -28,6 +28,8 @@ FAILURE_COMPONENTS: dict[FailureClass, list[str]] = {
     FailureClass.server_error: ["engine_version"],
     FailureClass.engine_dead: ["engine_version"],
     FailureClass.patch_conflict: ["engine_sha"],
+    FailureClass.stack_conflict: ["engine_sha"],
+    FailureClass.patch_refused: [],
     # infrastructure failures are retried, never dead ends
     FailureClass.port_in_use: [],
     FailureClass.unreachable: [],
