@@ -308,17 +308,27 @@ def load_playbook(path: str | Path) -> Playbook:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PlaybookError(f"{p}: cannot read: {exc.__class__.__name__} (fix: check permissions and encoding)") from None
-    pb = parse_playbook_text(text, str(p))
     base = p.parent
-    for h in pb.hypotheses:
-        if h.patch and not (Path(h.patch).is_file() or (base / h.patch).is_file()):
-            line = _line_of(text, f"patch: {h.patch}")
-            raise PlaybookError(f"{p}:{line}: hypotheses.{h.name}.patch: patch file '{h.patch}' not found "
-                                "(fix: give a path relative to the working directory or the playbook)")
+    _check_patch_files(text, p)  # first: a missing file is the more specific problem
+    pb = parse_playbook_text(text, str(p))
     # a patch found next to the playbook is read from there at launch time
     hyps = [h.model_copy(update={"patch": str(base / h.patch)})
             if h.patch and not Path(h.patch).is_file() else h for h in pb.hypotheses]
     return pb.model_copy(update={"hypotheses": hyps})
+
+
+def _check_patch_files(text: str, p: Path) -> None:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return  # parse_playbook_text says why
+    hyps = data.get("hypotheses") if isinstance(data, dict) else None
+    for h in hyps if isinstance(hyps, list) else []:
+        patch = h.get("patch") if isinstance(h, dict) else None
+        if isinstance(patch, str) and patch and not (Path(patch).is_file() or (p.parent / patch).is_file()):
+            line = _line_of(text, f"patch: {patch}")
+            raise PlaybookError(f"{p}:{line}: hypotheses.{h.get('name')}.patch: patch file '{patch}' not found "
+                                "(fix: give a path relative to the working directory or the playbook)")
 
 
 def _line_of(text: str, needle: str) -> int:
