@@ -322,13 +322,24 @@ def _check_patch_files(text: str, p: Path) -> None:
         data = yaml.safe_load(text)
     except yaml.YAMLError:
         return  # parse_playbook_text says why
+    from campaign.domain.source import normalized_patch_sha
+
     hyps = data.get("hypotheses") if isinstance(data, dict) else None
+    seen: dict[str, str] = {}
     for h in hyps if isinstance(hyps, list) else []:
         patch = h.get("patch") if isinstance(h, dict) else None
-        if isinstance(patch, str) and patch and not (Path(patch).is_file() or (p.parent / patch).is_file()):
-            line = _line_of(text, f"patch: {patch}")
+        if not (isinstance(patch, str) and patch):
+            continue
+        found = next((f for f in (Path(patch), p.parent / patch) if f.is_file()), None)
+        line = _line_of(text, f"patch: {patch}")
+        if found is None:
             raise PlaybookError(f"{p}:{line}: hypotheses.{h.get('name')}.patch: patch file '{patch}' not found "
                                 "(fix: give a path relative to the working directory or the playbook)")
+        key = normalized_patch_sha(found.read_text(encoding="utf-8", errors="replace"))
+        if key in seen:  # the same change under another name would be measured twice
+            raise PlaybookError(f"{p}:{line}: hypotheses.{h.get('name')}.patch: the same diff as hypothesis "
+                                f"'{seen[key]}' (fix: remove one of them)")
+        seen[key] = str(h.get("name"))
 
 
 def _line_of(text: str, needle: str) -> int:
