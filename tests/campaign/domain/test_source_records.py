@@ -40,8 +40,8 @@ def test_a_playbook_with_the_same_diff_twice_is_refused(tmp_path: Path) -> None:
         "  - name: two\n    patch: b.diff\n")
     with pytest.raises(UserError) as exc:
         load_playbook(tmp_path / "pb.yaml")
-    assert exc.value.lines == [f"{tmp_path / 'pb.yaml'}:11: hypotheses.two.patch: the same diff as hypothesis "
-                               "'one' (fix: remove one of them)"]
+    want = f"{tmp_path / 'pb.yaml'}:11: hypotheses.two.patch: the same diff as hypothesis 'one' (fix: remove one of them)"
+    assert exc.value.lines == [want]
 
 
 def test_the_journal_shows_the_commit_and_the_escaped_diff_collapsed() -> None:
@@ -55,6 +55,6 @@ def test_the_journal_shows_the_commit_and_the_escaped_diff_collapsed() -> None:
     assert details.startswith("<details><summary>diff: 1 file changed</summary>") and details.endswith("</details>")
     body = details[len("<details><summary>diff: 1 file changed</summary>"):-len("</details>")]
     fence = body.strip().split("\n", 1)[0]
-    assert fence.startswith("````") and body.strip().endswith(fence.rstrip("diff"))  # longer than any ``` inside
+    assert fence == "````diff" and body.strip().endswith("\n````")  # longer than any ``` inside
     assert str(patch_line(ExperimentView(id="e", hypothesis="h", patch=PatchRecord(sha="a" * 40, base="a" * 40)))) \
         .startswith("unpatched")
