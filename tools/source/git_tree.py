@@ -73,16 +73,25 @@ class GitTree:
             raise RuntimeError(f"git {what} failed in {self.repo}: {redact_text(res.stderr.strip())[-400:]}")
         return res.stdout
 
-    def _put_patch(self, local: str) -> tuple[str, str]:
-        """Copy a patch file to the node: (node path, sha256 of its bytes)."""
-        try:
-            data = Path(local).read_bytes()
-        except OSError as exc:
-            raise UserError(f"{local}: cannot read the patch: {exc.strerror} (fix: check the path)") from None
+    def _put_patch(self, patch: str) -> tuple[str, str]:
+        """Copy a patch to the node: (node path, sha256 of its bytes).  `patch` is a
+        file (a playbook's) or the diff itself (a planner's proposal)."""
+        if "\n" in patch:
+            data = (patch if patch.endswith("\n") else patch + "\n").encode()
+        else:
+            try:
+                data = Path(patch).read_bytes()
+            except OSError as exc:
+                raise UserError(f"{patch}: cannot read the patch: {exc.strerror} (fix: check the path)") from None
         digest = patch_file_sha(data)
         remote = f"{self.workdir}/patches/{digest}.diff"
         self.executor.run(["mkdir", "-p", f"{self.workdir}/patches"], timeout=60)
-        self.executor.put(local, remote)
+        with tempfile.NamedTemporaryFile("wb", suffix=".diff", delete=False) as f:
+            f.write(data)
+        try:
+            self.executor.put(f.name, remote)
+        finally:
+            os.unlink(f.name)
         return remote, digest
 
     # -- the port ---------------------------------------------------------------------
@@ -117,18 +126,13 @@ class GitTree:
 
     def check(self, patch_text: str, rules: PatchRules) -> list[str]:
         """Judge a proposed patch against the base `HEAD`, in a throwaway worktree."""
-        with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False, encoding="utf-8") as f:
-            f.write(patch_text if patch_text.endswith("\n") else patch_text + "\n")
+        remote, digest = self._put_patch(patch_text if "\n" in patch_text else patch_text + "\n")
+        base = self.resolve("HEAD")
+        wt = self.checkout(base, f"check/{digest[:16]}")
         try:
-            remote, digest = self._put_patch(f.name)
-            base = self.resolve("HEAD")
-            wt = self.checkout(base, f"check/{digest[:16]}")
-            try:
-                return self._problems(wt, remote, rules)
-            finally:
-                self.remove(wt)
+            return self._problems(wt, remote, rules)
         finally:
-            os.unlink(f.name)
+            self.remove(wt)
 
     def commit(self, base: str, patches: list[str], branch: str, rules: PatchRules) -> PatchRecord:
         copied = [self._put_patch(p) for p in patches]
@@ -139,20 +143,20 @@ class GitTree:
                 if problems:
                     cls = FailureClass.patch_refused if not problems[0].startswith("does not apply") else (
                         FailureClass.stack_conflict if i > 0 else FailureClass.patch_conflict)
-                    what = f"patch {local}" + (f" (after {', '.join(patches[:i])})" if i else "")
+                    what = f"patch {_name(local)}" + (f" (after {', '.join(map(_name, patches[:i]))})" if i else "")
                     raise PatchFailed(cls, f"{what} {problems[0]}", [redact_text(p) for p in problems])
                 self._ok(["-C", wt, "apply", "--index", "--whitespace=nowarn", remote], "apply")
             date = self._ok(["-C", self.repo, "show", "-s", "--format=%cI", base], "show").strip()
             env = {**_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-            message = f"{branch}\n\n" + "\n".join(f"patch {Path(p).name} sha256 {d}" for p, (_r, d) in
+            message = f"{branch}\n\n" + "\n".join(f"patch {_name(p)} sha256 {d}" for p, (_r, d) in
                                                   zip(patches, copied))
             self._ok(["-C", wt, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify",
                       "--allow-empty", "-m", message], "commit", env=env)
             sha = self._ok(["-C", wt, "rev-parse", "HEAD"], "rev-parse").strip()
         finally:
             self.remove(wt)
-        return PatchRecord(sha=sha, base=base, branch=self._keep_branch(branch, sha), patches=list(patches),
-                           patch_sha256=[d for _r, d in copied],
+        return PatchRecord(sha=sha, base=base, branch=self._keep_branch(branch, sha),
+                           patch_sha256=[d for _r, d in copied], patches=[_name(p) for p in patches],
                            content=[normalized_patch_sha(patch_text(p)) for p in patches], **self._describe(base, sha))
 
     # -- internals --------------------------------------------------------------------
@@ -187,3 +191,8 @@ class GitTree:
         if len(diff) > MAX_DIFF_CHARS:
             diff = diff[:MAX_DIFF_CHARS] + f"\n... ({len(diff) - MAX_DIFF_CHARS} more characters)\n"
         return {"files": [f for f in files if f], "stat": stat, "diff": redact_text(diff)}
+
+
+def _name(patch: str) -> str:
+    """How a patch is named in records: its file, or `proposed diff` for a diff's text."""
+    return "proposed diff" if "\n" in patch else patch

@@ -156,3 +156,10 @@ def test_an_unknown_ref_is_a_user_error_naming_the_field(tree: GitTree) -> None:
 
     with pytest.raises(UserError, match=r"server.source.ref: 'nope' is not a commit"):
         tree.resolve("nope")
+
+
+def test_a_proposed_diff_text_is_committed_like_a_file(tree: GitTree) -> None:
+    base = tree.resolve("HEAD")
+    rec = tree.commit(base, [GOOD], "campaign/c1/proposed", PatchRules(allowed_paths=["kernels/"]))
+    assert rec.patches == ["proposed diff"] and rec.files == ["kernels/attn.py"]
+    assert rec.patch_sha256 == [hashlib.sha256(GOOD.encode()).hexdigest()]
