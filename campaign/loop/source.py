@@ -13,7 +13,7 @@ import hashlib
 from typing import Any
 
 from campaign.domain.measurement import Measurement
-from campaign.domain.models import EffectiveConfig, WorkloadSpec
+from campaign.domain.models import EffectiveConfig, FailureClass, WorkloadSpec
 from campaign.domain.source import PatchFailed, PatchRecord
 from campaign.loop.deps import Deps
 from campaign.loop.state import CampaignState
@@ -53,6 +53,9 @@ def prepare(d: Deps, state: CampaignState, name: str, patches: list[str]) -> Pat
     `patches` on it.  None without a source tree; raises `PatchFailed`."""
     tree, src = tree_of(d, state), d.playbook.server.source
     if tree is None or src is None:
+        if patches:  # never measure unpatched code under a patch's name
+            raise PatchFailed(FailureClass.patch_refused, f"'{name}' has a patch but there is no source tree to "
+                              "apply it to (fix: set server.source in the playbook and run from {source})")
         return None
     base = tree.resolve(src.ref)
     if not patches:
