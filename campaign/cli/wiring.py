@@ -65,18 +65,18 @@ def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | N
         from campaign.loop.planner_bridge import make_llm_planner
 
         planner = make_llm_planner(pb)
-    trees = [source_tree_for(pb, spec, workdir=workdir / (spec.name or "node")) for spec in pb.all_nodes()] \
-        if pb.server.source is not None else []
+    trees = [source_tree_for(pb, spec, node.executor, workdir=workdir / (spec.name or "node"))
+             for spec, node in zip(pb.all_nodes(), nodes)] if pb.server.source is not None else []
     return Deps(playbook=pb, store=store, nodes=list(nodes), planner=planner, journal_path=Path(pb.journal),
                 db_label=str(db_path), events=events or (lambda k, d: None), source=local_source_tree,
                 trees=trees)
 
 
-def source_tree_for(pb: Playbook, spec: Any, *, workdir: Path) -> GitTree:
-    """`server.source` on one node: git runs there, through the node's executor."""
+def source_tree_for(pb: Playbook, spec: Any, executor: Executor, *, workdir: Path) -> GitTree:
+    """`server.source` on one node: git runs there, through the node's own executor."""
     assert pb.server.source is not None
     where = spec.node_workdir()
-    return GitTree(build_executor(spec), pb.server.source.repo,
+    return GitTree(executor, pb.server.source.repo,
                    f"{where}/src" if where else str((workdir / "src").resolve()))
 
 
