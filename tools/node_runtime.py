@@ -14,8 +14,8 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from campaign.domain.config import render_argv
 from campaign.domain.measurement import Measurement
@@ -77,12 +77,17 @@ class NodeRuntime:
 
     # ------------------------------------------------------------ measurement
     def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
-                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16) -> Measurement:
+                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16,
+                source: str | None = None) -> Measurement:
+        """Launch `config` from the tree at `source` (the `{source}` of the command
+        template, a worktree on the node), run the workloads, stop."""
         from tools.loadgen.correctness import greedy_outputs
         from tools.loadgen.sweep import run_sweep
 
         port = self.executor.free_port()
         fmt = {**self.fmt, "port": port, "model": self.model, "python": self.fmt.get("python", sys.executable)}
+        if source is not None:
+            fmt["source"] = source
         argv = render_argv(self.command, config, **fmt)
         log_path = str(Path(self.workdir) / "logs" / f"{label}-{int(time.time() * 1000)}.log")
         req = LaunchRequest(argv=argv, env=self.profile.env(_launch_env(config.env)), health_path=self.health,

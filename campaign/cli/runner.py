@@ -140,6 +140,7 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
             store.upsert_hypothesis(cid, h, source="playbook", position=pos)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         deps = build_deps(pb, store, db_path=db_path, events=events)
+        _reap_worktrees(deps, cid)
         with compiled_graph(deps, db_path) as graph:
             _mark_stale(graph, store, cid)
             clean_temp_files(Path(pb.journal))
@@ -175,6 +176,7 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
     reap_leftovers(db_path, pb)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         deps = build_deps(pb, store, db_path=db_path, events=events)
+        _reap_worktrees(deps, cid)
         with compiled_graph(deps, db_path) as graph:
             _mark_stale(graph, store, cid)
             clean_temp_files(Path(pb.journal))
@@ -196,6 +198,11 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
             out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
     out.journal = pb.journal
     return out
+
+
+def _reap_worktrees(deps: Any, cid: str) -> list[str]:
+    """Worktrees a killed run of this campaign left on its nodes (branches stay)."""
+    return [path for tree in deps.trees for path in tree.reap(cid)]
 
 
 def _mark_stale(graph, store: Any, cid: str) -> list[str]:

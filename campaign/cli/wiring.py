@@ -22,7 +22,7 @@ from tools.executors.project_code import WithProjectCode
 from tools.executors.registry import build_executor
 from tools.node_runtime import NodeRuntime
 from tools.server.ledger import ProcessLedger
-from tools.source.patches import PatchManager
+from tools.source.git_tree import GitTree
 
 __all__ = ["build_deps", "check_adapters", "ledger_path", "node_runtime_for", "reap_leftovers"]
 
@@ -74,8 +74,30 @@ def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | N
         from campaign.loop.planner_bridge import make_llm_planner
 
         planner = make_llm_planner(pb)
+    trees = [source_tree_for(pb, spec, node.executor, workdir=workdir / (spec.name or "node"))
+             for spec, node in zip(pb.all_nodes(), nodes)] if pb.server.source is not None else []
     return Deps(playbook=pb, store=store, nodes=list(nodes), planner=planner, journal_path=Path(pb.journal),
-                db_label=str(db_path), events=events or (lambda k, d: None), source=PatchManager)
+                db_label=str(db_path), events=events or (lambda k, d: None), source=local_source_tree,
+                trees=trees)
+
+
+def source_tree_for(pb: Playbook, spec: Any, executor: Executor, *, workdir: Path) -> GitTree:
+    """`server.source` on one node: git runs there, through the node's own executor."""
+    assert pb.server.source is not None
+    where = spec.node_workdir()
+    return GitTree(executor, pb.server.source.repo,
+                   f"{where}/src" if where else str((workdir / "src").resolve()))
+
+
+def local_source_tree(repo: str) -> GitTree:
+    """A repository on this machine (the planner's patch checks), worktrees in a temp dir."""
+    import tempfile
+
+    if not (Path(repo) / ".git").exists():
+        from campaign.domain.errors import UserError
+
+        raise UserError(f"{repo}: not a git repository (fix: point knobs.patches.repo at a git checkout)")
+    return GitTree(LocalExecutor(), str(Path(repo).resolve()), str(Path(tempfile.gettempdir()) / "campaign-src"))
 
 
 def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:

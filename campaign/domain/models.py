@@ -27,7 +27,9 @@ class FailureClass(str, Enum):
     port_in_use = "port_in_use"
     health_timeout = "health_timeout"
     exited = "exited"
-    patch_conflict = "patch_conflict"
+    patch_conflict = "patch_conflict"  # the patch does not apply to the base
+    patch_refused = "patch_refused"  # the patch writes outside its allowed paths or an unsafe shape
+    stack_conflict = "stack_conflict"  # stacked patches that each apply alone conflict together
     incorrect = "incorrect"  # outputs differ from the baseline's (correctness gate)
     hang = "hang"  # server alive but produces no tokens
     server_error = "server_error"  # HTTP 5xx while serving

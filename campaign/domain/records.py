@@ -17,6 +17,7 @@ from campaign.domain.models import (
     Fingerprint,
     LevelResult,
 )
+from campaign.domain.source import PatchRecord
 
 VerdictKind = Literal["win", "dead_end", "inconclusive"]
 Winner = Literal["candidate", "baseline", "tie"]
@@ -109,6 +110,7 @@ class ExperimentView(BaseModel):
     environment: Fingerprint | None = None
     analysis: str | None = None  # model-written, rendered escaped and marked
     patch_sha: str | None = None
+    patch: PatchRecord | None = None  # the commit it ran from, its base and diff (server.source set)
     command: str = ""
     baseline_id: str | None = None
     node_seconds: float = 0.0

@@ -287,12 +287,36 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         "correctness_examples": Md(mdsafe.code_block(corr.examples)) if corr and corr.examples else None,
         "evidence": evidence,
         "environment": environment,
-        "patch": Md(mdsafe.code(exp.patch_sha)) if exp.patch_sha else None,
+        "patch": patch_line(exp),
+        "patch_diff": patch_details(exp),
         "command": Md(mdsafe.code(exp.command)) if exp.command else None,
         "analysis": Md(mdsafe.blockquote(exp.analysis)) if exp.analysis and exp.analysis.strip() else None,
         "notes": notes.block(key),
         "has_notes": notes.has(key),
     }
+
+
+def patch_line(exp: ExperimentView) -> Md | None:
+    """The commit the candidate ran from: SHA, branch, base, patch files' sha256."""
+    rec = exp.patch
+    if rec is None:
+        return Md(mdsafe.code(exp.patch_sha)) if exp.patch_sha else None
+    if not rec.branch:
+        return Md(f"unpatched: {mdsafe.code(rec.sha)} (the base)")
+    files = ", ".join(f"{mdsafe.text(p.rsplit('/', 1)[-1])} (sha256 {mdsafe.code(d[:16])})"
+                      for p, d in zip(rec.patches, rec.patch_sha256))
+    return Md(f"{mdsafe.code(rec.sha)} on branch {mdsafe.code(rec.branch)}, base {mdsafe.code(rec.base)}; "
+              f"patches: {files}")
+
+
+def patch_details(exp: ExperimentView) -> Md | None:
+    """`git diff --stat` and the diff itself (escaped), collapsed."""
+    rec = exp.patch
+    if rec is None or not rec.branch:
+        return None
+    n = len(rec.files)
+    return Md(f"<details><summary>diff: {n} file{'s' if n != 1 else ''} changed</summary>\n\n"
+              + mdsafe.code_block(f"{rec.stat}\n\n{rec.diff}", info="diff") + "\n\n</details>")
 
 
 def reopened_ids(view: CampaignView) -> set[str]:

@@ -78,7 +78,7 @@ class FanOut:
     def after_propose(self, state: ParallelState) -> Any:
         batch = state.get("batch") or []
         if batch and not state.get("halt"):
-            shared = {k: state.get(k) for k in ("campaign_id", "baseline_id", "baseline_config")}
+            shared = {k: state.get(k) for k in ("campaign_id", "baseline_id", "baseline_config", "baseline_patches")}
             return [Send("experiment", {**shared, "current": cur, "node_index": i}) for i, cur in enumerate(batch)]
         return routing.after_propose(state)
 

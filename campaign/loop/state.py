@@ -19,6 +19,8 @@ class Current(TypedDict, total=False):
     failed: bool  # launch/load failure seen: go straight to the verdict
     infra_retries: int
     reference_config: dict[str, Any] | None  # compare with this config instead of the baseline
+    candidate_sha: str | None  # the commit each side runs from (server.source set)
+    baseline_sha: str | None
 
 
 class CampaignState(TypedDict, total=False):
@@ -37,6 +39,7 @@ class CampaignState(TypedDict, total=False):
     halt: dict[str, Any] | None  # {"kind": "review"|"finish"|"fail", "reason": str}
     finished: bool
     stack: dict[str, Any] | None  # stacked-wins check: bisection state, subset under test
+    baseline_patches: list[str]  # patch files of adopted wins: the baseline runs with them applied
     node_index: int  # which of deps.nodes runs this branch (parallel fan-out); 0 otherwise
 
 

@@ -10,10 +10,10 @@ effective change against the current baseline, whatever the name.
 
 from __future__ import annotations
 
-import hashlib
 
 from campaign.domain.models import EffectiveConfig
 from campaign.domain.records import ExperimentView
+from campaign.domain.source import normalized_patch_sha, patch_text
 from campaign.planner.base import PlannerContext
 from campaign.planner.knobs import (
     _NUMBER,
@@ -37,7 +37,9 @@ def _norm(value: Scalar) -> str:
 
 
 def patch_sha(patch: str) -> str:
-    return hashlib.sha256(patch.strip().encode()).hexdigest()
+    """Content identity of a patch (text or a playbook's patch file): the same
+    normalized diff is the same idea whatever the hypothesis or file is called."""
+    return normalized_patch_sha(patch_text(patch))
 
 
 def baseline_config(ctx: PlannerContext) -> EffectiveConfig:
@@ -73,8 +75,8 @@ def experiment_change(e: ExperimentView) -> Change:
     """The change an experiment measured, from its recorded config diff."""
     items: set[tuple[str, str, str]] = {(c.kind, c.key, UNSET if c.change == "removed" else _norm(c.after))
                                          for c in e.config_diff}
-    if e.patch_sha:
-        items.add(("patch", "", e.patch_sha))
+    if e.patch is not None and e.patch.content:
+        items.add(("patch", "", e.patch.content[-1]))
     return frozenset(items)
 
 

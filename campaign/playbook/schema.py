@@ -12,6 +12,7 @@ from typing import Annotated, ClassVar, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from campaign.domain.models import WorkloadSpec
+from campaign.domain.source import PatchRules, Unsafe
 
 Scalar = Union[str, int, float, bool, None]
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -118,7 +119,7 @@ class SlurmNodeSpec(_NodeSpecBase):
 
 
 NodeSpec = Annotated[
-    Union[SimulatedNodeSpec, LocalNodeSpec, SshNodeSpec, SlurmNodeSpec], Field(discriminator="kind")
+    SimulatedNodeSpec | LocalNodeSpec | SshNodeSpec | SlurmNodeSpec, Field(discriminator="kind")
 ]
 
 #: kind -> spec class (the discriminated union above, as a lookup for error messages)
@@ -128,6 +129,19 @@ NODE_SPECS: dict[str, type[_NodeSpecBase]] = {
 
 
 # ------------------------------------------------------------------------- server
+class SourceSpec(_Strict):
+    """The engine's git checkout on the node.  Every launch runs from a worktree of
+    `ref` (patched ones from a commit of their patches); the checkout is only read."""
+
+    repo: str
+    ref: str = "HEAD"
+    allowed_paths: list[str] | None = None  # where patches may write; None: anywhere in the repo
+    allow: list[Unsafe] = Field(default_factory=list)  # symlink, executable, submodule, git_paths, binary
+
+    def rules(self) -> PatchRules:
+        return PatchRules(allowed_paths=self.allowed_paths, allow=list(self.allow))
+
+
 class ServerSpec(_Strict):
     """How to launch the engine.  The engine's profile (`tools/engines/`) knows its launch
     command, environment defaults, health path and start-up time; set `command`,
@@ -143,6 +157,8 @@ class ServerSpec(_Strict):
     health: str | None = None
     startup_timeout_s: float | None = Field(default=None, gt=0)
     allowed_flags: list[str] | None = None  # None: any flag; else hypotheses may only set these
+    source: SourceSpec | None = None  # the engine's source: launches run from `{source}`
+
     #: variables the server inherits from the node's environment (names or PREFIX*);
     #: None: campaign.domain.server_env.DEFAULT_BASE_ENV plus the engine's own variables.
     #: Nothing else reaches it but the config's env (secrets only as ${NAME} references).
@@ -246,6 +262,7 @@ class KnobSpec(_Strict):
 class PatchPolicy(_Strict):
     repo: str
     allowed_paths: list[str] = Field(default_factory=list)
+    allow: list[Unsafe] = Field(default_factory=list)  # symlink, executable, submodule, git_paths, binary
 
 
 class KnobSpace(_Strict):
@@ -276,6 +293,7 @@ class HypothesisSpec(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     unset_flags: list[str] = Field(default_factory=list)
     patch: str | None = None
+    stack_patches: list[str] = Field(default_factory=list)  # set by the stack check: wins' patches, in order
     declares: list[str] | None = None  # settings under test; default: every key changed
     adopt_if_win: bool = False
     revisit_on: list[str] = Field(default_factory=list)  # fingerprint components

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from sqlmodel import Session, col, select
 
+from campaign.domain.models import Fingerprint
+from campaign.domain.source import PatchRecord
 from campaign.store.convert import (
     campaign_record,
     experiment_record,
@@ -28,7 +30,6 @@ from campaign.domain.records import Verdict
 from campaign.store.view import CampaignSnapshot, RunValue, light_verdict
 
 OVERVIEW_LAST = 40  # campaign.journal.plots.OVERVIEW_LAST (the store does not import the journal)
-from campaign.domain.models import Fingerprint
 
 
 def read_runs(s: Session, ids: list[str], metric: str) -> dict[str, list[RunValue]]:
@@ -83,6 +84,10 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None) 
             .order_by(col(ArtifactRow.seq))
         )
     }  # the highest seq wins: a later analysis supersedes
+    patches = {
+        a.experiment_id: PatchRecord.model_validate_json(a.content)
+        for a in s.exec(select(ArtifactRow).where(col(ArtifactRow.experiment_id).in_(ids), ArtifactRow.kind == "patch"))
+    }  # the tree each experiment ran from (server.source set)
     fps = s.exec(select(FingerprintRow).where(FingerprintRow.campaign_id == campaign_id).order_by(col(FingerprintRow.seq))).all()
     reviews = s.exec(select(ReviewRow).where(ReviewRow.campaign_id == campaign_id).order_by(col(ReviewRow.seq))).all()
     return CampaignSnapshot(
@@ -95,6 +100,7 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None) 
         fingerprints={f.id: Fingerprint.model_validate_json(f.json_) for f in fps},
         latest_fingerprint_id=fps[-1].id if fps else None,
         analyses=analyses,
+        patches=patches,
         reviews=[review_record(r) for r in reviews],
         events=ReviewLogMixin._events_in(s, campaign_id),
         planner_cost=ReviewLogMixin._planner_cost_in(s, campaign_id),

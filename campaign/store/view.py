@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
+from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
 from campaign.domain.records import (
     BaselineView,
     CampaignView,
@@ -23,6 +24,7 @@ from campaign.domain.records import (
     ReviewView,
     Verdict,
 )
+from campaign.domain.source import PatchRecord
 from campaign.store.models import (
     CampaignRecord,
     EventRecord,
@@ -30,7 +32,6 @@ from campaign.store.models import (
     HypothesisRecord,
     ReviewRecord,
 )
-from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
 
 class RunValue(NamedTuple):
     """One level of one side's round, reduced to the campaign's verdict metric: what the
@@ -68,6 +69,7 @@ class CampaignSnapshot(BaseModel):
     fingerprints: dict[str, Fingerprint] = Field(default_factory=dict)
     latest_fingerprint_id: str | None = None
     analyses: dict[str, str] = Field(default_factory=dict)  # experiment id -> analysis text
+    patches: dict[str, PatchRecord] = Field(default_factory=dict)  # experiment id -> the tree it ran from
     reviews: list[ReviewRecord] = Field(default_factory=list)
     events: list[EventRecord] = Field(default_factory=list)
     planner_cost: dict[str, float] = Field(default_factory=dict)
@@ -191,6 +193,7 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
         environment=snap.fingerprints.get(exp.fingerprint_id or ""),
         analysis=snap.analyses.get(exp.id),
         patch_sha=exp.patch_sha,
+        patch=snap.patches.get(exp.id),
         command=exp.command,
         baseline_id=exp.baseline_ref,
         node_seconds=exp.node_seconds,
@@ -318,6 +321,8 @@ def experiment_json(e: ExperimentView) -> dict[str, Any]:
         "status": e.status,
         "adopted": e.adopted,
         "patch_sha": e.patch_sha,
+        "patch": {"sha": e.patch.sha, "base": e.patch.base, "files": e.patch.files, "branch": e.patch.branch,
+                  "patch_sha256": e.patch.patch_sha256} if e.patch is not None else None,
         "node_seconds": e.node_seconds,
     }
 

@@ -29,6 +29,8 @@ FAILURE_COMPONENTS: dict[FailureClass, list[str]] = {
     FailureClass.engine_dead: ["engine_version"],
     FailureClass.kernel_fault: ["engine_version", "cuda", "gpu"],
     FailureClass.patch_conflict: ["engine_sha"],
+    FailureClass.stack_conflict: ["engine_sha"],
+    FailureClass.patch_refused: [],
     # infrastructure failures are retried, never dead ends
     FailureClass.port_in_use: [],
     FailureClass.unreachable: [],

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from campaign.domain.models import EffectiveConfig
+from campaign.domain.source import PatchFailed
+from campaign.loop import source
 from campaign.loop.experiment import (
     baseline_noise,
     check_drift,
@@ -13,8 +15,8 @@ from campaign.loop.experiment import (
     correctness_of,
     hypothesis_config,
     mismatched_prompt_sets,
-    noise_floors,
     node_seconds_of,
+    noise_floors,
     provenance_notes,
     queue_seconds_of,
     record_measurement,
@@ -44,9 +46,29 @@ class ExperimentNodes(NodeFamily):
                                      fingerprint_id=state.get("fingerprint_id"))
         diff = confound_changes(base, config, None)
         store.record_artifact(exp.id, "config_diff", "\n".join(c.model_dump_json() for c in diff))
+        shas = self._trees(state, exp.id, spec)
         # candidate first: an idea that crashes at start costs one launch, not a baseline round too
-        return {"current": {**cur, "experiment_id": exp.id, "side": "candidate"}}
+        return {"current": {**cur, "experiment_id": exp.id, "side": "candidate", **shas}}
 
+    def _trees(self, state: CampaignState, eid: str, spec: Any) -> dict[str, Any]:
+        """The commits both sides run from (server.source set): the patches are committed
+        here, their record written before anything runs; a patch that is refused or does
+        not apply is the candidate's recorded failure."""
+        store = self.d.store
+        own = source.baseline_side_patches(state) + source.spec_patches(spec)
+        try:
+            base_rec = source.prepare(self.d, state, "baseline", source.baseline_side_patches(state))
+            rec = source.prepare(self.d, state, spec.name, own)
+        except PatchFailed as exc:
+            if recorded_failure(store, eid) is None:
+                record_measurement(store, eid, "candidate", 0, source.failed(exc), self._node(state).name)
+            return {"candidate_sha": None, "baseline_sha": None}
+        if rec is None or base_rec is None:
+            return {}
+        store.record_artifact(eid, "patch", rec.model_dump_json())
+        if rec.branch:
+            store.annotate_experiment(eid, patch_sha=rec.sha)
+        return {"candidate_sha": rec.sha, "baseline_sha": base_rec.sha}
 
     def measure(self, state: CampaignState) -> dict[str, Any]:
         """One side of one round: launch, correctness probe (round 0), workloads, stop, record."""
@@ -56,7 +78,8 @@ class ExperimentNodes(NodeFamily):
         base = reference_config(state)
         config = base if side == "baseline" else hypothesis_config(base, spec)
         if not store.has_side(eid, side, rnd) and recorded_failure(store, eid) is None:
-            m = self._node(state).measure(config, workloads_of(pb), label=f"{spec.name}-{side}-r{rnd}",
+            m = source.measure_from(self.d, state, cur.get(f"{side}_sha"), config, workloads_of(pb),
+                                    label=f"{spec.name}-{side}-r{rnd}",
                                     correctness_prompts=correctness_prompts(pb) if rnd == 0 else None,
                                     correctness_tokens=pb.verdict.correctness.max_tokens)
             if m.infrastructure_fault and cur.get("infra_retries", 0) < pb.budget.max_infra_retries:
@@ -125,7 +148,8 @@ class ExperimentNodes(NodeFamily):
         }
         if adopt:
             config = hypothesis_config(EffectiveConfig.model_validate(state["baseline_config"]), spec)
-            update.update(baseline_config=config.model_dump(), need_baseline=f"adopted win '{spec.name}'")
+            update.update(baseline_config=config.model_dump(), need_baseline=f"adopted win '{spec.name}'",
+                          baseline_patches=list(state.get("baseline_patches") or []) + source.spec_patches(spec))
             store.add_event(cid, "adopt", f"'{spec.name}' adopted: the baseline for every later hypothesis",
                             key=f"adopt:{eid}")
         if self.d.planner is not None:
