@@ -41,16 +41,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from campaign.loop.experiment import confound_changes, hypothesis_config  # noqa: E402
-from campaign.playbook.schema import Playbook, VerdictSpec  # noqa: E402
-from campaign.playbook.load import load_playbook  # noqa: E402
-from campaign.domain.records import LevelComparison, LevelSamples  # noqa: E402
-from campaign.verdict.stats import noise_estimate  # noqa: E402
-from campaign.verdict.rule import compare_levels, decide, needs_more_repeats, workloads_needing_repeats  # noqa: E402
-from tools.loadgen.stats import requests_for_level  # noqa: E402
-from campaign.domain.models import ConfigChange, EffectiveConfig, LevelResult  # noqa: E402
-from tools.simnode.config import EngineConfig  # noqa: E402
-from tools.simnode.perfmodel import expected_output_tps  # noqa: E402
+from campaign.domain.models import ConfigChange, EffectiveConfig, LevelResult
+from campaign.domain.records import LevelComparison, LevelSamples
+from campaign.loop.experiment import confound_changes, hypothesis_config
+from campaign.playbook.load import load_playbook
+from campaign.playbook.schema import Playbook, VerdictSpec
+from campaign.verdict.rule import compare_levels, decide, needs_more_repeats, workloads_needing_repeats
+from campaign.verdict.stats import noise_estimate
+from tools.loadgen.stats import requests_for_level
+from tools.simnode.config import EngineConfig
+from tools.simnode.perfmodel import expected_output_tps
 
 Level = tuple[str, int]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -62,7 +62,7 @@ def _outcome(out: RunOutcome) -> None:
 
 
 @app.command()
-def run(playbook: str = typer.Argument(..., help="playbook YAML"), db: Optional[str] = DB_OPT,
+def run(playbook: str = typer.Argument(..., help="playbook YAML"), db: str | None = DB_OPT,
         new: bool = typer.Option(False, "--new", help="start a new campaign even if one is unfinished"),
         quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Start (or continue) the campaign a playbook describes."""
@@ -90,13 +90,13 @@ def _parse_sets(sets: list[str]) -> dict[str, str]:
 
 
 @app.command()
-def resume(campaign_id: str, db: Optional[str] = DB_OPT,
+def resume(campaign_id: str, db: str | None = DB_OPT,
            approve: bool = typer.Option(False, "--approve", help="approve what the review gate asks"),
            reject: bool = typer.Option(False, "--reject", help="reject it (at a campaign review: stop)"),
            note: str = typer.Option("", "--note", help="reviewer's note, kept in the record and journal"),
-           add_hypothesis: Optional[str] = typer.Option(None, "--add-hypothesis", help="YAML file of hypotheses"),
+           add_hypothesis: str | None = typer.Option(None, "--add-hypothesis", help="YAML file of hypotheses"),
            set_: list[str] = typer.Option([], "--set", help="override a playbook field, e.g. node.cuda=13.0"),
-           playbook: Optional[str] = typer.Option(None, "--playbook", help="playbook path if it moved"),
+           playbook: str | None = typer.Option(None, "--playbook", help="playbook path if it moved"),
            quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Continue a campaign halted for review, or one that crashed or was killed."""
     from campaign.cli.live import LiveView
@@ -116,7 +116,7 @@ def resume(campaign_id: str, db: Optional[str] = DB_OPT,
     _outcome(out)
 
 
-def _store(db: Optional[str]) -> Store:
+def _store(db: str | None) -> Store:
     from pathlib import Path
 
     from campaign.store import Store
@@ -128,7 +128,7 @@ def _store(db: Optional[str]) -> Store:
 
 
 @app.command()
-def status(db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
+def status(db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
     """Every campaign in the database: id, name, status."""
     from pathlib import Path
 
@@ -164,7 +164,7 @@ def status(db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--js
 
 
 @app.command()
-def show(campaign_id: str, db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
+def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
     """One campaign: baseline and every experiment with its verdict."""
     if as_json:  # streamed: the first experiment is printed before the last is read
         try:
@@ -199,13 +199,13 @@ def show(campaign_id: str, db: Optional[str] = DB_OPT, as_json: bool = typer.Opt
 
 
 @app.command()
-def journal(campaign_id: str, db: Optional[str] = DB_OPT,
-            out: Optional[str] = typer.Option(None, "--out", help="write here instead of the playbook's path")) -> None:
+def journal(campaign_id: str, db: str | None = DB_OPT,
+            out: str | None = typer.Option(None, "--out", help="write here instead of the playbook's path")) -> None:
     """Regenerate a campaign's journal from the database and print its path."""
     from pathlib import Path
 
-    from campaign.playbook.load import load_playbook
     from campaign.journal.publish import publish_journal
+    from campaign.playbook.load import load_playbook
 
     try:
         store = _store(db)
@@ -218,7 +218,7 @@ def journal(campaign_id: str, db: Optional[str] = DB_OPT,
 
 
 @app.command()
-def unlock(campaign_id: str, db: Optional[str] = DB_OPT) -> None:
+def unlock(campaign_id: str, db: str | None = DB_OPT) -> None:
     """Release a run lock held by a process on another host."""
     try:
         store = _store(db)

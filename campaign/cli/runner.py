@@ -11,18 +11,19 @@ import os
 import re
 import signal
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
-from campaign.loop.deps import Deps, EventFn
 from campaign.domain.errors import UserError
 from campaign.journal.publish import refresh_journal
 from campaign.journal.render import clean_temp_files
-from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.load import apply_overrides, load_playbook
+from campaign.playbook.schema import HypothesisSpec, Playbook
 
 
 @dataclass
@@ -53,7 +54,7 @@ def slug(name: str) -> str:
 
 @contextmanager
 def _signals_raise() -> Iterator[None]:
-    def handler(signum, frame):  # noqa: ARG001
+    def handler(signum: int, frame: Any) -> None:
         raise Interrupted(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -65,7 +66,7 @@ def _signals_raise() -> Iterator[None]:
 
 
 @contextmanager
-def compiled_graph(deps: Deps, db_path: Path):
+def compiled_graph(deps: Deps, db_path: Path) -> Iterator[Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from campaign.domain import killpoint
@@ -73,7 +74,7 @@ def compiled_graph(deps: Deps, db_path: Path):
 
     saver_cls = SqliteSaver
     if killpoint.active():
-        from campaign.cli.killsaver import KillPointSaver as saver_cls  # type: ignore[no-redef]
+        from campaign.cli.killsaver import KillPointSaver as saver_cls
     with saver_cls.from_conn_string(str(checkpoint_path(db_path))) as saver:
         saver.conn.execute("PRAGMA journal_mode=WAL")
         yield build_graph(deps).compile(checkpointer=saver)
@@ -87,13 +88,13 @@ def in_progress(snap: Any) -> bool:
     return bool(snap.next) or bool(snap.tasks)
 
 
-def open_store(db_path: Path):
+def open_store(db_path: Path) -> Any:
     from campaign.store import Store
 
     return Store(db_path)
 
 
-def _drive(graph, payload: Any, cid: str, store: Any, on_stop: Any = None) -> RunOutcome:
+def _drive(graph: Any, payload: Any, cid: str, store: Any, on_stop: Any = None) -> RunOutcome:
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 10_000}
     try:
         with _signals_raise():
@@ -166,7 +167,7 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
     check_adapters(pb, playbook_path or row.playbook_path)
     merged = {**row.overrides, **(overrides or {})}
     pb = apply_overrides(pb, merged)  # validates every override
-    added: list[dict] = []
+    added: list[dict[str, Any]] = []
     if add_hypothesis:
         added = [h.model_dump() for h in _load_added(add_hypothesis, pb, store, cid)]
     # every input is valid by now: record the overrides and what the node has become
@@ -205,7 +206,7 @@ def _reap_worktrees(deps: Any, cid: str) -> list[str]:
     return [path for tree in deps.trees for path in tree.reap(cid)]
 
 
-def _mark_stale(graph, store: Any, cid: str) -> list[str]:
+def _mark_stale(graph: Any, store: Any, cid: str) -> list[str]:
     """Experiments a dead run left `running` become stale (re-run as a new attempt),
     except the ones the checkpoint is in the middle of: the graph continues those.
 
@@ -230,7 +231,8 @@ def _mark_stale(graph, store: Any, cid: str) -> list[str]:
     for h in store.list_hypotheses(cid, status="running"):
         if h.name not in {c.get("hypothesis") for c in in_flight}:
             store.set_hypothesis_status(cid, h.name, "queued")
-    return store.mark_stale_experiments(cid, keep=keep)
+    stale: list[str] = store.mark_stale_experiments(cid, keep=keep)
+    return stale
 
 
 def repair_journal(store: Any, cid: str, *, db_label: str) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 from campaign.domain.errors import UserError
 from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.schema import Playbook
+from campaign.ports import SourceTree
 from campaign.store.facade import Store
 from tools.engines import engine_profile
 from tools.executors.base import Executor
@@ -78,7 +79,7 @@ def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | N
              for spec, node in zip(pb.all_nodes(), nodes)] if pb.server.source is not None else []
     return Deps(playbook=pb, store=store, nodes=list(nodes), planner=planner, journal_path=Path(pb.journal),
                 db_label=str(db_path), events=events or (lambda k, d: None), source=local_source_tree,
-                trees=trees)
+                trees=list[SourceTree](trees))
 
 
 def source_tree_for(pb: Playbook, spec: Any, executor: Executor, *, workdir: Path) -> GitTree:

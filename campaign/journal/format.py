@@ -234,7 +234,8 @@ def _environment_firsts(view: CampaignView) -> tuple[dict[str, int], dict[str, i
                     key = dumped[id(e.environment)] = e.environment.model_dump_json()
                 first.setdefault(key, i)
         _FIRSTS[:] = [view, len(view.experiments), (numbers, first)]
-    return _FIRSTS[2]
+    firsts: tuple[dict[str, int], dict[str, int]] = _FIRSTS[2]
+    return firsts
 
 
 def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: str | None,

@@ -63,7 +63,7 @@ def _read(path: Path) -> str | None:
 def _load_index(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("v") == _INDEX_VERSION:
+        if isinstance(data, dict) and data.get("v") == _INDEX_VERSION:
             return data
     except (OSError, ValueError):
         pass

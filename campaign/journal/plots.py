@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -28,7 +29,7 @@ OVERVIEW_KEY = "_overview"
 DPI = 90
 CANDIDATE, BASELINE, TIE = "#1f77b4", "#7f7f7f", "#555555"
 VERDICT_COLORS = {"win": "#2ca02c", "dead_end": "#d62728", "inconclusive": "#9e9e9e"}
-_SAVE = {"dpi": DPI, "format": "png", "metadata": {"Software": None}}
+_SAVE: dict[str, Any] = {"dpi": DPI, "format": "png", "metadata": {"Software": None}}
 
 
 OVERVIEW_LAST = 40  # the overview's bar chart shows the latest experiments: 1,000 bars read as none
@@ -37,7 +38,7 @@ OVERVIEW_LAST = 40  # the overview's bar chart shows the latest experiments: 1,0
 _multi_level_workloads = plot_workloads
 
 
-def _level_axes(ax, rows: list[LevelRow], workload: str, unit: str) -> None:
+def _level_axes(ax: Any, rows: list[LevelRow], workload: str, unit: str) -> None:
     rows = sorted(rows, key=lambda r: r.concurrency)
     for side, color, label in (("candidate", CANDIDATE, "candidate"), ("baseline", BASELINE, "baseline")):
         pts = [(r.concurrency, getattr(r, side), r.comparison) for r in rows if getattr(r, side) is not None]
@@ -47,8 +48,9 @@ def _level_axes(ax, rows: list[LevelRow], workload: str, unit: str) -> None:
         err = None
         if side == "candidate" and all(p[2] is not None for p in pts):
             # the CI is on the relative change; show it as an absolute band on the candidate
-            err = [[y * max(0.0, -(c.ci_low_pct - c.delta_pct)) / 100 for y, (_, _, c) in zip(ys, pts)],
-                   [y * max(0.0, c.ci_high_pct - c.delta_pct) / 100 for y, (_, _, c) in zip(ys, pts)]]
+            comps = [p[2] for p in pts if p[2] is not None]
+            err = [[y * max(0.0, -(c.ci_low_pct - c.delta_pct)) / 100 for y, c in zip(ys, comps)],
+                   [y * max(0.0, c.ci_high_pct - c.delta_pct) / 100 for y, c in zip(ys, comps)]]
         ax.errorbar(xs, ys, yerr=err, color=color, marker="o", ms=4, lw=1.6, capsize=3, label=label)
     top = max((max(r.candidate or 0, r.baseline or 0) for r in rows), default=0)
     for r in rows:
@@ -97,6 +99,7 @@ def overview_figure(view: CampaignView) -> Figure | None:
     ax = fig.add_subplot(1, panels, 1)
     labels, values, colors = [], [], []
     for n, e in scored:
+        assert e.verdict is not None  # `scored` keeps only experiments with a verdict
         delta = e.verdict.headline_delta_pct if e.verdict.headline_delta_pct is not None else \
             next((r.comparison.delta_pct for r in e.rows if r.comparison), None)
         labels.append(textwrap.shorten(f"{n}. {e.hypothesis}", 34, placeholder="..."))

@@ -22,7 +22,7 @@ def journal_is_stale(store: Any, campaign_id: str, path: Path) -> bool:
         mtime = Path(path).stat().st_mtime
     except OSError:
         return True
-    return mtime < store.get_campaign(campaign_id).updated_at
+    return bool(mtime < store.get_campaign(campaign_id).updated_at)
 
 
 def refresh_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "") -> bool:

@@ -90,7 +90,7 @@ class _Notes:
     """Hands out notes blocks during a render and remembers which keys were used."""
 
     def __init__(self, existing: dict[str, str]) -> None:
-        self.existing, self.used = existing, set()
+        self.existing, self.used = existing, set[str]()
 
     def block(self, key: str) -> Md:
         self.used.add(key)
@@ -239,7 +239,7 @@ def render_main(view: CampaignView, existing_text: str | None, parts: MainParts,
         block = book.block(key)
         experiments.append({"body": Md(body), "notes_part": Md(("**Notes:**\n\n" if book.has(key) else "") + block)})
     shown = parts.scoreboard_ids if parts.scoreboard_ids is not None else parts.ids
-    context = {
+    context: dict[str, Any] = {
         "title": mdsafe.text(view.name),
         "description": Md(mdsafe.paragraphs(view.description)) if view.description.strip() else None,
         "header": table([Md("campaign"), mdsafe.code(view.id, in_table=True)], header),

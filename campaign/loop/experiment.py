@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from campaign.playbook.schema import HypothesisSpec, Playbook
-from campaign.domain.records import CorrectnessResult
 from campaign.domain.config import diff, merge, undeclared
-from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, WorkloadSpec
 from campaign.domain.measurement import Measurement
+from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, WorkloadSpec
+from campaign.domain.records import CorrectnessResult
+from campaign.playbook.schema import HypothesisSpec, Playbook
 
 
 def workloads_of(pb: Playbook) -> list[WorkloadSpec]:

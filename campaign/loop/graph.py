@@ -29,7 +29,7 @@ def build_graph(deps: Deps) -> StateGraph[Any]:
     g = StateGraph(ParallelState if fan else CampaignState)
     for name in NODE_NAMES:
         fn = getattr(fan if fan and name == "propose" else n, name)
-        g.add_node(name, _with_kill_point(name, fn) if killpoint.active() else fn)  # type: ignore[arg-type]
+        g.add_node(name, _with_kill_point(name, fn) if killpoint.active() else fn)  # type: ignore[arg-type,unused-ignore]
     g.add_edge(START, "fingerprint")
     g.add_conditional_edges("fingerprint", routing.after_fingerprint, ["review", "baseline"])
     g.add_conditional_edges("baseline", routing.after_baseline, ["propose", "finish"])

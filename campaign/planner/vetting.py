@@ -10,7 +10,6 @@ effective change against the current baseline, whatever the name.
 
 from __future__ import annotations
 
-
 from campaign.domain.models import EffectiveConfig
 from campaign.domain.records import ExperimentView
 from campaign.domain.source import normalized_patch_sha, patch_text

@@ -285,7 +285,7 @@ def _source_lines(root: yaml.Node | None, pb: Playbook, source: str) -> list[str
     the command runs from `{source}`: either gap would measure unpatched code under a
     patch's name."""
     lines = []
-    uses = "{source}" in pb.server.command
+    uses = "{source}" in (pb.server.command or "")
     server_node = _node_at(root, ("server",))
     server_line = server_node.start_mark.line + 1 if server_node is not None else 1
     if pb.server.source is None:

@@ -7,14 +7,14 @@ suggestion (see `campaign.playbook.load`), never a silently ignored setting.
 from __future__ import annotations
 
 import re
-from typing import Annotated, ClassVar, Literal, Union
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from campaign.domain.models import WorkloadSpec
 from campaign.domain.source import PatchRules, Unsafe
 
-Scalar = Union[str, int, float, bool, None]
+Scalar = str | int | float | bool | None
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 

@@ -114,14 +114,12 @@ def _ensure_schema(engine: Engine, path: Path) -> None:
 def write_session(engine: Engine) -> Iterator[Session]:
     """A short write transaction (BEGIN IMMEDIATE), committed on success."""
     bind = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
-    with Session(bind, expire_on_commit=False) as session:
-        with session.begin():
-            yield session
+    with Session(bind, expire_on_commit=False) as session, session.begin():
+        yield session
 
 
 @contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
     """A read snapshot: sees one consistent state, never blocks the writer (WAL)."""
-    with Session(engine, expire_on_commit=False) as session:
-        with session.begin():
-            yield session
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        yield session

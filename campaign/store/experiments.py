@@ -14,6 +14,7 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from campaign.domain.models import EffectiveConfig, Failure, LevelResult
 from campaign.domain.records import LevelSamples, Verdict
 from campaign.store.convert import canonical, experiment_record, run_order, run_records, verdict_detail, verdict_of
 from campaign.store.db import read_session, write_session
@@ -31,7 +32,6 @@ from campaign.store.models import (
 )
 from campaign.store.ops import ImmutableRecordError, require_campaign, require_experiment
 from campaign.store.pack import pack_levels, pack_text, unpack_levels, unpack_text
-from campaign.domain.models import EffectiveConfig, Failure, LevelResult
 
 _TERMINAL = ("finished", "failed", "stale")
 

@@ -20,10 +20,11 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from campaign.store import lock as store_lock
 from campaign.domain.errors import UserError
-from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.domain.models import Fingerprint
 from campaign.domain.records import CampaignStatus, CampaignView, DeadEnd
+from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.store import lock as store_lock
 from campaign.store.convert import campaign_record, canonical, fingerprint_id, hypothesis_record
 from campaign.store.db import BUSY_TIMEOUT_MS, open_engine, read_session, write_session
 from campaign.store.experiments import ExperimentsMixin
@@ -41,9 +42,8 @@ from campaign.store.ops import ImmutableRecordError, require_campaign, unknown_c
 from campaign.store.reviews import ReviewLogMixin
 from campaign.store.snapshot import read_snapshot
 from campaign.store.view import ENVIRONMENT_EVENT, CampaignSnapshot, build_view, dead_ends, show_json
-from campaign.domain.models import Fingerprint
 
-__all__ = ["BASELINE_HYPOTHESIS", "ImmutableRecordError", "Store", "UNSET", "fingerprint_id"]
+__all__ = ["BASELINE_HYPOTHESIS", "UNSET", "ImmutableRecordError", "Store", "fingerprint_id"]
 
 
 class _Unset:
@@ -225,7 +225,8 @@ class Store(ExperimentsMixin, ReviewLogMixin):
     @staticmethod
     def _latest_fingerprint_row(s: Any, campaign_id: str) -> FingerprintRow | None:
         q = select(FingerprintRow).where(FingerprintRow.campaign_id == campaign_id)
-        return s.exec(q.order_by(col(FingerprintRow.seq).desc())).first()
+        row: FingerprintRow | None = s.exec(q.order_by(col(FingerprintRow.seq).desc())).first()
+        return row
 
     def latest_fingerprint(self, campaign_id: str) -> Fingerprint | None:
         with read_session(self._engine) as s:

@@ -54,13 +54,13 @@ def _v1_to_v2(session: Session) -> None:
     for table, column, packed_column, keys in (("verdicts", "detail_json", "detail_z", "experiment_id"),
                                                ("artifacts", "content", "content_z", "experiment_id, kind, seq")):
         found = conn.execute(text(f"SELECT {keys}, {column} FROM {table} WHERE length({column}) >= {PACK_TEXT_FROM}")).all()
-        for *key, plain in found:
+        for *cols, plain in found:
             where = " AND ".join(f"{k.strip()} = :k{i}" for i, k in enumerate(keys.split(",")))
             conn.execute(text(f"UPDATE {table} SET {column} = '', {packed_column} = :z WHERE {where}"),
-                         {"z": pack_text(plain), **{f"k{i}": v for i, v in enumerate(key)}})
+                         {"z": pack_text(plain), **{f"k{i}": v for i, v in enumerate(cols)}})
     conn.execute(text("DROP INDEX IF EXISTS ix_experiments_campaign_id"))
     for model in (ExperimentRow, HypothesisRow, ArtifactRow):
-        for index in model.__table__.indexes:  # type: ignore[attr-defined]
+        for index in model.__table__.indexes:  # type: ignore[union-attr]
             index.create(conn, checkfirst=True)
 
 

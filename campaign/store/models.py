@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field as PField
+from pydantic import BaseModel
+from pydantic import Field as PField
 from sqlalchemy import Column, Index, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from campaign.playbook.schema import HypothesisSpec, Playbook
-from campaign.domain.records import CampaignStatus
 from campaign.domain.models import EffectiveConfig, Failure, LevelResult
+from campaign.domain.records import CampaignStatus
+from campaign.playbook.schema import HypothesisSpec, Playbook
 
 #: bump when a table changes; an older database is migrated on open (campaign.store.migrate),
 #: one with another version is refused.  2: runs packed per side and round, long text compressed.

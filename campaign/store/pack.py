@@ -142,7 +142,7 @@ def _level(data: dict[str, Any], nested: dict[str, dict[str, float]]) -> LevelRe
         data[key] = annotation.model_construct(**values) if isinstance(annotation, type) else values
     try:
         return LevelResult.model_construct(**data)
-    except Exception:  # noqa: BLE001 - an unexpected shape: let validation say what is wrong
+    except Exception:
         return LevelResult.model_validate(data | nested)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlmodel import Session, col, select
 
 from campaign.domain.models import Fingerprint
+from campaign.domain.records import Verdict
 from campaign.domain.source import PatchRecord
 from campaign.store.convert import (
     campaign_record,
@@ -26,7 +27,6 @@ from campaign.store.models import (
 from campaign.store.ops import require_campaign
 from campaign.store.pack import level_values, unpack_text
 from campaign.store.reviews import ReviewLogMixin
-from campaign.domain.records import Verdict
 from campaign.store.view import CampaignSnapshot, RunValue, light_verdict
 
 OVERVIEW_LAST = 40  # campaign.journal.plots.OVERVIEW_LAST (the store does not import the journal)
@@ -74,7 +74,7 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None) 
         elif v.experiment_id in parsed or v.kind == "dead_end":  # dead ends: their revisit conditions
             verdicts[v.experiment_id] = light_verdict(verdict_detail(v))
         else:
-            verdicts[v.experiment_id] = Verdict(kind=v.kind, reason=v.reason,  # type: ignore[arg-type]
+            verdicts[v.experiment_id] = Verdict(kind=v.kind, reason=v.reason,
                                                 failure_class=v.failure_class)
     analyses = {
         a.experiment_id: unpack_text(a.content, a.content_z)

@@ -33,6 +33,7 @@ from campaign.store.models import (
     ReviewRecord,
 )
 
+
 class RunValue(NamedTuple):
     """One level of one side's round, reduced to the campaign's verdict metric: what the
     views read (a 1,000-experiment view never builds 100,000 level results)."""
@@ -85,12 +86,14 @@ class CampaignSnapshot(BaseModel):
         """By id, in O(1): a view of 1,000+ experiments must not search the list per row."""
         if "_by_id" not in self.__dict__:
             self.__dict__["_by_id"] = {e.id: e for e in self.experiments}
-        return self.__dict__["_by_id"].get(experiment_id or "")
+        found: ExperimentRecord | None = self.__dict__["_by_id"].get(experiment_id or "")
+        return found
 
     def hypothesis(self, name: str) -> HypothesisRecord | None:
         if "_hyp_by_name" not in self.__dict__:
             self.__dict__["_hyp_by_name"] = {h.name: h for h in self.hypotheses}
-        return self.__dict__["_hyp_by_name"].get(name)
+        found: HypothesisRecord | None = self.__dict__["_hyp_by_name"].get(name)
+        return found
 
 
 def config_diff(before: EffectiveConfig, after: EffectiveConfig) -> list[ConfigChange]:

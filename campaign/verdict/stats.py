@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from scipy import stats as _scipy_stats
@@ -190,7 +190,7 @@ def _linear(b: list[float], c: list[float], mb: float, mc: float, confidence: fl
     return result(delta, max(-100.0, (ratio - half - 1.0) * 100.0), (ratio + half - 1.0) * 100.0, "linear", df)
 
 
-def noise_estimate(samples_by_level: Mapping[object, Sequence[float]] | Iterable[Sequence[float]]) -> NoiseEstimate | None:
+def noise_estimate(samples_by_level: Mapping[Any, Sequence[float]] | Iterable[Sequence[float]]) -> NoiseEstimate | None:
     """Pooled coefficient of variation of repeated measurements of the same thing.
 
     Each level contributes (n - 1) degrees of freedom; levels with one sample or a zero

@@ -186,11 +186,11 @@ def test_secrets_on_the_node(kind: str, tmp_path: Path, monkeypatch: pytest.Monk
     holds a secret, its /proc/PID/environ holds the referenced one but not the
     controller's OPENAI_API_KEY nor any variable off the base list; afterwards no
     file in the node's workdir holds either."""
+    from campaign.cli.wiring import node_runtime_for
     from campaign.domain.models import EffectiveConfig
     from campaign.domain.server_env import matches
-    from campaign.cli.wiring import node_runtime_for
-    from tools.executors.base import LAUNCH_TOKEN_ENV
     from campaign.playbook.schema import Playbook
+    from tools.executors.base import LAUNCH_TOKEN_ENV
     from tools.executors.local import TOKEN_ENV
 
     hf_token, api_key = _secret("hf_"), _secret("sk-")

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from tools.simnode import kernels
 from tools.simnode.batchcore import BatchCore
 from tools.simnode.config import EngineConfig
 from tools.simnode.engine import SimEngine
 from tools.simnode.failures import SIGQUIT_LINE, FailurePlan, plan_failure
 from tools.simnode.faults import FaultInjector
 from tools.simnode.fingerprint import build_fingerprint
-from tools.simnode import kernels
 from tools.simnode.nodelog import NodeLog
 from tools.simnode.perfmodel import accept_length, memory_plan, step_model
 from tools.simnode.profiles import get_profile, get_stack

@@ -51,9 +51,9 @@ class EnvironmentNodes(NodeFamily):
         for h in store.list_hypotheses(cid, status="done"):
             exps = [e for e in store.list_experiments(cid, hypothesis=h.name) if e.status in ("finished", "failed")]
             v = store.get_verdict(exps[-1].id) if exps else None
-            if v is not None and v.kind == "dead_end" and set(v.revisit_on or h.spec.revisit_on) & set(changed):
-                if store.reopen_hypothesis(cid, h.name):
-                    out.append(h.name)
+            due = v is not None and v.kind == "dead_end" and set(v.revisit_on or h.spec.revisit_on) & set(changed)
+            if due and store.reopen_hypothesis(cid, h.name):
+                out.append(h.name)
         if out:
             store.add_event(cid, "reopen", "re-opened dead ends: " + ", ".join(out))
         return out

@@ -25,7 +25,7 @@ from campaign.loop.experiment import (
 )
 from campaign.loop.nodes.base import NodeFamily, correctness_prompts, reference_config
 from campaign.loop.routing import halt_after_verdict
-from campaign.loop.state import CampaignState
+from campaign.loop.state import CampaignState, current_of
 from campaign.loop.streaks import experiments_recorded, streaks_from_store
 from campaign.verdict import gates
 from campaign.verdict import rule as verdict_logic
@@ -37,7 +37,7 @@ __all__ = ["ExperimentNodes"]
 class ExperimentNodes(NodeFamily):
 
     def apply(self, state: CampaignState) -> dict[str, Any]:
-        cid, cur, store = state["campaign_id"], state["current"], self.d.store
+        cid, cur, store = state["campaign_id"], current_of(state), self.d.store
         spec = self._spec(cid, cur["hypothesis"])
         base = reference_config(state)
         config = hypothesis_config(base, spec)
@@ -72,7 +72,8 @@ class ExperimentNodes(NodeFamily):
 
     def measure(self, state: CampaignState) -> dict[str, Any]:
         """One side of one round: launch, correctness probe (round 0), workloads, stop, record."""
-        cid, cur, store, pb = state["campaign_id"], dict(state["current"]), self.d.store, self.pb
+        cid, store, pb = state["campaign_id"], self.d.store, self.pb
+        cur: dict[str, Any] = dict(current_of(state))
         side, rnd, eid = cur["side"], cur["rounds"], cur["experiment_id"]
         spec = self._spec(cid, cur["hypothesis"])
         base = reference_config(state)
@@ -82,7 +83,8 @@ class ExperimentNodes(NodeFamily):
                                     label=f"{spec.name}-{side}-r{rnd}",
                                     correctness_prompts=correctness_prompts(pb) if rnd == 0 else None,
                                     correctness_tokens=pb.verdict.correctness.max_tokens)
-            if m.infrastructure_fault and cur.get("infra_retries", 0) < pb.budget.max_infra_retries:
+            if m.failure is not None and m.infrastructure_fault \
+                    and cur.get("infra_retries", 0) < pb.budget.max_infra_retries:
                 store.add_event(cid, "infrastructure",
                                 f"{spec.name} {side} r{rnd}: {m.failure.failure_class.value}, retrying")
                 return {"current": {**cur, "infra_retries": cur.get("infra_retries", 0) + 1}}
@@ -105,7 +107,7 @@ class ExperimentNodes(NodeFamily):
 
     def verdict(self, state: CampaignState) -> dict[str, Any]:
         """A pure function of the recorded measurements and the policy."""
-        cid, cur, store, pb = state["campaign_id"], state["current"], self.d.store, self.pb
+        cid, cur, store, pb = state["campaign_id"], current_of(state), self.d.store, self.pb
         eid = cur["experiment_id"]
         spec = self._spec(cid, cur["hypothesis"])
         failure = recorded_failure(store, eid)
@@ -126,9 +128,11 @@ class ExperimentNodes(NodeFamily):
 
 
     def record(self, state: CampaignState) -> dict[str, Any]:
-        cid, cur, store, pb = state["campaign_id"], state["current"], self.d.store, self.pb
+        cid, cur, store, pb = state["campaign_id"], current_of(state), self.d.store, self.pb
         eid = cur["experiment_id"]
         v = store.get_verdict(eid)
+        if v is None:
+            raise RuntimeError(f"graph: record ran before the verdict of {eid}")
         spec = self._spec(cid, cur["hypothesis"])
         adopt = v.kind == "win" and spec.adopt_if_win
         failure = recorded_failure(store, eid)
@@ -159,7 +163,8 @@ class ExperimentNodes(NodeFamily):
         exps = store.list_experiments(cid)
         node_hours = sum(e.node_seconds for e in exps) / 3600
         queue_hours = sum(queue_seconds_of(store, e.id) for e in exps) / 3600 if pb.budget.max_queue_hours else 0.0
-        halt = halt_after_verdict({**state, **update}, pb, hours_spent=node_hours, queue_hours=queue_hours)
+        halt = halt_after_verdict({**state, **update}, pb, hours_spent=node_hours,  # type: ignore[typeddict-item]
+                                  queue_hours=queue_hours)
         if halt:
             update["halt"] = halt
         return update

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from campaign.cli.wiring import local_source_tree as PatchManager
+from campaign.domain.records import ExperimentView
 from campaign.planner.base import PlannerContext
 from campaign.planner.llm import LlmPlanner
 from campaign.planner.queue import propose_or_queue
 from campaign.playbook.schema import PatchPolicy, Playbook
-from campaign.domain.records import ExperimentView
-from campaign.cli.wiring import local_source_tree as PatchManager
 from tests.campaign.planner.conftest import API_KEY, make_ctx, make_playbook
 from tests.campaign.planner.test_patchcheck import GOOD, git_repo
 from tests.fake_openai import FakeOpenAI, Reply, answer, proposal, text

@@ -26,7 +26,9 @@ def git_repo(tmp_path: Path) -> Path:
     (repo / "python/sglang/srt/layers").mkdir(parents=True)
     (repo / "python/sglang/srt/layers/allreduce.py").write_text("import torch\nCHUNK = 1\n")
     (repo / "setup.py").write_text("x = 1\n")
-    run = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)
+    def run(*a: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)
+
     run("init", "-q")
     run("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
     run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")

@@ -148,7 +148,7 @@ def test_concurrent_writers_in_threads_queue_instead_of_failing(tmp_path: Path) 
         try:
             for i in range(20):
                 store.add_event(cid, "note", f"thread {n} event {i}")
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]

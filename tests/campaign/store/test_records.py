@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from campaign.domain.errors import UserError
-from campaign.playbook.schema import HypothesisSpec
+from campaign.domain.models import EffectiveConfig, Failure, FailureClass, Fingerprint, LevelResult
 from campaign.domain.records import LevelComparison, Verdict
+from campaign.playbook.schema import HypothesisSpec
 from campaign.store import Store
 from campaign.store.facade import ImmutableRecordError
-from campaign.domain.models import EffectiveConfig, Failure, FailureClass, Fingerprint, LevelResult
 
 PLAYBOOK = {"name": "demo", "workloads": {"single_stream": {"concurrency": [1]}, "parallel": {"concurrency": [1, 10]}}}
 BASE = EffectiveConfig(flags={"cuda-graph-max-bs": 512}, env={})

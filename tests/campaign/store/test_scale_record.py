@@ -146,7 +146,7 @@ def test_status_reads_the_current_schema_without_sqlmodel(tmp_path: Path) -> Non
     db = tmp_path / "campaign.db"
     with Store(db) as store:
         store.create_campaign("a", playbook={"name": "a"}, campaign_id="a-1")
-    assert quick.SCHEMA_VERSION == str(SCHEMA_VERSION)
+    assert str(SCHEMA_VERSION) == quick.SCHEMA_VERSION
     assert quick.campaign_list(db) == [{"id": "a-1", "name": "a", "status": "running", "halt_reason": None}]
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")

@@ -3,10 +3,10 @@ noise is recorded as an event and an artifact, with plain numbers in a real SQLi
 
 from __future__ import annotations
 
+from campaign.domain.models import EffectiveConfig, LevelResult
 from campaign.loop.experiment import check_drift
 from campaign.playbook.schema import Playbook
 from campaign.store import Store
-from campaign.domain.models import EffectiveConfig, LevelResult
 
 PB = Playbook.model_validate({"name": "d", "workloads": {"w": {"concurrency": [1, 8]}}})
 
