@@ -208,8 +208,9 @@ def finished_experiments(db: Path, names: list[str]) -> list[str]:
         verdict_on_unfinished = [r[0] for r in rows if r[4] is not None and r[2] not in ("finished", "failed")]
         if verdict_on_unfinished:
             problems.append(f"verdicts on unfinished experiments: {verdict_on_unfinished}")
-        dups = con.execute("SELECT experiment_id, side, repeat, workload, concurrency, count(*) FROM runs "
-                           "GROUP BY 1, 2, 3, 4, 5 HAVING count(*) > 1").fetchall()
+        # one packed row per side and round (store schema 2): a second write of a round shows here
+        dups = con.execute("SELECT experiment_id, side, repeat, count(*) FROM run_sides "
+                           "GROUP BY 1, 2, 3 HAVING count(*) > 1").fetchall()
         if dups:
             problems.append(f"runs recorded twice: {dups[:3]}")
         hyps = con.execute("SELECT name, status FROM hypotheses WHERE campaign_id = ?", (cid,)).fetchall()
@@ -258,7 +259,7 @@ def record_facts(db: Path) -> dict[str, int]:
         stale = con.execute("SELECT id, role FROM experiments WHERE status = 'stale'").fetchall()
         redone = 0
         for eid, role in stale:
-            sides = con.execute("SELECT repeat, count(DISTINCT side) FROM runs WHERE experiment_id = ? "
+            sides = con.execute("SELECT repeat, count(DISTINCT side) FROM run_sides WHERE experiment_id = ? "
                                 "GROUP BY repeat", (eid,)).fetchall()
             redone += int(any(n >= (1 if role == "baseline" else 2) for _r, n in sides))
     except sqlite3.Error:
