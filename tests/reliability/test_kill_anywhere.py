@@ -34,6 +34,13 @@ def _run(tmp_path: Path, trials: int, seed: int, moments: str | None = None) -> 
     return data
 
 
+EXHAUSTIVE = pytest.mark.skipif(
+    os.environ.get("CAMPAIGN_EXHAUSTIVE") != "1",
+    reason="whole campaigns killed and resumed by the bench (7-12 min a trial on 2 shared cores): "
+           "CAMPAIGN_EXHAUSTIVE=1 runs them; CI runs the exact windows in test_kill_points.py")
+
+
+@EXHAUSTIVE
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_kill_anywhere_many_trials(tmp_path: Path) -> None:
@@ -49,8 +56,9 @@ def test_kill_anywhere_many_trials(tmp_path: Path) -> None:
     assert sum(t["orphans"] for t in data["trials"]) >= 1  # some kill left a server behind, and resume reaped it
 
 
+@EXHAUSTIVE
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1800)
 def test_kill_during_record_and_mid_sweep_then_resume(tmp_path: Path) -> None:
     data = _run(tmp_path, 2, seed=5, moments="after_record,mid_sweep")
     assert [t["moment"] for t in data["trials"]] == ["after_record", "mid_sweep"]
