@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.needs import missing
 from tests.realengine.conftest import REPO
 from tests.realengine.test_vllm_campaign import small_playbook
 from tools.engines import VllmSetup
@@ -34,7 +35,7 @@ def _cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
 @pytest.mark.timeout(2400)
 def test_patched_vllm_runs_from_its_commit(vllm_setup: VllmSetup, tmp_path: Path) -> None:
     if not vllm_setup.source:
-        pytest.skip("the vLLM setup predates its source repository: run `bash scripts/setup_vllm_cpu.sh`")
+        missing("the vLLM setup predates its source repository (fix: run `bash scripts/setup_vllm_cpu.sh`)")
     before = (_git(vllm_setup.source, "rev-parse", "HEAD"), _git(vllm_setup.source, "status", "--porcelain"))
     pb = small_playbook(vllm_setup, tmp_path)
     pb["name"] = "vllm-cpu-patch"
