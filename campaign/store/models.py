@@ -29,7 +29,7 @@ ExperimentStatus = Literal["running", "finished", "failed", "stale"]
 RunSide = Literal["baseline", "candidate"]
 ArtifactKind = Literal[
     "log_excerpt", "command", "config_diff", "patch", "analysis", "correctness",
-    "outputs", "reported_config", "failure", "node_seconds", "drift", "server_stats",
+    "outputs", "reported_config", "failure", "node_seconds", "queue_seconds", "drift", "server_stats",
 ]
 ReviewDecision = Literal["approve", "reject"]
 BASELINE_HYPOTHESIS = "baseline"  # the `hypothesis` of every baseline measurement

@@ -85,7 +85,7 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None) 
         )
     }  # the highest seq wins: a later analysis supersedes
     patches = {
-        a.experiment_id: PatchRecord.model_validate_json(a.content)
+        a.experiment_id: PatchRecord.model_validate_json(unpack_text(a.content, a.content_z))
         for a in s.exec(select(ArtifactRow).where(col(ArtifactRow.experiment_id).in_(ids), ArtifactRow.kind == "patch"))
     }  # the tree each experiment ran from (server.source set)
     fps = s.exec(select(FingerprintRow).where(FingerprintRow.campaign_id == campaign_id).order_by(col(FingerprintRow.seq))).all()
