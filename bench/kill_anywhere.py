@@ -1,19 +1,33 @@
 """Kill a campaign anywhere, resume it, and prove nothing was lost or left running.
 
-Each trial starts `campaign run` on a tiny playbook (simulated node, time scale 100,
-four hypotheses: a win, a crash, two ordinary ideas) in its own directory, stops the
-controller at one moment, then runs `campaign resume ID --approve` until the campaign
-finishes.  Moments: a random delay, or targeted by watching the process tree, the
-database and the journal directory: while a server starts, mid-sweep, right after an
-experiment is recorded (before the journal is rendered), while the journal is written;
-plus SIGTERM and SIGINT (clean stop: exit 130, a resume hint, no server left).
+Each trial runs a small campaign in its own directory (simulated node, four ideas: a
+crash at start, one incompatible with CUDA graphs, two ordinary ones measured in
+interleaved adaptive rounds, repeats min 2 max 3; a review gate after 2 ideas without
+a win, so two gates), `campaign run` then `campaign resume ID --approve` until it
+finishes, and stops one controller process of it once:
+- external moments, timed by watching the process tree, the database and the journal
+  directory: a random delay, while a server starts, mid-sweep, right after an
+  experiment is recorded, while the journal is written, SIGTERM and SIGINT (a clean
+  stop: exit 130, a resume hint, no server left), a random moment of a resume after a
+  review gate;
+- exact windows through the kill-point hook (`campaign.domain.killpoint`), picked from
+  the points an uninterrupted calibration campaign passed: after any node's store
+  writes (`<node>:after`), after its saved writes before the step's checkpoint
+  (`<node>:writes`), between a server's spawn and its pid in the ledger
+  (`launch:spawned`), between "finished" in the record and the journal render
+  (`finish:*`), and in the review gate's resume (`review:*`).
+A kill counts as landed only when the process died of it (SIGKILL status, or 130 for
+TERM/INT) before it ended by itself.
 
 Checks per trial: the campaign finished; every hypothesis has exactly one finished
-experiment with a verdict (other attempts stale); no run recorded twice; the journal
-names every hypothesis and its notes blocks parse; the ledger holds no live server;
-no simulated-node process tagged with the trial is alive.
+experiment with a verdict; no run recorded twice; the review gates the verdicts call
+for all happened (the no-win streak replayed from the record); no finished round was
+marked stale and measured again; the journal names every hypothesis, says finished,
+and its notes blocks parse; no temp file is left; after each kill no server runs that
+the ledger knows neither by pid nor by launch token; at the end the ledger is empty
+and no process of the trial is alive.
 
-    python bench/kill_anywhere.py --trials 30 [--seed 1] [--json out.json]
+    python bench/kill_anywhere.py --trials 48 --workers 4 [--seed 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -27,22 +41,28 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.kill_watch import (  # noqa: E402
+from bench.kill_watch import (
+    REVIEW_AFTER,
     TAG_ENV,
     Watch,
     finished_experiments,
     ledger_live,
+    record_facts,
     tagged_processes,
+    unledgered_servers,
     wait_gone,
 )
+from campaign.domain.killpoint import KILL_ENV, TRACE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-MOMENTS = ("random", "server_start", "mid_sweep", "after_record", "journal_write", "sigterm", "sigint")
+MOMENTS = ("random", "server_start", "mid_sweep", "after_record", "journal_write", "sigterm", "sigint",
+           "launch", "window", "finish", "review_gate", "resume_random")
 HYPOTHESES = [
     {"name": "smaller-cuda-graph", "rationale": "may win: adopted if it does", "flags": {"cuda-graph-max-bs": 128},
      "adopt_if_win": True},
@@ -52,7 +72,8 @@ HYPOTHESES = [
 ]
 
 
-def write_playbook(trial_dir: Path, hypotheses: list[dict] | None = None, time_scale: float = 400) -> Path:
+def write_playbook(trial_dir: Path, hypotheses: list[dict] | None = None, time_scale: float = 400,
+                   review_after: int | None = REVIEW_AFTER) -> Path:
     import yaml
 
     data = {
@@ -72,9 +93,11 @@ def write_playbook(trial_dir: Path, hypotheses: list[dict] | None = None, time_s
             "parallel": {"concurrency": [4], "prompts": "diverse", "output_tokens": 16,
                          "requests_per_level": "C", "warmup_requests": 0},
         },
-        "verdict": {"min_effect_pct": 3, "repeats": {"min": 1, "max": 1}, "interleave": False,
+        # interleaved adaptive rounds (C B C B, a third round while a level straddles a band
+        # edge) and a review gate after every 2 ideas without a win: two gates in a run
+        "verdict": {"min_effect_pct": 3, "repeats": {"min": 2, "max": 3}, "interleave": True,
                     "correctness": {"prompts": 2, "max_tokens": 8}},
-        "review": {"after_no_win_streak": 50, "before_patch": False},
+        "review": {"after_no_win_streak": review_after, "before_patch": False},
         "hypotheses": hypotheses or HYPOTHESES,
     }
     path = trial_dir / "playbook.yaml"
@@ -86,11 +109,17 @@ def write_playbook(trial_dir: Path, hypotheses: list[dict] | None = None, time_s
 class Trial:
     index: int
     moment: str
-    target: int = 0  # which occurrence of the moment (k-th server, k-th record...)
-    hit: bool = False  # the moment was reached (else the run ended first)
+    target: str = ""  # what the kill aimed at: the k-th server/record/journal write, a kill point, a delay
+    process: int = 0  # which controller process of the trial (0 = run, 1.. = resumes) was killed
+    hit: bool = False  # the kill landed: the process was stopped by it before it ended by itself
     killed_at_s: float = 0.0
     orphans: int = 0  # servers alive right after the kill (the resume must reap them)
+    unledgered: int = 0  # of those, servers the ledger knows neither by pid nor by launch token
     resumes: int = 0
+    reviews: int = 0  # review gates the record holds at the end
+    stale: int = 0  # attempts marked stale by a resume
+    redone_rounds: int = 0  # stale attempts that held a complete round (finished work measured again)
+    temp_files: int = 0
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
 
@@ -99,72 +128,114 @@ class Trial:
         return not self.problems
 
 
-def cli(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=timeout)
-
-
 def trial_env(trial_dir: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), TAG_ENV: str(trial_dir), "NO_COLOR": "1", "COLUMNS": "160"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), TAG_ENV: str(trial_dir), "NO_COLOR": "1", "COLUMNS": "160"}
+    for name in (KILL_ENV, TRACE_ENV):
+        env.pop(name, None)
+    return env
 
 
-def run_trial(index: int, moment: str, rng: random.Random, base: Path, calib: dict, timeout_s: float = 240) -> Trial:
+def plan_kill(t: Trial, rng: random.Random, calib: dict) -> None:
+    """Pick the process and the point (kill-point moments) or the delay of the kill."""
+    points: list[tuple[int, str]] = calib["points"]  # (process, "name#k") of the calibration run
+    if t.moment in ("window", "launch", "finish", "review_gate"):
+        want = {"launch": ("launch:spawned",), "finish": ("finish:marked", "finish:after", "finish:writes"),
+                "review_gate": ("review:after", "review:writes")}.get(t.moment)
+        names = sorted({pt.split("#")[0] for _p, pt in points if not pt.startswith("__")})
+        names = [n for n in names if want is None or n in want] or names
+        name = rng.choice(names)
+        t.process, t.target = rng.choice([(p, pt) for p, pt in points if pt.split("#")[0] == name])
+    elif t.moment == "resume_random":  # a random moment of a resume after a review gate
+        t.process = rng.randint(1, max(1, calib["processes"] - 1))
+        t.target = f"{rng.uniform(0.5, max(1.0, calib['process_seconds'][t.process] * 0.9)):.2f}s"
+
+
+def run_trial(index: int, moment: str, seed: int, base: Path, calib: dict, timeout_s: float = 2400) -> Trial:
+    rng = random.Random(seed)
     t = Trial(index, moment)
     trial_dir = base / f"t{index:03d}-{moment}"
     trial_dir.mkdir(parents=True)
     pb = write_playbook(trial_dir)
     db = trial_dir / "state" / "campaign.db"
     env = trial_env(trial_dir)
+    plan_kill(t, rng, calib)
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
-                            cwd=trial_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    watch = Watch(proc.pid, db, trial_dir / "journal")
-    sig = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT}.get(moment, signal.SIGKILL)
-    try:
-        t.hit, t.target = _wait_for_moment(watch, proc, moment, rng, calib)
-        if t.hit:
-            t.killed_at_s = round(time.monotonic() - t0, 2)
-            proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        t.problems.append("controller did not exit within 60 s of the signal")
-    if t.hit and sig != signal.SIGKILL:
-        _check_clean_stop(t, proc.returncode, out or "", trial_dir)
-    t.orphans = len(tagged_processes(trial_dir, servers_only=True))
-    _resume_until_done(t, trial_dir, pb, db, env, deadline=t0 + timeout_s)
-    _check_final(t, trial_dir, db)
+    for proc_index in range(12):
+        cid = _campaign_id(db)
+        args = ["resume", cid, "--db", str(db), "--approve", "-q"] if cid else ["run", str(pb), "--db", str(db), "-q"]
+        aimed = not t.hit and proc_index == t.process
+        penv = {**env, KILL_ENV: t.target} if aimed and ":" in t.target else env
+        proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", *args], cwd=trial_dir, env=penv,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc_index:
+            t.resumes += 1
+        sig = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT}.get(moment, signal.SIGKILL)
+        try:
+            if aimed and ":" not in t.target:  # an external kill, timed by watching the process
+                sent, target = _wait_for_moment(Watch(proc.pid, db, trial_dir / "journal"), proc, moment, rng,
+                                                calib, t.target)
+                t.target = t.target or target
+                if sent:
+                    t.killed_at_s = round(time.monotonic() - t0, 2)
+                    proc.send_signal(sig)
+            out, _ = proc.communicate(timeout=max(5.0, t0 + timeout_s - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            t.problems.append(f"process {proc_index} ({args[0]}) did not end in time")
+            break
+        rc = proc.returncode
+        if aimed and rc == (-signal.SIGKILL if sig == signal.SIGKILL else 130):
+            t.hit = True  # stopped by our signal, not ended by itself first
+            t.killed_at_s = t.killed_at_s or round(time.monotonic() - t0, 2)
+            if sig != signal.SIGKILL:
+                _check_clean_stop(t, rc, out or "", trial_dir)
+            t.orphans = len(tagged_processes(trial_dir, servers_only=True))
+            t.unledgered = len(unledgered_servers(trial_dir, trial_dir / "state" / "ledger.jsonl"))
+            if t.unledgered:
+                t.problems.append(f"{t.unledgered} server(s) running that the ledger does not know")
+            continue
+        if "Traceback" in (out or ""):
+            t.problems.append(f"process {proc_index}: traceback: {out[-400:]!r}")
+            break
+        if rc == 0 or (rc == 2 and "is finished" in out):
+            break
+        if rc not in (3, -signal.SIGKILL, 130):
+            t.problems.append(f"process {proc_index}: exit {rc}: {out.strip()[-300:]!r}")
+            break
+    else:
+        t.problems.append("still not finished after 12 processes")
+    _check_final(t, trial_dir, db, calib)
     t.seconds = round(time.monotonic() - t0, 1)
     return t
 
 
 def _wait_for_moment(watch: Watch, proc: subprocess.Popen, moment: str, rng: random.Random,
-                     calib: dict) -> tuple[bool, int]:
-    if moment == "random":
-        delay = rng.uniform(0.3, max(0.5, calib["seconds"] * 0.8))
+                     calib: dict, planned: str) -> tuple[bool, str]:
+    if moment in ("random", "resume_random"):
+        delay = float(planned[:-1]) if planned else rng.uniform(0.5, max(1.0, calib["process_seconds"][0] * 0.9))
         deadline = time.monotonic() + delay
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                return False, int(delay * 1000)
+                return False, f"{delay:.2f}s"
             time.sleep(0.01)
-        return proc.poll() is None, int(delay * 1000)
+        return proc.poll() is None, f"{delay:.2f}s"
     if moment in ("server_start", "mid_sweep", "sigterm", "sigint"):
         k = rng.randint(1, max(1, calib["servers"]))
         if not watch.until(lambda: watch.server_count() >= k, proc):
-            return False, k
+            return False, f"server {k}"
         if moment == "server_start":
-            return True, k
+            return True, f"server {k}"
         if not watch.until(lambda: watch.newest_server_serving(), proc):
-            return False, k
+            return False, f"server {k}"
         time.sleep(rng.uniform(0.02, 0.25))
-        return proc.poll() is None, k
+        return proc.poll() is None, f"server {k}"
     if moment == "after_record":
         k = rng.randint(1, max(1, calib["records"]))
-        return watch.until(lambda: watch.records() >= k, proc, interval=0.003), k
+        return watch.until(lambda: watch.records() >= k, proc, interval=0.003), f"record {k}"
     if moment == "journal_write":
         k = rng.randint(1, max(1, calib["journal_writes"]))
-        return watch.until(lambda: watch.journal_writes() >= k, proc, interval=0.002), k
+        return watch.until(lambda: watch.journal_writes() >= k, proc, interval=0.002), f"journal write {k}"
     raise ValueError(moment)
 
 
@@ -195,38 +266,20 @@ def _campaign_id(db: Path) -> str | None:
     return row[0] if row else None
 
 
-def _resume_until_done(t: Trial, trial_dir: Path, pb: Path, db: Path, env: dict[str, str], deadline: float) -> None:
-    for _ in range(8):
-        cid = _campaign_id(db)
-        args = ["resume", cid, "--db", str(db), "--approve", "-q"] if cid else ["run", str(pb), "--db", str(db), "-q"]
-        remaining = deadline - time.monotonic()
-        if remaining <= 5:
-            t.problems.append("resume: out of time")
-            return
-        try:
-            res = cli(args, trial_dir, env, timeout=remaining)
-        except subprocess.TimeoutExpired:
-            t.problems.append("resume: timed out")
-            return
-        t.resumes += 1
-        text = res.stdout + res.stderr
-        if "Traceback" in text:
-            t.problems.append(f"resume: traceback: {text[-400:]!r}")
-            return
-        if res.returncode == 0 or (res.returncode == 2 and "is finished" in text):
-            return
-        if res.returncode != 3:
-            t.problems.append(f"resume: exit {res.returncode}: {text.strip()[-300:]!r}")
-            return
-    t.problems.append("resume: still not finished after 8 resumes")
-
-
-def _check_final(t: Trial, trial_dir: Path, db: Path) -> None:
+def _check_final(t: Trial, trial_dir: Path, db: Path, calib: dict) -> None:
     from campaign.journal.render import parse_notes
 
     names = [h["name"] for h in HYPOTHESES]
     for problem in finished_experiments(db, names):
         t.problems.append(problem)
+    facts = record_facts(db) if db.exists() else {"reviews": -1, "expected_reviews": -2, "stale": -1,
+                                                  "redone_rounds": -1}
+    t.reviews, t.stale, t.redone_rounds = facts["reviews"], facts["stale"], facts["redone_rounds"]
+    if t.reviews != facts["expected_reviews"]:
+        t.problems.append(f"{t.reviews} review gates where the verdicts call for {facts['expected_reviews']} "
+                          "(the no-win streak drifted)")
+    if t.redone_rounds:
+        t.problems.append(f"{t.redone_rounds} finished round(s) marked stale and measured again")
     journal = trial_dir / "journal" / "kill.md"
     if not journal.exists():
         t.problems.append("journal missing")
@@ -236,7 +289,11 @@ def _check_final(t: Trial, trial_dir: Path, db: Path) -> None:
         missing = [n for n in names if n not in text]
         if missing:
             t.problems.append(f"journal lacks {missing}")
+        if "| status | finished" not in text:
+            t.problems.append("journal header does not say finished: " + next(
+                (ln for ln in text.splitlines() if ln.startswith("| status |")), "no status row")[:120])
     leftovers = [str(p.relative_to(trial_dir)) for p in trial_dir.rglob("*.tmp")]
+    t.temp_files = len(leftovers)
     if leftovers:
         t.problems.append(f"temporary files left behind: {leftovers[:3]}")
     live = ledger_live(trial_dir / "state" / "ledger.jsonl")
@@ -248,34 +305,54 @@ def _check_final(t: Trial, trial_dir: Path, db: Path) -> None:
 
 
 def calibrate(base: Path) -> dict:
-    """One uninterrupted run: how many servers, records and journal writes to aim at."""
+    """One uninterrupted campaign (run, then a resume --approve per review gate): the
+    servers, records and journal writes of the first process to aim at, and every kill
+    point each process passes (traced by the kill-point hook)."""
     trial_dir = base / "calibration"
     trial_dir.mkdir(parents=True)
     pb = write_playbook(trial_dir)
     db = trial_dir / "state" / "campaign.db"
+    trace = trial_dir / "trace.txt"
+    counts: dict = {}
+    points: list[tuple[int, str]] = []
+    seconds: list[float] = []
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
-                            cwd=trial_dir, env=trial_env(trial_dir), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    watch = Watch(proc.pid, db, trial_dir / "journal")
-    watch.until(lambda: bool(watch.server_count() + watch.records() + watch.journal_writes()) and False, proc,
-                interval=0.003)
-    out, _ = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"calibration run failed (exit {proc.returncode}):\n{out[-2000:]}")
+    for index in range(12):
+        cid = _campaign_id(db)
+        args = ["resume", cid, "--db", str(db), "--approve", "-q"] if cid else ["run", str(pb), "--db", str(db), "-q"]
+        trace.unlink(missing_ok=True)
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", *args], cwd=trial_dir,
+                                env={**trial_env(trial_dir), TRACE_ENV: str(trace)}, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        if index == 0:
+            watch = Watch(proc.pid, db, trial_dir / "journal")
+            watch.until(lambda w=watch: bool(w.server_count() + w.records() + w.journal_writes()) and False,
+                        proc, interval=0.003)
+            counts = {"servers": watch.server_count(), "records": watch.records(),
+                      "journal_writes": watch.journal_writes()}
+        out, _ = proc.communicate()
+        seconds.append(round(time.monotonic() - start, 1))
+        points += [(index, ln) for ln in (trace.read_text().split() if trace.exists() else [])]
+        if proc.returncode == 0:
+            break
+        if proc.returncode != 3:
+            raise SystemExit(f"calibration process {index} failed (exit {proc.returncode}):\n{out[-2000:]}")
     problems = finished_experiments(db, [h["name"] for h in HYPOTHESES])
     if problems:
         raise SystemExit(f"calibration run is already wrong: {problems}")
-    return {"seconds": time.monotonic() - t0, "servers": watch.server_count(), "records": watch.records(),
-            "journal_writes": watch.journal_writes()}
+    facts = record_facts(db)
+    return {"seconds": time.monotonic() - t0, **counts, "points": points, "processes": len(seconds),
+            "process_seconds": seconds, "reviews": facts["reviews"]}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=len(MOMENTS) * 3)
+    ap.add_argument("--trials", type=int, default=len(MOMENTS) * 4)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=2, help="trials run side by side")
     ap.add_argument("--moments", default=",".join(MOMENTS), help="comma-separated subset of " + ", ".join(MOMENTS))
-    ap.add_argument("--json", type=Path, help="write the trials as JSON")
+    ap.add_argument("--json", type=Path, help="write the trials as JSON (rewritten after every trial)")
     ap.add_argument("--keep", action="store_true", help="keep the trial directories")
     args = ap.parse_args(argv)
     moments = [m for m in args.moments.split(",") if m]
@@ -285,22 +362,30 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     base = Path(tempfile.mkdtemp(prefix="kill-anywhere-"))
     calib = calibrate(base)
-    print(f"calibration: {calib['seconds']:.1f}s, {calib['servers']} servers, {calib['records']} records, "
-          f"{calib['journal_writes']} journal writes", flush=True)
-    print(f"{'#':>3} {'moment':<14} {'k':>5} {'hit':<4} {'kill@s':>7} {'orphans':>7} {'resumes':>7} {'secs':>6}  result")
+    print(f"calibration: {calib['seconds']:.1f}s in {calib['processes']} processes, {calib['reviews']} review gates, "
+          f"{calib['servers']} servers, {calib['records']} records, {calib['journal_writes']} journal writes "
+          f"in the first; {len(calib['points'])} kill points", flush=True)
+    print(f"{'#':>3} {'moment':<14} {'target':<22} {'p':>2} {'landed':<6} {'kill@s':>7} {'orphans':>7} "
+          f"{'unledg':>6} {'resumes':>7} {'secs':>6}  result", flush=True)
+    plan = [(i, moments[i % len(moments)], rng.randrange(2**32)) for i in range(args.trials)]
     trials: list[Trial] = []
-    for i in range(args.trials):
-        t = run_trial(i, moments[i % len(moments)], rng, base, calib)
+
+    def done(t: Trial) -> None:
         trials.append(t)
-        print(f"{i:>3} {t.moment:<14} {t.target:>5} {'yes' if t.hit else 'no':<4} {t.killed_at_s:>7} {t.orphans:>7} "
-              f"{t.resumes:>7} {t.seconds:>6}  {'ok' if t.ok else 'FAIL: ' + '; '.join(t.problems)}", flush=True)
+        trials.sort(key=lambda x: x.index)
+        print(f"{t.index:>3} {t.moment:<14} {t.target[:22]:<22} {t.process:>2} {'yes' if t.hit else 'no':<6} "
+              f"{t.killed_at_s:>7} {t.orphans:>7} {t.unledgered:>6} {t.resumes:>7} {t.seconds:>6}  "
+              f"{'ok' if t.ok else 'FAIL: ' + '; '.join(t.problems)}", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({"calibration": calib, "summary": summarize(trials),
+                                             "trials": [asdict(x) | {"ok": x.ok} for x in trials]}, indent=2))
+
+    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        for fut in as_completed([pool.submit(run_trial, i, m, seed, base, calib) for i, m, seed in plan]):
+            done(fut.result())
+    summary = summarize(trials)
+    print("summary: " + ", ".join(f"{k} {v}" for k, v in summary.items()), flush=True)
     passed = sum(t.ok for t in trials)
-    hit = sum(t.hit for t in trials)
-    print(f"summary: {passed}/{len(trials)} trials passed ({hit} interrupted at their moment, "
-          f"{sum(t.orphans for t in trials)} orphaned servers reaped on resume)")
-    if args.json:
-        args.json.write_text(json.dumps({"calibration": calib, "trials": [asdict(t) | {"ok": t.ok} for t in trials]},
-                                        indent=2))
     if not args.keep and passed == len(trials):
         import shutil
 
@@ -308,6 +393,19 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.keep:
         print(f"trial directories kept for inspection: {base}")
     return 0 if passed == len(trials) else 1
+
+
+def summarize(trials: list[Trial]) -> dict[str, object]:
+    """The figures the README's reliability table shows: landed kills are the ones counted."""
+    landed = [t for t in trials if t.hit]
+    return {"trials": len(trials), "landed": len(landed), "landed_ok": sum(t.ok for t in landed),
+            "failures": sum(not t.ok for t in trials), "orphans_reaped": sum(t.orphans for t in trials),
+            "unledgered_servers": sum(t.unledgered for t in trials),
+            "temp_files_left": sum(t.temp_files for t in trials),
+            "redone_finished_rounds": sum(t.redone_rounds for t in trials),
+            "landed_by_moment": {m: f"{sum(t.hit for t in trials if t.moment == m)}/"
+                                    f"{sum(t.moment == m for t in trials)}"
+                                 for m in dict.fromkeys(t.moment for t in sorted(trials, key=lambda x: x.index))}}
 
 
 if __name__ == "__main__":

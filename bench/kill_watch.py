@@ -170,7 +170,8 @@ def ledger_live(path: Path) -> int:
         return 0
     from tools.server.ledger import ProcessLedger
 
-    return len(ProcessLedger(path).live())
+    ledger = ProcessLedger(path)
+    return len(ledger.live()) + len(ledger.intents())
 
 
 def finished_experiments(db: Path, names: list[str]) -> list[str]:
@@ -207,8 +208,9 @@ def finished_experiments(db: Path, names: list[str]) -> list[str]:
         verdict_on_unfinished = [r[0] for r in rows if r[4] is not None and r[2] not in ("finished", "failed")]
         if verdict_on_unfinished:
             problems.append(f"verdicts on unfinished experiments: {verdict_on_unfinished}")
-        dups = con.execute("SELECT experiment_id, side, repeat, workload, concurrency, count(*) FROM runs "
-                           "GROUP BY 1, 2, 3, 4, 5 HAVING count(*) > 1").fetchall()
+        # one packed row per side and round (store schema 2): a second write of a round shows here
+        dups = con.execute("SELECT experiment_id, side, repeat, count(*) FROM run_sides "
+                           "GROUP BY 1, 2, 3 HAVING count(*) > 1").fetchall()
         if dups:
             problems.append(f"runs recorded twice: {dups[:3]}")
         hyps = con.execute("SELECT name, status FROM hypotheses WHERE campaign_id = ?", (cid,)).fetchall()
@@ -218,3 +220,66 @@ def finished_experiments(db: Path, names: list[str]) -> list[str]:
     finally:
         con.close()
     return problems
+
+
+def _environ(pid: int) -> dict[str, str]:
+    out = {}
+    for item in _read(f"/proc/{pid}/environ").split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def unledgered_servers(trial_dir: Path, ledger: Path) -> list[int]:
+    """Live servers of the trial that the ledger knows neither by pid nor by launch token:
+    a kill between the spawn and the ledger write, nothing could ever reap them."""
+    from tools.server.ledger import ProcessLedger
+    from tools.server.orphans import LAUNCH_TOKEN_ENV
+
+    book = ProcessLedger(ledger)
+    pids = {h.pid for h in book.live()}
+    tokens = set(book.intents())
+    out = []
+    for pid, _cmd in tagged_processes(trial_dir, servers_only=True):
+        if pid not in pids and _environ(pid).get(LAUNCH_TOKEN_ENV) not in tokens:
+            out.append(pid)
+    return out
+
+
+def record_facts(db: Path) -> dict[str, int]:
+    """Review gates requested, stale experiments, and stale experiments holding a
+    complete round (a finished round thrown away and measured again)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        reviews = con.execute("SELECT count(*) FROM reviews").fetchone()[0]
+        kinds = [k for (k,) in con.execute(
+            "SELECT v.kind FROM experiments e JOIN verdicts v ON v.experiment_id = e.id "
+            "WHERE e.role = 'candidate' AND e.status IN ('finished', 'failed') ORDER BY e.finished_at")]
+        stale = con.execute("SELECT id, role FROM experiments WHERE status = 'stale'").fetchall()
+        redone = 0
+        for eid, role in stale:
+            sides = con.execute("SELECT repeat, count(DISTINCT side) FROM run_sides WHERE experiment_id = ? "
+                                "GROUP BY repeat", (eid,)).fetchall()
+            redone += int(any(n >= (1 if role == "baseline" else 2) for _r, n in sides))
+    except sqlite3.Error:
+        return {"reviews": -1, "expected_reviews": -2, "stale": -1, "redone_rounds": -1}
+    finally:
+        con.close()
+    return {"reviews": reviews, "expected_reviews": expected_gates(kinds, REVIEW_AFTER), "stale": len(stale),
+            "redone_rounds": redone}
+
+
+#: the bench playbook's `review.after_no_win_streak`
+REVIEW_AFTER = 2
+
+
+def expected_gates(kinds: list[str], after: int) -> int:
+    """Review gates the verdicts in finish order call for: the no-win streak replayed
+    from the record (a win or a gate starts it again)."""
+    gates = streak = 0
+    for kind in kinds:
+        streak = 0 if kind == "win" else streak + 1
+        if streak >= after:
+            gates, streak = gates + 1, 0
+    return gates

@@ -45,10 +45,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
+import httpx
 
-from tools.loadgen.sweep import ProgressEvent, run_sweep  # noqa: E402
-from campaign.domain.models import WorkloadSpec  # noqa: E402
+from campaign.domain.models import WorkloadSpec
+from tools.loadgen.sweep import ProgressEvent, run_sweep
 
 TTFT_LIMIT_MS = {1: 2.0, 64: 2.0, 256: 5.0}
 THROUGHPUT_RATIO_MIN = 0.97

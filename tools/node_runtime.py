@@ -14,8 +14,8 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from campaign.domain.config import render_argv
 from campaign.domain.measurement import Measurement
@@ -28,6 +28,8 @@ from campaign.domain.models import (
     WorkloadSpec,
 )
 from campaign.domain.redact import redact_argv, redact_text
+from tools.engines.base import EngineMetrics, EngineProfile
+from tools.engines.simulated import PROFILE as SIMULATED
 from tools.executors.base import Executor
 from tools.server.launch import LaunchFailed, LaunchRequest, ServerLauncher
 
@@ -37,19 +39,23 @@ ProgressFn = Callable[[str, dict], None]
 class NodeRuntime:
     """A node: its executor plus how to start the engine on it."""
 
-    def __init__(self, name: str, executor: Executor, *, command: str, model: str, health: str,
-                 startup_timeout_s: float, fmt: dict[str, object], workdir: str,
-                 fingerprint_argv: list[str] | None = None, ledger=None,
-                 progress: ProgressFn | None = None, extra_rules: tuple = (),
-                 sweep_on: str = "controller") -> None:
-        self.extra_rules = tuple(extra_rules)
+    def __init__(self, name: str, executor: Executor, *, model: str, fmt: dict[str, object], workdir: str,
+                 profile: EngineProfile = SIMULATED, command: str | None = None, health: str | None = None,
+                 startup_timeout_s: float | None = None, fingerprint_argv: list[str] | None = None, ledger=None,
+                 progress: ProgressFn | None = None, sweep_on: str = "controller",
+                 base_env: list[str] | None = None) -> None:
+        # the engine profile is the one source of the launch command, env defaults, health path,
+        # start-up time, triage rules and metrics reader; the playbook may override the first four
+        self.profile = profile
+        self.extra_rules = tuple(profile.triage_rules)
+        self.base_env = base_env  # what the server inherits from the node (None: the executor's default)
         self.sweep_on = sweep_on  # "node": the load generator runs on the node, next to the server
         self.name = name
         self.executor = executor
-        self.command = command
+        self.command = command or profile.command
         self.model = model
-        self.health = health
-        self.startup_timeout_s = startup_timeout_s
+        self.health = health or profile.health_path
+        self.startup_timeout_s = startup_timeout_s or profile.startup_timeout_s
         self.fmt = dict(fmt)
         self.workdir = workdir
         self.fingerprint_argv = fingerprint_argv
@@ -71,17 +77,22 @@ class NodeRuntime:
 
     # ------------------------------------------------------------ measurement
     def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
-                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16) -> Measurement:
+                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16,
+                source: str | None = None) -> Measurement:
+        """Launch `config` from the tree at `source` (the `{source}` of the command
+        template, a worktree on the node), run the workloads, stop."""
         from tools.loadgen.correctness import greedy_outputs
         from tools.loadgen.sweep import run_sweep
 
         port = self.executor.free_port()
         fmt = {**self.fmt, "port": port, "model": self.model, "python": self.fmt.get("python", sys.executable)}
+        if source is not None:
+            fmt["source"] = source
         argv = render_argv(self.command, config, **fmt)
         log_path = str(Path(self.workdir) / "logs" / f"{label}-{int(time.time() * 1000)}.log")
-        req = LaunchRequest(argv=argv, env=_launch_env(config.env), health_path=self.health,
+        req = LaunchRequest(argv=argv, env=self.profile.env(_launch_env(config.env)), health_path=self.health,
                             startup_timeout_s=self.startup_timeout_s, log_path=log_path, port=port,
-                            expect_model=self.model)  # host: the executor's, then the handle's
+                            expect_model=self.model, base_env=self.base_env)  # host: the executor's, then the handle's
         out = Measurement(command=redact_argv(argv))
         t0 = time.monotonic()
         self.progress("launch", {"label": label, "node": self.name, "command": out.command})
@@ -93,11 +104,12 @@ class NodeRuntime:
             out.wall_seconds = time.monotonic() - t0
             self.progress("launch_failed", {"label": label, "class": exc.failure.failure_class.value})
             return out
+        queue_wait = getattr(self.executor, "queue_wait_s", None)
+        out.queue_seconds = float((queue_wait(server.handle) if callable(queue_wait) else None) or 0.0)
         with server:
-            info = _server_info(server.url)
-            out.time_scale = float(info.get("time_scale", 1.0) or 1.0)
-            if info.get("flags") is not None:
-                out.reported = EffectiveConfig(flags=info.get("flags") or {}, env=info.get("env") or {})
+            info = self._metrics(server.url)
+            out.time_scale = float((info.server_args.get("time_scale") if info else None) or 1.0)
+            out.reported = self.profile.reported_config(info) if info else None
             self.progress("ready", {"label": label, "url": server.url})
             timeout = request_timeout_s(out.time_scale)
             try:
@@ -114,8 +126,8 @@ class NodeRuntime:
                                                     progress=lambda ev: self.progress("level", {"event": ev}),
                                                     request_timeout_s=timeout))
                     out.sweeps[wl.name] = res
-                    after = _server_info(server.url)
-                    acc = _accept_length(before, after)
+                    after = self._metrics(server.url)
+                    acc = self.profile.accept_length_between(before, after)
                     if acc is not None:
                         out.stats[wl.name] = {"spec_accept_length": acc}
                     before = after
@@ -133,8 +145,16 @@ class NodeRuntime:
                 out.failure = _outage(server.url + self.health, out.failure)
             out.log_excerpt = [redact_text(x) for x in server.log_excerpt(40)]
         out.wall_seconds = time.monotonic() - t0
-        out.node_seconds = out.wall_seconds * out.time_scale
+        # a job waiting in the Slurm queue holds no node: the budget counts it apart
+        out.node_seconds = max(0.0, out.wall_seconds - out.queue_seconds) * out.time_scale
         return out
+
+    def _metrics(self, url: str) -> EngineMetrics | None:
+        """The engine's live counters through its profile; None when it does not answer."""
+        try:
+            return self.profile.read_metrics(url, timeout_s=5.0)
+        except Exception:  # a server that has no metrics endpoint, or garbage there: no figures
+            return None
 
     def _sweep_on_node(self, port: int, wl: WorkloadSpec, time_scale: float, timeout: float,
                        label: str) -> SweepResult:
@@ -217,17 +237,6 @@ def _bench_argv(python: str, port: int, wl: WorkloadSpec, model: str, time_scale
             "--time-scale", repr(time_scale), "--timeout", str(max(1, math.ceil(timeout))), "--json", out]
 
 
-def _accept_length(before: dict, after: dict) -> float | None:
-    """Speculative tokens accepted per verify step during one workload, from the server's
-    cumulative counters (SGLang-style server info on the simulated node)."""
-    try:
-        n = after["spec_requests_total"] - before.get("spec_requests_total", 0)
-        t = after["spec_accept_tokens_total"] - before.get("spec_accept_tokens_total", 0)
-    except (KeyError, TypeError):
-        return None
-    return round(t / n, 3) if n else None
-
-
 def _load_failure(res: SweepResult) -> Failure | None:
     """Most requests failing while the process lives: a hang (timeouts) or HTTP errors."""
     errors = sum(lv.errors for lv in res.levels)
@@ -239,21 +248,15 @@ def _load_failure(res: SweepResult) -> Failure | None:
                    summary=f"{errors} of the requests failed while serving")
 
 
-def _server_info(url: str) -> dict:
-    import httpx
-
-    for path in ("/server_info", "/get_server_info"):
-        try:
-            r = httpx.get(url + path, timeout=5)
-            if r.status_code == 200:
-                return r.json()
-        except (httpx.HTTPError, ValueError):
-            continue
-    return {}
+#: `cuda` of a node without a GPU: a CUDA toolkit installed there runs nothing.
+NO_CUDA = "none"
 
 
 def probe_fingerprint(executor: Executor) -> Fingerprint:
-    """A real node's environment: nvidia-smi, nvcc and the engine's version, where present."""
+    """A real node's environment: nvidia-smi, nvcc and the engine's version, where present.
+    A node where nvidia-smi lists no GPU says `cuda none`, whatever nvcc it has: the CPU
+    build of an engine does not use it, and a revisit condition on CUDA must not fire
+    when someone installs a toolkit on a CPU box."""
     fp = Fingerprint()
     res = executor.run(["sh", "-c", "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader"
                         " 2>/dev/null"], timeout=30)
@@ -268,8 +271,11 @@ def probe_fingerprint(executor: Executor) -> Fingerprint:
         fp.gpu = "cpu: " + (parts[0] if parts else "unknown")
         fp.gpu_count = 0
         fp.arch = "cpu"
-    nvcc = executor.run(["sh", "-c", "nvcc --version 2>/dev/null | grep -o 'release [0-9.]*'"], timeout=30)
-    fp.cuda = nvcc.stdout.replace("release", "").strip() if nvcc.returncode == 0 else ""
+    if fp.gpu_count:
+        nvcc = executor.run(["sh", "-c", "nvcc --version 2>/dev/null | grep -o 'release [0-9.]*'"], timeout=30)
+        fp.cuda = nvcc.stdout.replace("release", "").strip() if nvcc.returncode == 0 else ""
+    else:
+        fp.cuda = NO_CUDA
     host = executor.run(["hostname"], timeout=30)
     fp.host = host.stdout.strip()
     return fp

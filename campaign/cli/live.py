@@ -2,7 +2,8 @@
 
 Part of the CLI layer (the only layer that prints).  Nodes emit events through
 `Deps.events`; this turns them into what a person watching the terminal needs:
-current hypothesis, server start, sweep progress, verdicts.
+current hypothesis, server start, sweep progress, verdicts.  Event values are
+record and model text: shown through `campaign.cli.plain`, never as markup.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.status import Status
+from rich.text import Text
+
+from campaign.cli.plain import line
 
 _STYLE = {"win": "bold green", "dead_end": "bold red", "inconclusive": "bold yellow"}
 _MARK = {"win": "WIN", "dead_end": "DEAD END", "inconclusive": "INCONCLUSIVE"}
@@ -24,7 +28,7 @@ class LiveView:
         self.status: Status | None = None
         self.t0 = time.monotonic()
 
-    def _spin(self, text: str) -> None:
+    def _spin(self, text: Text) -> None:
         if self.quiet or not self.console.is_terminal:
             return
         if self.status is None:
@@ -38,39 +42,41 @@ class LiveView:
             self.status.stop()
             self.status = None
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: Text) -> None:
         if not self.quiet:
-            stamp = f"[dim]{time.monotonic() - self.t0:7.1f}s[/dim] "
+            stamp = Text(f"{time.monotonic() - self.t0:7.1f}s ", style="dim")
             self.console.print(stamp + text, highlight=False)
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        """One event; every value from the record or a model goes through `plain` (never markup)."""
+        g = data.get
         if kind == "hypothesis":
-            self._line(f"[bold]hypothesis[/bold] {data['name']} (attempt {data.get('attempt', 1)}): "
-                       f"[dim]{data.get('rationale', '')}[/dim]")
+            self._line(line(("hypothesis", "bold"), " ", (g("name"), ""), f" (attempt {g('attempt', 1)}): ",
+                            (g("rationale", ""), "dim")))
         elif kind == "baseline":
-            self._line(f"[bold]baseline[/bold] measuring ({data.get('reason')})")
+            self._line(line(("baseline", "bold"), " measuring (", (g("reason"), ""), ")"))
         elif kind == "launch":
-            self._spin(f"starting server for {data.get('label')} on {data.get('node', 'node')}")
+            self._spin(line("starting server for ", (g("label"), ""), " on ", (g("node", "node"), "")))
         elif kind == "launch_failed":
-            self._line(f"  server for {data.get('label')} failed to start: [red]{data.get('class')}[/red]")
+            self._line(line("  server for ", (g("label"), ""), " failed to start: ", (g("class"), "red")))
         elif kind == "ready":
-            self._spin(f"server {data.get('label')} ready at {data.get('url')}")
+            self._spin(line("server ", (g("label"), ""), " ready at ", (g("url"), "")))
         elif kind == "sweep":
-            self._spin(f"{data.get('label')}: sweeping {data.get('workload')}")
+            self._spin(line((g("label"), ""), ": sweeping ", (g("workload"), "")))
         elif kind == "level":
-            ev = data.get("event")
+            ev = g("event")
             c = getattr(ev, "concurrency", None) if ev is not None else None
             if c is not None:
-                done = getattr(ev, "completed", "")
-                total = getattr(ev, "total", "")
-                self._spin(f"sweep C={c} {done}/{total}")
+                self._spin(line(f"sweep C={c} ", (getattr(ev, "completed", ""), ""), "/",
+                                (getattr(ev, "total", ""), "")))
         elif kind == "round":
-            more = "another round" if data.get("more") else "enough to decide"
-            self._line(f"  round {data['round']} of {data['hypothesis']} measured: {more}")
+            more = "another round" if g("more") else "enough to decide"
+            self._line(line(f"  round {g('round')} of ", (g("hypothesis"), ""), f" measured: {more}"))
         elif kind == "verdict":
-            k = data["kind"]
-            cls = f" ({data['failure_class']})" if data.get("failure_class") else ""
-            self._line(f"  [{_STYLE.get(k, 'bold')}]{_MARK.get(k, k)}{cls}[/] {data['hypothesis']}: {data['reason']}")
+            k = str(g("kind"))
+            cls = f" ({g('failure_class')})" if g("failure_class") else ""
+            self._line(line("  ", (f"{_MARK.get(k, k)}{cls}", _STYLE.get(k, "bold")), " ", (g("hypothesis"), ""),
+                            ": ", (g("reason"), "")))
         elif kind == "environment":
-            self._line(f"[bold magenta]environment[/bold magenta] {data['changed']}; "
-                       f"re-opened: {', '.join(data.get('reopened') or []) or 'none'}")
+            self._line(line(("environment", "bold magenta"), " ", (g("changed"), ""), "; re-opened: ",
+                            (", ".join(str(x) for x in g("reopened") or []) or "none", "")))

@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from campaign.domain.errors import UserError
+
+if TYPE_CHECKING:  # heavy imports stay inside the commands
+    from campaign.cli.runner import RunOutcome
+    from campaign.store import Store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Optimization campaigns for LLM inference servers.")
@@ -28,17 +32,20 @@ def _fail(exc: UserError) -> None:
     raise typer.Exit(exc.exit_code)
 
 
-def _outcome(out) -> None:
+def _outcome(out: RunOutcome) -> None:
     from rich.console import Console
 
-    con = Console()
+    from campaign.cli.plain import line
+
+    con = Console(highlight=False)
     if out.status == "awaiting_review":
-        con.print(f"[bold yellow]campaign {out.campaign_id} halted for review:[/] {out.reason}")
-        con.print(f"journal: {out.journal}")
+        con.print(line((f"campaign {out.campaign_id} halted for review:", "bold yellow"), " ", (out.reason, "")))
+        con.print(line("journal: ", (out.journal, "")))
         con.print(f"resume:  campaign resume {out.campaign_id} --approve [--note TEXT] [--set node.cuda=13.0] "
                   f"[--add-hypothesis FILE]\n stop:    campaign resume {out.campaign_id} --reject")
     elif out.status == "interrupted":
-        con.print(f"[bold]campaign {out.campaign_id} stopped ({out.reason}); every recorded result is kept.[/]")
+        con.print(line((f"campaign {out.campaign_id} stopped (", "bold"), (out.reason, "bold"),
+                       ("); every recorded result is kept.", "bold")))
         con.print(f"resume:  campaign resume {out.campaign_id}")
         sys.stdout.flush()
         sys.stderr.flush()
@@ -46,14 +53,16 @@ def _outcome(out) -> None:
         # exit: its servers are already stopped and the checkpoint is on disk, so leave now
         os._exit(out.exit_code)
     elif out.status == "failed":
-        con.print(f"[bold red]campaign {out.campaign_id} failed:[/] {out.reason}\njournal: {out.journal}")
+        con.print(line((f"campaign {out.campaign_id} failed:", "bold red"), " ", (out.reason, "")))
+        con.print(line("journal: ", (out.journal, "")))
     else:
-        con.print(f"[bold green]campaign {out.campaign_id} finished[/]: {out.reason}\njournal: {out.journal}")
+        con.print(line((f"campaign {out.campaign_id} finished", "bold green"), ": ", (out.reason, "")))
+        con.print(line("journal: ", (out.journal, "")))
     raise typer.Exit(out.exit_code)
 
 
 @app.command()
-def run(playbook: str = typer.Argument(..., help="playbook YAML"), db: Optional[str] = DB_OPT,
+def run(playbook: str = typer.Argument(..., help="playbook YAML"), db: str | None = DB_OPT,
         new: bool = typer.Option(False, "--new", help="start a new campaign even if one is unfinished"),
         quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Start (or continue) the campaign a playbook describes."""
@@ -81,13 +90,13 @@ def _parse_sets(sets: list[str]) -> dict[str, str]:
 
 
 @app.command()
-def resume(campaign_id: str, db: Optional[str] = DB_OPT,
+def resume(campaign_id: str, db: str | None = DB_OPT,
            approve: bool = typer.Option(False, "--approve", help="approve what the review gate asks"),
            reject: bool = typer.Option(False, "--reject", help="reject it (at a campaign review: stop)"),
            note: str = typer.Option("", "--note", help="reviewer's note, kept in the record and journal"),
-           add_hypothesis: Optional[str] = typer.Option(None, "--add-hypothesis", help="YAML file of hypotheses"),
+           add_hypothesis: str | None = typer.Option(None, "--add-hypothesis", help="YAML file of hypotheses"),
            set_: list[str] = typer.Option([], "--set", help="override a playbook field, e.g. node.cuda=13.0"),
-           playbook: Optional[str] = typer.Option(None, "--playbook", help="playbook path if it moved"),
+           playbook: str | None = typer.Option(None, "--playbook", help="playbook path if it moved"),
            quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Continue a campaign halted for review, or one that crashed or was killed."""
     from campaign.cli.live import LiveView
@@ -107,7 +116,7 @@ def resume(campaign_id: str, db: Optional[str] = DB_OPT,
     _outcome(out)
 
 
-def _store(db: Optional[str]):
+def _store(db: str | None) -> Store:
     from pathlib import Path
 
     from campaign.store import Store
@@ -119,55 +128,84 @@ def _store(db: Optional[str]):
 
 
 @app.command()
-def status(db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
+def status(db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
     """Every campaign in the database: id, name, status."""
-    try:
-        store = _store(db)
-        rows = store.list_campaigns()
-    except UserError as exc:
-        _fail(exc)
-    items = [{"id": r.id, "name": r.name, "status": r.status, "halt_reason": r.halt_reason} for r in rows]
+    from pathlib import Path
+
+    from campaign.store.quick import campaign_list, stale_journals
+
+    path = Path(db or ".campaign/campaign.db")
+    items = campaign_list(path) if path.is_file() else None  # plain sqlite3: no sqlmodel import
+    stale = stale_journals(path) if items is not None else None
+    if items is None or stale:  # a journal a kill left older than its record is rendered again
+        try:
+            store = _store(db)
+            rows = store.list_campaigns()
+        except UserError as exc:
+            _fail(exc)
+        from campaign.cli.runner import repair_journal
+
+        for r in rows:
+            if stale is None or r.id in stale:
+                repair_journal(store, r.id, db_label=str(db or ".campaign/campaign.db"))
+        items = [{"id": r.id, "name": r.name, "status": r.status, "halt_reason": r.halt_reason} for r in rows]
     if as_json:
         typer.echo(json.dumps(items, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
+    from campaign.cli.plain import plain
+
     t = Table("id", "name", "status", "why")
     for it in items:
-        t.add_row(it["id"], it["name"], it["status"], it["halt_reason"] or "")
-    Console().print(t)
+        t.add_row(*(plain(it[k] or "") for k in ("id", "name", "status", "halt_reason")))
+    Console(highlight=False).print(t)
 
 
 @app.command()
-def show(campaign_id: str, db: Optional[str] = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
+def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
     """One campaign: baseline and every experiment with its verdict."""
+    if as_json:  # streamed: the first experiment is printed before the last is read
+        try:
+            store = _store(db)
+            store.get_campaign(campaign_id)
+            for piece in store.show_json_text(campaign_id):
+                sys.stdout.write(piece)
+            sys.stdout.write("\n")
+        except UserError as exc:
+            _fail(exc)
+        return
     try:
         data = _store(db).show_json(campaign_id)
     except UserError as exc:
         _fail(exc)
-    if as_json:
-        typer.echo(json.dumps(data, indent=2, default=str))
-        return
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
-    con.print(f"[bold]{data['id']}[/] status: {data['status']}")
+    from campaign.cli.plain import line, plain
+
+    con = Console(highlight=False)
+    con.print(line((data["id"], "bold"), " status: ", (data["status"], "")))
     t = Table("hypothesis", "verdict", "class", "reason")
     for e in data["experiments"]:
-        t.add_row(e["hypothesis"], e["verdict"] or "", e.get("failure_class") or "", e.get("reason") or "")
+        t.add_row(*(plain(e.get(k) or "") for k in ("hypothesis", "verdict", "failure_class", "reason")))
     con.print(t)
+    if data.get("halt_reason"):
+        con.print(line("why: ", (data["halt_reason"], "")))
+    rejected = sum(1 for c in data.get("planner_calls", []) if c["outcome"] != "accepted")
+    if rejected:
+        con.print(line(f"planner: {rejected} rejected or failed model calls (campaign show --json lists them)"))
 
 
 @app.command()
-def journal(campaign_id: str, db: Optional[str] = DB_OPT,
-            out: Optional[str] = typer.Option(None, "--out", help="write here instead of the playbook's path")) -> None:
+def journal(campaign_id: str, db: str | None = DB_OPT,
+            out: str | None = typer.Option(None, "--out", help="write here instead of the playbook's path")) -> None:
     """Regenerate a campaign's journal from the database and print its path."""
     from pathlib import Path
 
-    from campaign.playbook.load import load_playbook
     from campaign.journal.publish import publish_journal
+    from campaign.playbook.load import load_playbook
 
     try:
         store = _store(db)
@@ -180,7 +218,7 @@ def journal(campaign_id: str, db: Optional[str] = DB_OPT,
 
 
 @app.command()
-def unlock(campaign_id: str, db: Optional[str] = DB_OPT) -> None:
+def unlock(campaign_id: str, db: str | None = DB_OPT) -> None:
     """Release a run lock held by a process on another host."""
     try:
         store = _store(db)
@@ -194,17 +232,19 @@ def unlock(campaign_id: str, db: Optional[str] = DB_OPT) -> None:
 @app.command()
 def validate(playbook: str) -> None:
     """Check a playbook; one line per problem, exit 2 when there is any."""
+    from campaign.cli.wiring import check_adapters
     from campaign.playbook.load import load_playbook
 
     try:
         pb = load_playbook(playbook)
+        check_adapters(pb, playbook)
     except UserError as exc:
         _fail(exc)
     typer.echo(f"{playbook}: ok ({pb.name}: {len(pb.hypotheses)} hypotheses, {len(pb.workloads)} workloads, "
                f"node {pb.node.kind})")
 
 
-def _click_exceptions():  # type: ignore[no-untyped-def]
+def _click_exceptions() -> Any:
     """typer >= 0.23 vendors click as typer._click; older releases use click itself."""
     try:
         from typer._click import exceptions

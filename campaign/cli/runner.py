@@ -11,16 +11,19 @@ import os
 import re
 import signal
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
-from campaign.cli.wiring import build_deps, reap_leftovers
-from campaign.loop.deps import Deps, EventFn
+from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
 from campaign.domain.errors import UserError
-from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.journal.publish import refresh_journal
+from campaign.journal.render import clean_temp_files
+from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.load import apply_overrides, load_playbook
+from campaign.playbook.schema import HypothesisSpec, Playbook
 
 
 @dataclass
@@ -51,7 +54,7 @@ def slug(name: str) -> str:
 
 @contextmanager
 def _signals_raise() -> Iterator[None]:
-    def handler(signum, frame):  # noqa: ARG001
+    def handler(signum: int, frame: Any) -> None:
         raise Interrupted(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -63,23 +66,35 @@ def _signals_raise() -> Iterator[None]:
 
 
 @contextmanager
-def compiled_graph(deps: Deps, db_path: Path):
+def compiled_graph(deps: Deps, db_path: Path) -> Iterator[Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from campaign.domain import killpoint
     from campaign.loop.graph import build_graph
 
-    with SqliteSaver.from_conn_string(str(checkpoint_path(db_path))) as saver:
+    saver_cls = SqliteSaver
+    if killpoint.active():
+        from campaign.cli.killsaver import KillPointSaver as saver_cls
+    with saver_cls.from_conn_string(str(checkpoint_path(db_path))) as saver:
         saver.conn.execute("PRAGMA journal_mode=WAL")
         yield build_graph(deps).compile(checkpointer=saver)
 
 
-def open_store(db_path: Path):
+def in_progress(snap: Any) -> bool:
+    """The checkpoint has work left: a next task, or a task whose writes were saved
+    before the step's checkpoint (a kill in between).  LangGraph's live snapshot drops
+    a task with saved writes from `next`, so `next` alone would call such a graph
+    ended and a fresh input would throw the saved writes away."""
+    return bool(snap.next) or bool(snap.tasks)
+
+
+def open_store(db_path: Path) -> Any:
     from campaign.store import Store
 
     return Store(db_path)
 
 
-def _drive(graph, payload: Any, cid: str, store: Any, on_stop: Any = None) -> RunOutcome:
+def _drive(graph: Any, payload: Any, cid: str, store: Any, on_stop: Any = None) -> RunOutcome:
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 10_000}
     try:
         with _signals_raise():
@@ -104,6 +119,7 @@ def _drive(graph, payload: Any, cid: str, store: Any, on_stop: Any = None) -> Ru
 def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None = None,
                    new: bool = False) -> RunOutcome:
     pb = load_playbook(playbook_path)
+    check_adapters(pb, playbook_path)
     db_path = Path(db or pb.database)
     _check_journal_writable(pb, playbook_path)
     store = open_store(db_path)
@@ -125,8 +141,10 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
             store.upsert_hypothesis(cid, h, source="playbook", position=pos)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         deps = build_deps(pb, store, db_path=db_path, events=events)
+        _reap_worktrees(deps, cid)
         with compiled_graph(deps, db_path) as graph:
             _mark_stale(graph, store, cid)
+            clean_temp_files(Path(pb.journal))
             started = graph.get_state({"configurable": {"thread_id": cid}}).values
             payload = None if started else {"campaign_id": cid, "no_win_streak": 0, "dead_end_streak": 0,
                                              "experiments_done": 0, "baseline_config": None}
@@ -146,9 +164,10 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
     store = open_store(db_path)
     row = store.get_campaign(cid)
     pb = load_playbook(playbook_path or row.playbook_path)
+    check_adapters(pb, playbook_path or row.playbook_path)
     merged = {**row.overrides, **(overrides or {})}
     pb = apply_overrides(pb, merged)  # validates every override
-    added: list[dict] = []
+    added: list[dict[str, Any]] = []
     if add_hypothesis:
         added = [h.model_dump() for h in _load_added(add_hypothesis, pb, store, cid)]
     # every input is valid by now: record the overrides and what the node has become
@@ -158,8 +177,10 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
     reap_leftovers(db_path, pb)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         deps = build_deps(pb, store, db_path=db_path, events=events)
+        _reap_worktrees(deps, cid)
         with compiled_graph(deps, db_path) as graph:
             _mark_stale(graph, store, cid)
+            clean_temp_files(Path(pb.journal))
             snap = graph.get_state({"configurable": {"thread_id": cid}})
             if snap.next and any(t.interrupts for t in snap.tasks):
                 if decision is None:
@@ -167,18 +188,25 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
                                     f"(fix: add --approve or --reject)")
                 payload: Any = Command(resume={"decision": decision, "note": note, "add_hypotheses": added,
                                                "overrides": overrides or {}, "at": time.time()})
-            elif row.status == "finished":
+            elif not in_progress(snap) and store.get_campaign(cid).status == "finished":
+                refresh_journal(store, cid, Path(pb.journal), db_label=str(db_path))
                 raise UserError(f"campaign {cid} is finished (fix: start a new one with campaign run PLAYBOOK)")
             else:
                 for h in added:
                     store.upsert_hypothesis(cid, HypothesisSpec.model_validate(h), source="review")
-                payload = None if snap.next else {"campaign_id": cid}
+                # from the checkpoint with its saved writes; a fresh input only once the graph ended
+                payload = None if in_progress(snap) else {"campaign_id": cid}
             out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
     out.journal = pb.journal
     return out
 
 
-def _mark_stale(graph, store: Any, cid: str) -> list[str]:
+def _reap_worktrees(deps: Any, cid: str) -> list[str]:
+    """Worktrees a killed run of this campaign left on its nodes (branches stay)."""
+    return [path for tree in deps.trees for path in tree.reap(cid)]
+
+
+def _mark_stale(graph: Any, store: Any, cid: str) -> list[str]:
     """Experiments a dead run left `running` become stale (re-run as a new attempt),
     except the ones the checkpoint is in the middle of: the graph continues those.
 
@@ -189,10 +217,11 @@ def _mark_stale(graph, store: Any, cid: str) -> list[str]:
     (killed while the very first baseline was measuring).  A hypothesis left
     `running` by a `propose` whose checkpoint was never written is queued again."""
     snap = graph.get_state({"configurable": {"thread_id": cid}})
-    values = snap.values or {}
-    current = (values.get("current") or {}) if snap.next else {}  # no next step: the graph restarts
+    values = snap.values or {}  # saved writes of a killed step included (a live snapshot)
+    going = in_progress(snap)
+    current = (values.get("current") or {}) if going else {}  # the graph ended: it restarts
     keep = [e for e in (current.get("experiment_id"),) if e]
-    in_flight = [current] + list((values.get("batch") or []) if snap.next else [])  # parallel branches too
+    in_flight = [current] + list((values.get("batch") or []) if going else [])  # parallel branches too
     for cur in in_flight:
         if cur.get("hypothesis"):
             keep += [e.id for e in store.list_experiments(cid, hypothesis=cur["hypothesis"])
@@ -202,7 +231,31 @@ def _mark_stale(graph, store: Any, cid: str) -> list[str]:
     for h in store.list_hypotheses(cid, status="running"):
         if h.name not in {c.get("hypothesis") for c in in_flight}:
             store.set_hypothesis_status(cid, h.name, "queued")
-    return store.mark_stale_experiments(cid, keep=keep)
+    stale: list[str] = store.mark_stale_experiments(cid, keep=keep)
+    return stale
+
+
+def repair_journal(store: Any, cid: str, *, db_label: str) -> bool:
+    """`status` and friends: re-render a journal older than the record (a kill between
+    a record write and its render) unless a live run holds the campaign, whose next
+    render will do it.  Best effort: a moved playbook or an unwritable journal is left
+    to `campaign journal`, which names the problem."""
+    import socket
+
+    from campaign.store.lock import holder_is_stale
+
+    held = store.lock_holder(cid)
+    if held is not None and not holder_is_stale(held, socket.gethostname()):
+        return False
+    row = store.get_campaign(cid)
+    try:
+        path = Path(apply_overrides(load_playbook(row.playbook_path), row.overrides).journal)
+        if not path.parent.is_dir():
+            return False
+        clean_temp_files(path)
+        return refresh_journal(store, cid, path, db_label=db_label)
+    except UserError:
+        return False
 
 
 def _describe_node(spec: Any) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn
 
 import typer
 
@@ -44,19 +44,23 @@ def _concurrency(text: str) -> list[int]:
 def _table(result: Any) -> Any:
     from rich.table import Table
 
-    table = Table(title=f"{result.model or 'server'}  prompts {result.prompt_set_hash or '-'}  time x{result.time_scale:g}")
+    from campaign.cli.plain import plain
+
+    # the model name and token source come from the server: never markup
+    table = Table(title=plain(f"{result.model or 'server'}  prompts {result.prompt_set_hash or '-'}  "
+                              f"time x{result.time_scale:g}"))
     for name in ("C", "req", "err", "tok/s", "req/s", "TTFT p50", "TTFT p99", "ITL p50", "TPOT p50", "E2E p50", "src"):
         table.add_column(name, justify="right")
     for lv in result.levels:
         table.add_row(
             str(lv.concurrency), str(lv.requests), str(lv.errors), f"{lv.output_tokens_per_s:.1f}", f"{lv.requests_per_s:.2f}",
             f"{lv.ttft_ms.p50:.1f}", f"{lv.ttft_ms.p99:.1f}", f"{lv.itl_ms.p50:.1f}", f"{lv.tpot_ms.p50:.1f}",
-            f"{lv.e2e_ms.p50:.1f}", lv.token_source,
+            f"{lv.e2e_ms.p50:.1f}", plain(lv.token_source),
         )
     return table
 
 
-def _run(url: str, workload: Any, model: Optional[str], time_scale: Optional[float], timeout_s: float, client: str) -> Any:
+def _run(url: str, workload: Any, model: str | None, time_scale: float | None, timeout_s: float, client: str) -> Any:
     import asyncio
 
     from rich.console import Console
@@ -73,12 +77,12 @@ def _run(url: str, workload: Any, model: Optional[str], time_scale: Optional[flo
             bar.update(task, description=label, completed=event.completed, total=event.total)
 
         return asyncio.run(run_sweep(url, workload, model=model, time_scale=time_scale, progress=on_progress,
-                                     request_timeout_s=timeout_s, http_client=client))
+                                     request_timeout_s=timeout_s, http_client=client))  # type: ignore[arg-type]
 
 
 def bench(
     ctx: typer.Context,
-    url: Optional[str] = typer.Argument(None, help="server base URL, e.g. http://127.0.0.1:30000"),
+    url: str | None = typer.Argument(None, help="server base URL, e.g. http://127.0.0.1:30000"),
     concurrency: str = typer.Option("1,2,5,10", "--concurrency", help="comma-separated concurrency levels"),
     requests_per_level: str = typer.Option("2*C", "--requests-per-level", help="an integer or an expression in C"),
     output_tokens: str = typer.Option("256", "--output-tokens", help="tokens per request (ignore_eos)"),
@@ -87,12 +91,12 @@ def bench(
     warmup: str = typer.Option("1", "--warmup", help="uncounted warm-up requests per level"),
     seed: str = typer.Option("0", "--seed"),
     endpoint: str = typer.Option("completions", "--endpoint", help="completions | chat"),
-    model: Optional[str] = typer.Option(None, "--model", help="default: the first id of /v1/models"),
-    time_scale: Optional[str] = typer.Option(None, "--time-scale", help="default: /server_info time_scale, else 1"),
+    model: str | None = typer.Option(None, "--model", help="default: the first id of /v1/models"),
+    time_scale: str | None = typer.Option(None, "--time-scale", help="default: /server_info time_scale, else 1"),
     timeout: str = typer.Option("600", "--timeout", help="per-request timeout, seconds"),
     client: str = typer.Option("asyncio", "--client", help="streaming HTTP client: asyncio | aiohttp | httpx"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="write the result as JSON"),
-    import_file: Optional[Path] = typer.Option(None, "--import", help="import an SGLang/vLLM benchmark result instead"),
+    json_out: Path | None = typer.Option(None, "--json", help="write the result as JSON"),
+    import_file: Path | None = typer.Option(None, "--import", help="import an SGLang/vLLM benchmark result instead"),
 ) -> None:
     """Run a load sweep (or import one) and print its table."""
     from rich.console import Console
@@ -124,10 +128,10 @@ def bench(
 
 
 def _bench_url(url: str, concurrency: str, requests_per_level: str, output_tokens: str, prompts: str, prompt_tokens: str,
-               warmup: str, seed: str, endpoint: str, model: Optional[str], time_scale: Optional[str], timeout: str,
+               warmup: str, seed: str, endpoint: str, model: str | None, time_scale: str | None, timeout: str,
                client: str) -> Any:
-    from tools.loadgen.sweep import LoadgenError
     from campaign.domain.models import WorkloadSpec
+    from tools.loadgen.sweep import LoadgenError
 
     if endpoint not in ("completions", "chat"):
         _fail(f"--endpoint: {endpoint!r} is not completions or chat")
@@ -149,7 +153,7 @@ def _bench_url(url: str, concurrency: str, requests_per_level: str, output_token
     workload = WorkloadSpec(
         name="cli", concurrency=_concurrency(concurrency), prompts=prompts, output_tokens=_int("--output-tokens", output_tokens, 1),
         requests_per_level=per_level, warmup_requests=_int("--warmup", warmup, 0), prompt_tokens=_int("--prompt-tokens", prompt_tokens, 1),
-        seed=_int("--seed", seed, 0), endpoint=endpoint,  # type: ignore[arg-type]
+        seed=_int("--seed", seed, 0), endpoint=endpoint,
     )
     try:
         return _run(url, workload, model, scale, float(_int("--timeout", timeout, 1)), client)

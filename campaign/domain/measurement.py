@@ -25,6 +25,7 @@ class Measurement(BaseModel):
     log_excerpt: list[str] = Field(default_factory=list)
     node_seconds: float = 0.0
     wall_seconds: float = 0.0
+    queue_seconds: float = 0.0  # waiting for an allocation (Slurm): not node time
     time_scale: float = 1.0
     stats: dict[str, dict[str, float]] = Field(default_factory=dict)  # workload -> server-side figures
 

@@ -27,12 +27,15 @@ class FailureClass(str, Enum):
     port_in_use = "port_in_use"
     health_timeout = "health_timeout"
     exited = "exited"
-    patch_conflict = "patch_conflict"
+    patch_conflict = "patch_conflict"  # the patch does not apply to the base
+    patch_refused = "patch_refused"  # the patch writes outside its allowed paths or an unsafe shape
+    stack_conflict = "stack_conflict"  # stacked patches that each apply alone conflict together
     incorrect = "incorrect"  # outputs differ from the baseline's (correctness gate)
     hang = "hang"  # server alive but produces no tokens
     server_error = "server_error"  # HTTP 5xx while serving
     unreachable = "unreachable"  # node or server cannot be reached (infrastructure)
     engine_dead = "engine_dead"  # vLLM EngineDeadError while serving
+    kernel_fault = "kernel_fault"  # a GPU kernel faulted: illegal memory access / address / instruction
 
 
 #: failure classes caused by the infrastructure rather than by the idea under test:

@@ -21,17 +21,7 @@ from campaign.domain.models import WorkloadSpec
 #: and independent of the concurrency list so the hash only depends on the workload.
 DIVERSE_POOL_SIZE = 512
 
-_WORDS = (
-    "the of and to in is was for on that with as by at from his her they this which "
-    "system model server token cache batch memory kernel graph stream request latency "
-    "river mountain forest ocean desert city village bridge castle garden window door "
-    "light shadow storm winter summer autumn spring morning evening night silver golden "
-    "quick slow bright dark ancient modern simple complex quiet loud gentle fierce "
-    "explain describe compare summarize translate analyze imagine consider remember "
-    "history science music poetry physics chemistry biology economics language travel "
-    "engine signal network channel packet vector matrix tensor layer attention decode "
-    "number letter story question answer problem reason method result theory example"
-).split()
+_WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "they", "this", "which", "system", "model", "server", "token", "cache", "batch", "memory", "kernel", "graph", "stream", "request", "latency", "river", "mountain", "forest", "ocean", "desert", "city", "village", "bridge", "castle", "garden", "window", "door", "light", "shadow", "storm", "winter", "summer", "autumn", "spring", "morning", "evening", "night", "silver", "golden", "quick", "slow", "bright", "dark", "ancient", "modern", "simple", "complex", "quiet", "loud", "gentle", "fierce", "explain", "describe", "compare", "summarize", "translate", "analyze", "imagine", "consider", "remember", "history", "science", "music", "poetry", "physics", "chemistry", "biology", "economics", "language", "travel", "engine", "signal", "network", "channel", "packet", "vector", "matrix", "tensor", "layer", "attention", "decode", "number", "letter", "story", "question", "answer", "problem", "reason", "method", "result", "theory", "example"]
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from campaign.domain.models import (
     Fingerprint,
     LevelResult,
 )
+from campaign.domain.source import PatchRecord
 
 VerdictKind = Literal["win", "dead_end", "inconclusive"]
 Winner = Literal["candidate", "baseline", "tie"]
@@ -133,6 +134,7 @@ class ExperimentView(BaseModel):
     environment: Fingerprint | None = None
     analysis: str | None = None  # model-written, rendered escaped and marked
     patch_sha: str | None = None
+    patch: PatchRecord | None = None  # the commit it ran from, its base and diff (server.source set)
     command: str = ""
     baseline_id: str | None = None
     node_seconds: float = 0.0
@@ -158,6 +160,28 @@ class ReviewView(BaseModel):
     decided_at: float | None = None
 
 
+#: how a recorded model call ended; "failed" is the endpoint, "rejected" the answer
+PlannerCallOutcome = Literal["accepted", "rejected", "failed"]
+#: the prefix the planner bridge stores on a failed call's reason
+CALL_FAILED = "call failed: "
+
+
+class PlannerCall(BaseModel):
+    """One recorded model call, as `campaign show --json` and the journal list it."""
+
+    purpose: str
+    model: str = ""
+    attempt: int = 0
+    prompt_hash: str = ""
+    outcome: PlannerCallOutcome = "accepted"
+    reason: str | None = None  # why the answer was rejected, or why the call failed
+    output: str | None = None  # the validated answer (JSON text)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    created_at: float = 0.0
+
+
 class CampaignView(BaseModel):
     """Everything the journal renders, read from the store in one go."""
 
@@ -177,6 +201,8 @@ class CampaignView(BaseModel):
     environment_changes: list[str] = Field(default_factory=list)
     drift_notes: list[str] = Field(default_factory=list)
     planner_cost: dict[str, float] = Field(default_factory=dict)  # calls, prompt/completion tokens, seconds
+    planner_calls: list[PlannerCall] = Field(default_factory=list)  # oldest first
+    planner_notes: list[str] = Field(default_factory=list)  # "planner" events: gave up, unavailable
     node_seconds: float = 0.0
     created_at: float = 0.0
     updated_at: float = 0.0

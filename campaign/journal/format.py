@@ -12,8 +12,7 @@ from urllib.parse import quote
 
 from campaign.journal import mdsafe
 from campaign.journal.mdsafe import Md
-from campaign.domain.records import BaselineView, CampaignView, ExperimentView, LevelRow
-from campaign.verdict.rule import level_confidence, loss_bound
+from campaign.domain.records import BaselineView, CampaignView, DeadEnd, ExperimentView, LevelRow
 
 UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}
 PRIMARY_WORKLOAD = "single_stream"
@@ -58,14 +57,27 @@ def unit_of(metric: str) -> str:
     return UNITS.get(metric, metric)
 
 
+def _cell(v: Any) -> str:
+    return str(v).replace("\n", " ") if isinstance(v, Md) else mdsafe.cell(v)
+
+
 def table(header: list[Any], rows: list[list[Any]]) -> Md:
     """A GFM table; `Md` cells are trusted, everything else is escaped as a cell."""
-    def c(v: Any) -> str:
-        return str(v).replace("\n", " ") if isinstance(v, Md) else mdsafe.cell(v)
-    lines = ["| " + " | ".join(c(h) if h else " " for h in header) + " |",
+    lines = ["| " + " | ".join(_cell(h) if h else " " for h in header) + " |",
              "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(c(v) for v in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     return Md("\n".join(lines))
+
+
+def row_prefix(cells: list[Any]) -> str:
+    """A table row without its last cell: cached, then completed with `complete_row`."""
+    return "| " + "".join(_cell(v) + " | " for v in cells)
+
+
+def linked_table(header: list[Any], prefixes: list[str], links: list[str | None]) -> Md:
+    """A table from cached row prefixes, each completed with its details link."""
+    head = table(header, [])
+    return Md("\n".join([head, *(p + (f"[details]({h})" if h else "-") + " |" for p, h in zip(prefixes, links))]))
 
 
 def config_code(flags: dict[str, Any], env: dict[str, str]) -> Md:
@@ -76,6 +88,18 @@ def config_code(flags: dict[str, Any], env: dict[str, str]) -> Md:
             continue
         parts.append(f"--{k}" if v is True else f"--{k} {fmt_value(v)}")
     return Md(mdsafe.code(" ".join(parts)) if parts else "(defaults)")
+
+
+# ------------------------------------------------------------------ plot names (no matplotlib here)
+def plot_file_name(view: CampaignView, experiment_id: str) -> str:
+    short = experiment_id[len(view.id) + 1:] if experiment_id.startswith(f"{view.id}/") else experiment_id
+    return f"exp-{mdsafe.slug(short)}.png"
+
+
+def plot_workloads(exp: ExperimentView) -> list[str]:
+    """Workloads with more than one measured level: what an experiment's plot shows."""
+    names = list(dict.fromkeys(r.workload for r in exp.rows))
+    return [w for w in names if sum(1 for r in exp.rows if r.workload == w and r.candidate is not None) > 1]
 
 
 # ------------------------------------------------------------------ experiments
@@ -161,6 +185,8 @@ def regimes_sentence(exp: ExperimentView) -> Md | None:
 
 
 def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
+    from campaign.verdict.rule import level_confidence, loss_bound  # scipy: only when a table is drawn
+
     rows = [r for r in exp.rows if r.workload == workload]
     unit = unit_of(metric_of(exp))
     limits = any(r.comparison and (r.comparison.candidate_meets_limit is not None
@@ -190,6 +216,28 @@ def _environment_line(components: dict[str, str]) -> Md | None:
     return Md(", ".join(items)) if items else None
 
 
+_FIRSTS: list[Any] = [None, 0, None]  # the view (held: its id cannot be reused), its size, the tables
+
+
+def _environment_firsts(view: CampaignView) -> tuple[dict[str, int], dict[str, int]]:
+    """Experiment numbers and, per environment, the first experiment that had it: once per
+    view, not once per section (a 1,000-experiment journal would compare 500,000 pairs)."""
+    if _FIRSTS[0] is not view or _FIRSTS[1] != len(view.experiments):
+        numbers: dict[str, int] = {}
+        first: dict[str, int] = {}
+        dumped: dict[int, str] = {}  # experiments of one environment share its record: dump it once
+        for i, e in enumerate(view.experiments, 1):
+            numbers[e.id] = i
+            if e.environment is not None:
+                key = dumped.get(id(e.environment))
+                if key is None:
+                    key = dumped[id(e.environment)] = e.environment.model_dump_json()
+                first.setdefault(key, i)
+        _FIRSTS[:] = [view, len(view.experiments), (numbers, first)]
+    firsts: tuple[dict[str, int], dict[str, int]] = _FIRSTS[2]
+    return firsts
+
+
 def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: str | None,
                        notes: NotesSource) -> dict[str, Any]:
     v = exp.verdict
@@ -210,8 +258,9 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
     corr = v.correctness if v else None
     environment = None
     if exp.environment is not None:  # repeated fingerprints point at the first experiment that had it
-        number = next(i for i, e in enumerate(view.experiments, 1) if e.id == exp.id)
-        same = next((i for i, e in enumerate(view.experiments[:number - 1], 1) if e.environment == exp.environment), None)
+        number, first = _environment_firsts(view)
+        same = first.get(exp.environment.model_dump_json())
+        same = same if same is not None and same < number[exp.id] else None
         environment = Md(f"same as experiment {same}") if same else _environment_line(exp.environment.components())
     meta = [f"source {mdsafe.text(exp.source)}", f"attempt {exp.attempt}", f"status {mdsafe.text(exp.status)}",
             f"node {mdsafe.text(exp.node or view.node or '-')}", f"node time {fmt_duration(exp.node_seconds)}",
@@ -239,7 +288,8 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         "correctness_examples": Md(mdsafe.code_block(corr.examples)) if corr and corr.examples else None,
         "evidence": evidence,
         "environment": environment,
-        "patch": Md(mdsafe.code(exp.patch_sha)) if exp.patch_sha else None,
+        "patch": patch_line(exp),
+        "patch_diff": patch_details(exp),
         "command": Md(mdsafe.code(exp.command)) if exp.command else None,
         "analysis": Md(mdsafe.blockquote(exp.analysis)) if exp.analysis and exp.analysis.strip() else None,
         "notes": notes.block(key),
@@ -247,17 +297,52 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
     }
 
 
+def patch_line(exp: ExperimentView) -> Md | None:
+    """The commit the candidate ran from: SHA, branch, base, patch files' sha256."""
+    rec = exp.patch
+    if rec is None:
+        return Md(mdsafe.code(exp.patch_sha)) if exp.patch_sha else None
+    if not rec.branch:
+        return Md(f"unpatched: {mdsafe.code(rec.sha)} (the base)")
+    files = ", ".join(f"{mdsafe.text(p.rsplit('/', 1)[-1])} (sha256 {mdsafe.code(d[:16])})"
+                      for p, d in zip(rec.patches, rec.patch_sha256))
+    return Md(f"{mdsafe.code(rec.sha)} on branch {mdsafe.code(rec.branch)}, base {mdsafe.code(rec.base)}; "
+              f"patches: {files}")
+
+
+def patch_details(exp: ExperimentView) -> Md | None:
+    """`git diff --stat` and the diff itself (escaped), collapsed."""
+    rec = exp.patch
+    if rec is None or not rec.branch:
+        return None
+    n = len(rec.files)
+    return Md(f"<details><summary>diff: {n} file{'s' if n != 1 else ''} changed</summary>\n\n"
+              + mdsafe.code_block(f"{rec.stat}\n\n{rec.diff}", info="diff") + "\n\n</details>")
+
+
 def reopened_ids(view: CampaignView) -> set[str]:
     return {d.experiment_id for d in view.dead_ends if d.reopened}
 
 
+def scoreboard_cells(view: CampaignView, exp: ExperimentView, number: int) -> list[Any]:
+    """One scoreboard row without its link: what an incremental update caches."""
+    figure, change = headline(exp)
+    mark = marker(exp) + (", RE-OPENED" if exp.id in reopened_ids(view) else "")
+    return [number, exp.hypothesis, mark, figure, change]
+
+
+SCOREBOARD_HEADER = ["#", "hypothesis", "verdict", "headline", "vs baseline", ""]
+
+
+def scoreboard_table(prefixes: list[str], links: dict[str, str], ids: list[str]) -> Md:
+    """Cached row prefixes plus each experiment's link (its section here, or its own page)."""
+    return linked_table(SCOREBOARD_HEADER, prefixes, [links[i] for i in ids])
+
+
 def scoreboard_rows(view: CampaignView, keys: dict[str, str]) -> Md:
-    rows = []
-    for n, exp in enumerate(view.experiments, 1):
-        figure, change = headline(exp)
-        mark = marker(exp) + (", RE-OPENED" if exp.id in reopened_ids(view) else "")
-        rows.append([n, exp.hypothesis, mark, figure, change, Md(f"[details](#{keys[exp.id]})")])
-    return table(["#", "hypothesis", "verdict", "headline", "vs baseline", ""], rows)
+    ids = [e.id for e in view.experiments]
+    rows = [row_prefix(scoreboard_cells(view, e, n)) for n, e in enumerate(view.experiments, 1)]
+    return scoreboard_table(rows, {i: f"#{keys[i]}" for i in ids}, ids)
 
 
 # ------------------------------------------------------------------ baseline, dead ends
@@ -305,15 +390,19 @@ def baseline_context(view: CampaignView) -> dict[str, Any] | None:
     }
 
 
-def dead_end_rows(view: CampaignView, keys: dict[str, str]) -> Md:
-    rows = []
-    for d in view.dead_ends:
-        shown = list(dict.fromkeys([*d.revisit_on, "gpu", "arch", "cuda", "engine_version"]))
-        env = ", ".join(f"{k} {d.environment[k]}" for k in shown if d.environment.get(k)) or "-"
-        revisit = " or ".join(f"{c} changes (was {d.environment.get(c, 'unknown')})" for c in d.revisit_on) \
-            or "no automatic revisit (the idea itself lost)"
-        why = f"{d.failure_class.value}: {d.reason}" if d.failure_class else d.reason
-        link = Md(f"[details](#{keys[d.experiment_id]})") if d.experiment_id in keys else "-"
-        rows.append([Md("**RE-OPENED** " + mdsafe.cell(d.hypothesis)) if d.reopened else d.hypothesis,
-                     why, env, revisit, link])
-    return table(["hypothesis", "why it is a dead end", "failed in", "revisit when", ""], rows)
+DEAD_END_HEADER = ["hypothesis", "why it is a dead end", "failed in", "revisit when", ""]
+
+
+def dead_end_cells(d: DeadEnd) -> list[Any]:
+    shown = list(dict.fromkeys([*d.revisit_on, "gpu", "arch", "cuda", "engine_version"]))
+    env = ", ".join(f"{k} {d.environment[k]}" for k in shown if d.environment.get(k)) or "-"
+    revisit = " or ".join(f"{c} changes (was {d.environment.get(c, 'unknown')})" for c in d.revisit_on) \
+        or "no automatic revisit (the idea itself lost)"
+    why = f"{d.failure_class.value}: {d.reason}" if d.failure_class else d.reason
+    return [Md("**RE-OPENED** " + mdsafe.cell(d.hypothesis)) if d.reopened else d.hypothesis, why, env, revisit]
+
+
+def dead_end_rows(view: CampaignView, keys: dict[str, str], links: dict[str, str] | None = None) -> Md:
+    hrefs = [(links or {}).get(d.experiment_id) or (f"#{keys[d.experiment_id]}" if d.experiment_id in keys else None)
+             for d in view.dead_ends]
+    return linked_table(DEAD_END_HEADER, [row_prefix(dead_end_cells(d)) for d in view.dead_ends], hrefs)

@@ -29,9 +29,14 @@ def _newlines(s: str) -> str:
     return s.replace("\r\n", "\n").replace("\r", "\n")
 
 
+_ASCII_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # category Cc without \n and \t
+
+
 def _visible_controls(s: str) -> str:
     """Replace control and format characters (bidi overrides, zero-width joiners, NUL...)
     by a visible code point name, so they cannot reorder or hide text."""
+    if s.isascii():  # the common case, without a loop per character (1,000-experiment journals)
+        return _ASCII_CONTROLS.sub(lambda m: f"(U+{ord(m.group()):04X})", s)
     out = []
     for ch in s:
         if ch in "\n\t":

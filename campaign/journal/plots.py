@@ -11,35 +11,34 @@ from __future__ import annotations
 import os
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from campaign.journal import mdsafe
 from campaign.domain.errors import UserError
-from campaign.journal.format import baseline_headline, fmt_pct, marker, metric_of, unit_of
+from campaign.journal.format import (
+    baseline_headline, fmt_pct, marker, metric_of, plot_file_name, plot_workloads, unit_of,
+)
 from campaign.domain.records import CampaignView, ExperimentView, LevelRow
 
-__all__ = ["render_plots", "OVERVIEW_KEY", "plot_file_name"]
+__all__ = ["render_plots", "OVERVIEW_KEY", "plot_file_name", "plot_workloads", "experiment_figure",
+           "overview_figure", "save_figure", "OVERVIEW_LAST"]
 
 OVERVIEW_KEY = "_overview"
 DPI = 90
 CANDIDATE, BASELINE, TIE = "#1f77b4", "#7f7f7f", "#555555"
 VERDICT_COLORS = {"win": "#2ca02c", "dead_end": "#d62728", "inconclusive": "#9e9e9e"}
-_SAVE = {"dpi": DPI, "format": "png", "metadata": {"Software": None}}
+_SAVE: dict[str, Any] = {"dpi": DPI, "format": "png", "metadata": {"Software": None}}
 
 
-def plot_file_name(view: CampaignView, experiment_id: str) -> str:
-    short = experiment_id[len(view.id) + 1:] if experiment_id.startswith(f"{view.id}/") else experiment_id
-    return f"exp-{mdsafe.slug(short)}.png"
+OVERVIEW_LAST = 40  # the overview's bar chart shows the latest experiments: 1,000 bars read as none
 
 
-def _multi_level_workloads(exp: ExperimentView) -> list[str]:
-    names = list(dict.fromkeys(r.workload for r in exp.rows))
-    return [w for w in names if sum(1 for r in exp.rows if r.workload == w and r.candidate is not None) > 1]
+_multi_level_workloads = plot_workloads
 
 
-def _level_axes(ax, rows: list[LevelRow], workload: str, unit: str) -> None:
+def _level_axes(ax: Any, rows: list[LevelRow], workload: str, unit: str) -> None:
     rows = sorted(rows, key=lambda r: r.concurrency)
     for side, color, label in (("candidate", CANDIDATE, "candidate"), ("baseline", BASELINE, "baseline")):
         pts = [(r.concurrency, getattr(r, side), r.comparison) for r in rows if getattr(r, side) is not None]
@@ -49,8 +48,9 @@ def _level_axes(ax, rows: list[LevelRow], workload: str, unit: str) -> None:
         err = None
         if side == "candidate" and all(p[2] is not None for p in pts):
             # the CI is on the relative change; show it as an absolute band on the candidate
-            err = [[y * max(0.0, -(c.ci_low_pct - c.delta_pct)) / 100 for y, (_, _, c) in zip(ys, pts)],
-                   [y * max(0.0, c.ci_high_pct - c.delta_pct) / 100 for y, (_, _, c) in zip(ys, pts)]]
+            comps = [p[2] for p in pts if p[2] is not None]
+            err = [[y * max(0.0, -(c.ci_low_pct - c.delta_pct)) / 100 for y, c in zip(ys, comps)],
+                   [y * max(0.0, c.ci_high_pct - c.delta_pct) / 100 for y, c in zip(ys, comps)]]
         ax.errorbar(xs, ys, yerr=err, color=color, marker="o", ms=4, lw=1.6, capsize=3, label=label)
     top = max((max(r.candidate or 0, r.baseline or 0) for r in rows), default=0)
     for r in rows:
@@ -76,19 +76,19 @@ def _level_axes(ax, rows: list[LevelRow], workload: str, unit: str) -> None:
     ax.legend(fontsize=8, loc="lower right")
 
 
-def _experiment_figure(exp: ExperimentView, workloads: list[str]) -> Figure:
+def experiment_figure(exp: ExperimentView, workloads: list[str]) -> Figure:
     fig = Figure(figsize=(5.2 * len(workloads), 3.6))
     FigureCanvasAgg(fig)
     unit = unit_of(metric_of(exp))
     for i, wl in enumerate(workloads, 1):
         _level_axes(fig.add_subplot(1, len(workloads), i), [r for r in exp.rows if r.workload == wl], wl, unit)
     fig.suptitle(f"{exp.hypothesis} (attempt {exp.attempt}): {marker(exp)}", fontsize=11)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.09 / len(workloads) ** 0.5, right=0.98, bottom=0.15, top=0.82, wspace=0.25)
     return fig
 
 
-def _overview_figure(view: CampaignView) -> Figure | None:
-    scored = [(n, e) for n, e in enumerate(view.experiments, 1) if e.verdict is not None]
+def overview_figure(view: CampaignView) -> Figure | None:
+    scored = [(n, e) for n, e in enumerate(view.experiments, 1) if e.verdict is not None][-OVERVIEW_LAST:]
     history = [(h, head[1]) for h in view.baseline_history if (head := baseline_headline(h)) is not None]
     if not scored and len(history) < 2:
         return None
@@ -99,6 +99,7 @@ def _overview_figure(view: CampaignView) -> Figure | None:
     ax = fig.add_subplot(1, panels, 1)
     labels, values, colors = [], [], []
     for n, e in scored:
+        assert e.verdict is not None  # `scored` keeps only experiments with a verdict
         delta = e.verdict.headline_delta_pct if e.verdict.headline_delta_pct is not None else \
             next((r.comparison.delta_pct for r in e.rows if r.comparison), None)
         labels.append(textwrap.shorten(f"{n}. {e.hypothesis}", 34, placeholder="..."))
@@ -135,6 +136,14 @@ def _overview_figure(view: CampaignView) -> Figure | None:
     return fig
 
 
+def save_figure(fig: Figure, path: Path) -> None:
+    """Write the PNG atomically (temp file beside it, then replace)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    fig.savefig(tmp, **_SAVE)
+    os.replace(tmp, path)
+
+
 def render_plots(view: CampaignView, out_dir: str | os.PathLike[str], *,
                  relative_to: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """Write the PNGs into `out_dir`; map experiment id (and OVERVIEW_KEY) to the file's
@@ -148,17 +157,14 @@ def render_plots(view: CampaignView, out_dir: str | os.PathLike[str], *,
     made: dict[str, str] = {}
 
     def save(fig: Figure, name: str, key: str) -> None:
-        path = out / name
-        tmp = out / f".{name}.tmp"
-        fig.savefig(tmp, **_SAVE)
-        os.replace(tmp, path)
-        made[key] = Path(os.path.relpath(path, base)).as_posix()
+        save_figure(fig, out / name)
+        made[key] = Path(os.path.relpath(out / name, base)).as_posix()
 
     for exp in view.experiments:
         workloads = _multi_level_workloads(exp)
         if workloads:  # a failed launch has no candidate levels: no plot
-            save(_experiment_figure(exp, workloads), plot_file_name(view, exp.id), exp.id)
-    overview = _overview_figure(view)
+            save(experiment_figure(exp, workloads), plot_file_name(view, exp.id), exp.id)
+    overview = overview_figure(view)
     if overview is not None:
         save(overview, "campaign-overview.png", OVERVIEW_KEY)
     return made

@@ -6,7 +6,28 @@ from pathlib import Path
 from typing import Any
 
 
-def publish_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "") -> Path:
-    from campaign.journal.render import update_journal
+def publish_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "",
+                    plots: bool = True) -> Path:
+    """Bring the journal up to date, re-rendering only the experiments whose records changed
+    (campaign.journal.incremental); plots are drawn by worker processes, not waited for."""
+    from campaign.journal.incremental import publish
 
-    return update_journal(Path(path), store.view(campaign_id), db_label=db_label)
+    return publish(store, campaign_id, Path(path), db_label=db_label, plots=plots)
+
+
+def journal_is_stale(store: Any, campaign_id: str, path: Path) -> bool:
+    """The journal is older than the campaign's record (or missing): a kill landed
+    between a record write and the render that follows it."""
+    try:
+        mtime = Path(path).stat().st_mtime
+    except OSError:
+        return True
+    return bool(mtime < store.get_campaign(campaign_id).updated_at)
+
+
+def refresh_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "") -> bool:
+    """Re-render a journal older than the record; True when it was rewritten."""
+    if not journal_is_stale(store, campaign_id, path):
+        return False
+    publish_journal(store, campaign_id, path, db_label=db_label)
+    return True

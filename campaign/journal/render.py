@@ -8,6 +8,7 @@ the file atomically so a killed render never leaves half a journal.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shlex
@@ -17,18 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from pydantic import BaseModel
 
 from campaign.journal import mdsafe
 from campaign.domain.errors import UserError
+from campaign.journal.planner_section import planner_context
 from campaign.journal.format import (
-    baseline_context, dead_end_rows, experiment_context, fmt_duration, fmt_time,
-    scoreboard_rows, table,
+    DEAD_END_HEADER, baseline_context, dead_end_rows, experiment_context, fmt_duration, fmt_time,
+    linked_table, row_prefix, scoreboard_cells, scoreboard_table, table,
 )
 from campaign.journal.mdsafe import Md
-from campaign.domain.records import CampaignView
+from campaign.domain.records import CampaignView, ExperimentView
 
 __all__ = ["render_journal", "write_journal", "update_journal", "parse_notes", "notes_block",
-           "experiment_key", "RESERVED_KEYS"]
+           "experiment_key", "experiment_keys", "experiment_body", "notes_part", "render_main", "MainParts",
+           "RESERVED_KEYS"]
 
 RESERVED_KEYS = frozenset({"campaign", "dead-ends", "environment", "reviews", "orphaned"})
 _OPEN = re.compile(r"^<!-- notes:([a-z0-9][a-z0-9-]*) -->[ \t]*$")
@@ -86,7 +90,7 @@ class _Notes:
     """Hands out notes blocks during a render and remembers which keys were used."""
 
     def __init__(self, existing: dict[str, str]) -> None:
-        self.existing, self.used = existing, set()
+        self.existing, self.used = existing, set[str]()
 
     def block(self, key: str) -> Md:
         self.used.add(key)
@@ -106,13 +110,20 @@ def experiment_key(view: CampaignView, experiment_id: str) -> str:
     return f"exp-{key}" if key in RESERVED_KEYS else key
 
 
+def experiment_keys(view: CampaignView) -> dict[str, str]:
+    """Notes key and anchor of every experiment, unique within the campaign."""
+    return _experiment_keys(view)
+
+
 def _experiment_keys(view: CampaignView) -> dict[str, str]:
     keys: dict[str, str] = {}
+    taken: set[str] = set()
     for exp in view.experiments:
         key, n = experiment_key(view, exp.id), 2
-        while key in keys.values():
+        while key in taken:
             key, n = f"{experiment_key(view, exp.id)}-{n}", n + 1
         keys[exp.id] = key
+        taken.add(key)
     return keys
 
 
@@ -124,14 +135,33 @@ def _finalize(value: Any) -> str:
     return "" if value is None else mdsafe.cell(value)
 
 
-@lru_cache(maxsize=1)
-def _template() -> jinja2.Template:
+@lru_cache(maxsize=2)
+def _template(name: str = "journal.md.j2") -> jinja2.Template:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         autoescape=False, finalize=_finalize, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     )
-    return env.get_template("journal.md.j2")
+    return env.get_template(name)
+
+
+class _NoNotes:
+    """Sections are rendered without their notes: the notes part is added where they live."""
+
+    def block(self, key: str) -> Md:
+        return Md("")
+
+    def has(self, key: str) -> bool:
+        return False
+
+
+def experiment_body(view: CampaignView, exp: ExperimentView, number: int, key: str, plot: str | None) -> str:
+    """One experiment's section up to its notes: the unit an incremental update caches."""
+    return _template("experiment.md.j2").render(e=experiment_context(view, exp, key, plot, _NoNotes()), number=number)
+
+
+def notes_part(key: str, content: str) -> str:
+    return ("**Notes:**\n\n" if content else "") + notes_block(key, content)
 
 
 def _status(view: CampaignView) -> tuple[Md, Md | None]:
@@ -151,14 +181,46 @@ def _status(view: CampaignView) -> tuple[Md, Md | None]:
     return Md("running"), None
 
 
+class MainParts(BaseModel):
+    """What the main file shows of the experiments, precomputed (and cached) per experiment."""
+
+    ids: list[str]  # every experiment, in order
+    rows: dict[str, str]  # scoreboard row prefixes by id (format.row_prefix)
+    dead_rows: list[tuple[str, str]] | None = None  # dead ends: (experiment id, row prefix); None: from the view
+    links: dict[str, str]  # details link by id
+    bodies: dict[str, str]  # sections shown in full, by id, in order
+    scoreboard_ids: list[str] | None = None  # rows shown here (None: all)
+    scoreboard_note: str | None = None
+    experiments_note: str | None = None
+    notes_elsewhere: list[str] = []  # keys whose notes live in their own page
+
+
 def render_journal(view: CampaignView, existing_text: str | None = None, *,
                    plot_paths: dict[str, str] | None = None, db_label: str = "",
                    generated_at: float | None = None) -> str:
-    """The whole journal for `view`, keeping every human notes block of `existing_text`.
-    `plot_paths` maps experiment ids (and `plots.OVERVIEW_KEY`) to image paths relative
-    to the journal's directory; `generated_at` defaults to the view's last update."""
+    """The whole journal for `view` in one file, keeping every human notes block of
+    `existing_text`.  `plot_paths` maps experiment ids (and `plots.OVERVIEW_KEY`) to image
+    paths relative to the journal's directory; `generated_at` defaults to the view's last update."""
     plots = plot_paths or {}
-    notes = _Notes(parse_notes(existing_text) if existing_text else {})
+    keys = _experiment_keys(view)
+    parts = MainParts(
+        ids=[e.id for e in view.experiments],
+        rows={e.id: row_prefix(scoreboard_cells(view, e, n)) for n, e in enumerate(view.experiments, 1)},
+        links={e.id: f"#{keys[e.id]}" for e in view.experiments},
+        bodies={e.id: experiment_body(view, e, n, keys[e.id], plots.get(e.id))
+                for n, e in enumerate(view.experiments, 1)},
+    )
+    return render_main(view, existing_text, parts, overview_plot=plots.get("_overview"), db_label=db_label,
+                       generated_at=generated_at)
+
+
+def render_main(view: CampaignView, existing_text: str | None, parts: MainParts, *,
+                overview_plot: str | None = None, db_label: str = "", generated_at: float | None = None,
+                notes: dict[str, str] | None = None) -> str:
+    """The main file from precomputed experiment parts (`notes`: parsed from `existing_text`
+    when not given)."""
+    book = _Notes(notes if notes is not None else (parse_notes(existing_text) if existing_text else {}))
+    book.used.update(parts.notes_elsewhere)
     keys = _experiment_keys(view)
     status, commands = _status(view)
     env = view.environment.components() if view.environment else {}
@@ -167,37 +229,46 @@ def render_journal(view: CampaignView, existing_text: str | None = None, *,
         ["status", status],
         ["environment", Md(", ".join(f"{mdsafe.cell(k)} {mdsafe.cell(v)}" for k, v in env.items()
                                       if v and v != "0") or "-")],
-        ["experiments", str(len(view.experiments))],
+        ["experiments", str(len(parts.ids))],
         ["node time used", fmt_duration(view.node_seconds)],
         ["started / updated", f"{fmt_time(view.created_at)} / {fmt_time(view.updated_at)}"],
     ]
-    experiments = [experiment_context(view, exp, keys[exp.id], plots.get(exp.id), notes)
-                   for exp in view.experiments]
-    context = {
+    experiments = []
+    for exp_id, body in parts.bodies.items():
+        key = keys[exp_id]
+        block = book.block(key)
+        experiments.append({"body": Md(body), "notes_part": Md(("**Notes:**\n\n" if book.has(key) else "") + block)})
+    shown = parts.scoreboard_ids if parts.scoreboard_ids is not None else parts.ids
+    context: dict[str, Any] = {
         "title": mdsafe.text(view.name),
         "description": Md(mdsafe.paragraphs(view.description)) if view.description.strip() else None,
         "header": table([Md("campaign"), mdsafe.code(view.id, in_table=True)], header),
         "commands": commands,
         "time_scale": Md(f"{view.time_scale:g}") if abs(view.time_scale - 1.0) > 1e-9 else None,
-        "campaign_notes": notes.block("campaign"),
+        "campaign_notes": book.block("campaign"),
         "baseline": baseline_context(view),
-        "overview_plot": plots.get("_overview"),
-        "scoreboard": scoreboard_rows(view, keys) if view.experiments else None,
+        "overview_plot": overview_plot,
+        "scoreboard": scoreboard_table([parts.rows[i] for i in shown], parts.links, shown) if parts.ids else None,
+        "scoreboard_note": Md(parts.scoreboard_note) if parts.scoreboard_note else None,
         "experiments": experiments,
-        "dead_ends": dead_end_rows(view, keys) if view.dead_ends else None,
-        "dead_end_notes": notes.block("dead-ends"),
+        "experiments_note": Md(parts.experiments_note) if parts.experiments_note else None,
+        "dead_ends": (dead_end_rows(view, keys, parts.links) if parts.dead_rows is None else
+                      linked_table(DEAD_END_HEADER, [p for _, p in parts.dead_rows],
+                                   [parts.links.get(i) for i, _ in parts.dead_rows])) if view.dead_ends else None,
+        "dead_end_notes": book.block("dead-ends"),
         "environment_changes": [mdsafe.text(x) for x in view.environment_changes],
         "drift_notes": [mdsafe.text(x) for x in view.drift_notes],
         "reviews": table(["#", "reason", "decision", "note", "decided"],
                          [[r.seq, r.reason, Md(mdsafe.cell(r.decision)) if r.decision else Md("**pending**"),
                            r.note or "-", fmt_time(r.decided_at)] for r in view.reviews]) if view.reviews else None,
+        "planner": planner_context(view),
         "planner_cost": table(["planner", "value"], [[k, f"{v:g}"] for k, v in view.planner_cost.items()])
         if any(v for v in view.planner_cost.values()) else None,
         "footer": Md(f"generated from {mdsafe.code(db_label or 'the campaign database')} at "
                      f"{fmt_time(view.updated_at if generated_at is None else generated_at)}; "
                      "edit only inside notes blocks, everything else is regenerated"),
     }
-    context["orphans"] = notes.orphans()  # after every section asked for its block
+    context["orphans"] = book.orphans()  # after every section asked for its block
     return _template().render(**context)
 
 
@@ -230,6 +301,26 @@ def write_journal(path: str | os.PathLike[str], text: str) -> Path:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+def clean_temp_files(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temp files a killed journal or plot write left (`.<name>.md.<random>.tmp`
+    beside the journal, `.<plot>.png.tmp` in its plot folder).  Call it only while no
+    other process renders this journal (under the run lock)."""
+    target = Path(path)
+    found = [*target.parent.glob(f".{glob.escape(target.name)}.*.tmp"),
+             *(target.parent / f"{target.stem}.plots").glob(".*.tmp")]
+    removed = []
+    for tmp in found:
+        try:
+            tmp.unlink()
+            removed.append(tmp)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise UserError(f"{tmp}: cannot remove a temp file left by an interrupted journal write "
+                            f"({exc.strerror or exc}) (fix: make {tmp.parent} writable)") from None
+    return removed
 
 
 def update_journal(path: str | os.PathLike[str], view: CampaignView, *, db_label: str = "",

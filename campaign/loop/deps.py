@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from campaign.playbook.schema import Playbook
-from campaign.ports import Clock, EventSink, Node, SourceTreeFactory
+from campaign.ports import Clock, EventSink, Node, SourceTree, SourceTreeFactory
 
 if TYPE_CHECKING:
     from campaign.planner.base import Planner
@@ -39,6 +39,7 @@ class Deps:
     events: EventSink = field(default=_no_events)
     clock: Clock = time.time
     source: SourceTreeFactory | None = None  # checks proposed patches; None: patches are refused
+    trees: list[SourceTree] = field(default_factory=list)  # server.source on each node (same order as nodes)
 
     @property
     def node(self) -> Node:

@@ -51,6 +51,8 @@ def record_measurement(store: Any, experiment: str, side: str, repeat: int, m: M
     if m.stats:
         store.record_artifact(experiment, "server_stats", json.dumps(m.stats, sort_keys=True), seq=seq)
     store.record_artifact(experiment, "node_seconds", f"{m.node_seconds:.3f}", seq=seq)
+    if m.queue_seconds:
+        store.record_artifact(experiment, "queue_seconds", f"{m.queue_seconds:.3f}", seq=seq)
     levels = [(name, level, sweep.prompt_set_hash) for name, sweep in m.sweeps.items() for level in sweep.levels]
     store.record_side(experiment, side, repeat, levels, node=node)
 
@@ -65,6 +67,11 @@ def recorded_failure(store: Any, experiment: str) -> Failure | None:
 
 def node_seconds_of(store: Any, experiment: str) -> float:
     return round(sum(float(c) for k, _s, c in store.list_artifacts(experiment) if k == "node_seconds"), 3)
+
+
+def queue_seconds_of(store: Any, experiment: str) -> float:
+    """Time spent waiting for an allocation (Slurm queue), recorded apart from node time."""
+    return round(sum(float(c) for k, _s, c in store.list_artifacts(experiment) if k == "queue_seconds"), 3)
 
 
 def correctness_of(store: Any, experiment: str, baseline_id: str | None, pb: Playbook) -> CorrectnessResult | None:

@@ -19,6 +19,7 @@ from campaign.loop import routing
 from campaign.loop.deps import Deps
 from campaign.loop.nodes import Nodes
 from campaign.loop.parallel import BranchOutput, BranchResult, ParallelState, merge_results, pick_batch
+from campaign.loop.state import current_of
 
 
 class FanOut:
@@ -49,9 +50,12 @@ class FanOut:
     def record_branch(self, state: ParallelState) -> dict[str, Any]:
         """The sequential `record` (finish, adopt, hypothesis done, events), reported to
         the join instead of updating counters that other branches update too."""
-        cur, store = state["current"], self.d.store
-        update = self.n.record({**state, "experiments_done": 0, "no_win_streak": 0, "dead_end_streak": 0})
+        cur, store = current_of(state), self.d.store
+        update = self.n.record({**state, "experiments_done": 0, "no_win_streak": 0,  # type: ignore[typeddict-unknown-key]
+                                "dead_end_streak": 0})
         v = store.get_verdict(cur["experiment_id"])
+        if v is None:
+            raise RuntimeError(f"graph: record ran before the verdict of {cur['experiment_id']}")
         result: BranchResult = {
             "hypothesis": cur["hypothesis"], "experiment_id": cur["experiment_id"],
             "node_index": state.get("node_index") or 0, "node": self.n._node(state).name, "kind": v.kind,
@@ -74,11 +78,11 @@ class FanOut:
     def after_propose(self, state: ParallelState) -> Any:
         batch = state.get("batch") or []
         if batch and not state.get("halt"):
-            shared = {k: state.get(k) for k in ("campaign_id", "baseline_id", "baseline_config")}
+            shared = {k: state.get(k) for k in ("campaign_id", "baseline_id", "baseline_config", "baseline_patches")}
             return [Send("experiment", {**shared, "current": cur, "node_index": i}) for i, cur in enumerate(batch)]
         return routing.after_propose(state)
 
-    def experiment_graph(self):
+    def experiment_graph(self) -> Any:
         """apply -> measure* -> verdict -> record on the branch's node (compiled; it
         checkpoints with the parent's checkpointer)."""
         g = StateGraph(ParallelState, output_schema=BranchOutput)
@@ -94,7 +98,7 @@ class FanOut:
         g.add_edge("record", END)
         return g.compile()
 
-    def wire(self, g: StateGraph, sequential_targets: list[str]) -> None:
+    def wire(self, g: StateGraph[Any], sequential_targets: list[str]) -> None:
         """Add the experiment subgraph and the join, and route `propose` to them (or,
         for a batch of one, where the sequential graph goes)."""
         g.add_node("experiment", self.experiment_graph())

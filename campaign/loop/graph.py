@@ -8,24 +8,28 @@ with an in-memory one.  Nothing is compiled at import time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from campaign.domain import killpoint
 from campaign.loop import routing
 from campaign.loop.deps import Deps
+from campaign.loop.fanout import FanOut
 from campaign.loop.nodes import NODE_NAMES, Nodes
 from campaign.loop.parallel import ParallelState
-from campaign.loop.fanout import FanOut
 from campaign.loop.state import CampaignState
 
 
-def build_graph(deps: Deps) -> StateGraph:
+def build_graph(deps: Deps) -> StateGraph[Any]:
     n = Nodes(deps)
     fan = FanOut(deps, n) if len(deps.nodes) > 1 else None  # several nodes: hypotheses in parallel
     g = StateGraph(ParallelState if fan else CampaignState)
     for name in NODE_NAMES:
-        g.add_node(name, getattr(fan if fan and name == "propose" else n, name))
+        fn = getattr(fan if fan and name == "propose" else n, name)
+        g.add_node(name, _with_kill_point(name, fn) if killpoint.active() else fn)  # type: ignore[arg-type,unused-ignore]
     g.add_edge(START, "fingerprint")
     g.add_conditional_edges("fingerprint", routing.after_fingerprint, ["review", "baseline"])
     g.add_conditional_edges("baseline", routing.after_baseline, ["propose", "finish"])
@@ -44,3 +48,16 @@ def build_graph(deps: Deps) -> StateGraph:
     g.add_conditional_edges("review", routing.after_review, ["fingerprint", "finish"])
     g.add_edge("finish", END)
     return g
+
+
+def _with_kill_point(name: str, fn: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+    """Crash tests only (`campaign.domain.killpoint`): mark the moment a node returned,
+    its store writes done and nothing of it checkpointed yet."""
+
+    def node(state: Any) -> dict[str, Any]:
+        out = fn(state)
+        killpoint.reached(f"{name}:after")
+        return out
+
+    node.__name__ = name
+    return node

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypedDict
 
-from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.loop.routing import halt_after_verdict
 from campaign.loop.state import CampaignState, Current
+from campaign.playbook.schema import HypothesisSpec, Playbook
 
 
 def is_barrier(spec: HypothesisSpec, done: set[str]) -> bool:
@@ -40,7 +40,7 @@ def pick_batch(queued: list[HypothesisSpec], *, done: set[str], capacity: int) -
     return batch
 
 
-def collect_results(left: list[dict] | None, right: list[dict] | None) -> list[dict]:
+def collect_results(left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Reducer of the branches' results: branches append, `None` clears (the join)."""
     if right is None:
         return []
@@ -84,7 +84,7 @@ def merge_results(state: CampaignState, results: list[BranchResult], pb: Playboo
             update.update(baseline_config=r["adopted_config"], need_baseline=r.get("need_baseline"))
     update.update(experiments_done=done, no_win_streak=nws, dead_end_streak=des, current=None,
                   batch=[], results=None)
-    halt = halt_after_verdict({**state, **update}, pb, hours_spent=hours_spent)
+    halt = halt_after_verdict({**state, **update}, pb, hours_spent=hours_spent)  # type: ignore[typeddict-item]
     if halt:
         update["halt"] = halt
     return update

@@ -2,15 +2,26 @@
 every model call (never the key), and queue what it proposes.
 
 The planner only ever returns validated `HypothesisSpec`s; commands are still built
-from the playbook's template, so nothing a model writes reaches a shell.
+from the playbook's template, so nothing a model writes reaches a shell.  When the
+planner stops (every proposal rejected, its budget spent, the endpoint unusable)
+a "planner" event says so in one line, and `stop_reason` hands that line to the
+node that finishes the campaign.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from campaign.domain.errors import UserError
+from campaign.domain.records import CALL_FAILED
 from campaign.playbook.schema import HypothesisSpec, Playbook
+
+if TYPE_CHECKING:
+    from campaign.planner import LlmCallRecord, PlannerContext
+
+PLANNER_EVENT = "planner"
+STOPPED = "planner stopped: "
 
 
 def make_llm_planner(pb: Playbook) -> Any | None:
@@ -21,7 +32,7 @@ def make_llm_planner(pb: Playbook) -> Any | None:
     return None if notice or planner.kind != "llm" else planner
 
 
-def _context(deps: Any, cid: str):
+def _context(deps: Any, cid: str) -> PlannerContext:
     from campaign.planner import PlannerContext
 
     store = deps.store
@@ -35,12 +46,39 @@ def _context(deps: Any, cid: str):
     )
 
 
-def _record_calls(store: Any, cid: str, calls: list) -> None:
-    for i, c in enumerate(calls):
+def _record_calls(store: Any, cid: str, calls: list[LlmCallRecord]) -> None:
+    """Every call, even one identical to an earlier call (same prompt): the attempt
+    number continues from what is recorded, so nothing is dropped as a duplicate."""
+    seen = Counter((c.purpose, c.prompt_hash) for c in store.planner_calls(cid))
+    for c in calls:
+        key = (c.purpose, c.prompt_hash)
+        reason = c.rejection or (CALL_FAILED + c.error if c.error else None)
         store.record_llm_call(cid, purpose=c.purpose, model=c.model, prompt_tokens=c.prompt_tokens,
                               completion_tokens=c.completion_tokens, latency_ms=c.latency_ms,
-                              prompt_hash=c.prompt_hash, output=c.output_json,
-                              rejection=c.rejection or c.error, attempt=i)
+                              prompt_hash=c.prompt_hash, output=c.output_json, rejection=reason,
+                              attempt=seen[key])
+        seen[key] += 1
+
+
+def _note(store: Any, cid: str, message: str) -> None:
+    """A planner event; numbered keys, so the same message twice is two events."""
+    n = len(store.events(cid, PLANNER_EVENT))
+    store.add_event(cid, PLANNER_EVENT, message, key=f"{PLANNER_EVENT}#{n}")
+
+
+def stop_reason(store: Any, cid: str) -> str | None:
+    """Why the planner stopped proposing, when its last event says it did."""
+    events = store.events(cid, PLANNER_EVENT)
+    last = events[-1].message if events else ""
+    return last if last.startswith(STOPPED) else None
+
+
+def _unavailable_error(message: str) -> UserError:
+    """One line: the planner's own message, with a fix unless it already names one."""
+    text = message if message.startswith("planner:") else f"planner: {message}"
+    if "fix:" not in text:
+        text += " (fix: check OPENAI_BASE_URL / OPENAI_API_KEY, or set planner.kind: queue)"
+    return UserError(text)
 
 
 def propose_with_planner(deps: Any, cid: str) -> HypothesisSpec | None:
@@ -48,24 +86,28 @@ def propose_with_planner(deps: Any, cid: str) -> HypothesisSpec | None:
     from campaign.planner import PlannerUnavailable
 
     store = deps.store
+    spec_ = deps.playbook.planner
     n_llm = sum(1 for h in store.list_hypotheses(cid) if h.source == "llm")
-    if n_llm >= deps.playbook.planner.max_proposals:
+    if n_llm >= spec_.max_proposals:
+        if stop_reason(store, cid) is None:
+            _note(store, cid, f"{STOPPED}planner.max_proposals ({spec_.max_proposals}) LLM hypotheses already run")
         return None
     try:
         outcome = deps.planner.propose(_context(deps, cid))
     except PlannerUnavailable as exc:
         _record_calls(store, cid, exc.calls)
-        store.add_event(cid, "planner", f"planner unavailable: {exc}")
-        raise UserError(f"planner: {exc} (fix: check OPENAI_BASE_URL / OPENAI_API_KEY, "
-                        f"or set planner.kind: queue)") from None
+        _note(store, cid, f"planner unavailable: {exc}")
+        raise _unavailable_error(str(exc)) from None
     _record_calls(store, cid, outcome.calls)
-    for rej in outcome.rejections:
-        store.add_event(cid, "planner", f"proposal rejected: {rej.reason}")
     if outcome.hypothesis is None:
-        if outcome.note:
-            store.add_event(cid, "planner", outcome.note)
+        n = len(outcome.rejections)
+        if n:
+            last = outcome.rejections[-1].reason
+            _note(store, cid, f"{STOPPED}{n} proposal{'s' if n != 1 else ''} rejected in a row (last: {last[:200]})")
+        elif outcome.note:
+            _note(store, cid, f"{STOPPED}{outcome.note}")
         return None
-    spec = outcome.hypothesis
+    spec: HypothesisSpec = outcome.hypothesis
     store.upsert_hypothesis(cid, spec, source="llm" if outcome.source == "llm" else "playbook")
     return spec
 

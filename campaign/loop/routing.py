@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from campaign.playbook.schema import Playbook
 from campaign.loop.state import CampaignState
+from campaign.playbook.schema import Playbook
 
 
 def after_fingerprint(state: CampaignState) -> Literal["review", "baseline"]:
@@ -59,7 +59,8 @@ def after_review(state: CampaignState) -> Literal["fingerprint", "finish"]:
     return "finish" if state.get("finished") else "fingerprint"
 
 
-def halt_after_verdict(state: CampaignState, pb: Playbook, *, hours_spent: float) -> dict | None:
+def halt_after_verdict(state: CampaignState, pb: Playbook, *, hours_spent: float,
+                       queue_hours: float = 0.0) -> dict[str, Any] | None:
     """The review policy and budget, as a pure decision after each verdict."""
     n_done = state.get("experiments_done", 0)
     if n_done >= pb.budget.max_experiments:
@@ -68,6 +69,10 @@ def halt_after_verdict(state: CampaignState, pb: Playbook, *, hours_spent: float
     if hours_spent >= pb.budget.max_hours:
         kind = "review" if pb.review.on_budget else "finish"
         return {"kind": kind, "reason": f"budget: {hours_spent:.1f} node hours reached max_hours={pb.budget.max_hours:g}"}
+    if pb.budget.max_queue_hours is not None and queue_hours >= pb.budget.max_queue_hours:
+        kind = "review" if pb.review.on_budget else "finish"
+        return {"kind": kind, "reason": f"budget: {queue_hours:.1f} hours waiting in the scheduler queue reached "
+                                        f"max_queue_hours={pb.budget.max_queue_hours:g}"}
     des = state.get("dead_end_streak", 0)
     if pb.budget.stop_after_dead_ends and des >= pb.budget.stop_after_dead_ends:
         return {"kind": "finish", "reason": f"budget: {des} dead ends in a row (stop_after_dead_ends)"}

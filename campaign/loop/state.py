@@ -19,6 +19,8 @@ class Current(TypedDict, total=False):
     failed: bool  # launch/load failure seen: go straight to the verdict
     infra_retries: int
     reference_config: dict[str, Any] | None  # compare with this config instead of the baseline
+    candidate_sha: str | None  # the commit each side runs from (server.source set)
+    baseline_sha: str | None
 
 
 class CampaignState(TypedDict, total=False):
@@ -37,4 +39,16 @@ class CampaignState(TypedDict, total=False):
     halt: dict[str, Any] | None  # {"kind": "review"|"finish"|"fail", "reason": str}
     finished: bool
     stack: dict[str, Any] | None  # stacked-wins check: bisection state, subset under test
+    baseline_patches: list[str]  # patch files of adopted wins: the baseline runs with them applied
     node_index: int  # which of deps.nodes runs this branch (parallel fan-out); 0 otherwise
+
+
+def current_of(state: CampaignState) -> Current:
+    """The hypothesis in hand; the routers only enter the experiment nodes with one."""
+    cur = state.get("current")
+    if cur is None:
+        raise RuntimeError("graph: an experiment node ran without a current hypothesis")
+    return cur
+
+
+__all__ = ["CampaignState", "Current", "current_of"]

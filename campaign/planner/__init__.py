@@ -19,7 +19,7 @@ from campaign.planner.base import (
 )
 from campaign.planner.queue import QueuePlanner, propose_or_queue
 from campaign.planner.schemas import LlmCallRecord, Proposal, Rejection
-from campaign.playbook.schema import Playbook, PlannerSpec
+from campaign.playbook.schema import PlannerSpec, Playbook
 
 NO_ENDPOINT = (
     "planner.kind is llm but no endpoint is configured (set OPENAI_BASE_URL and/or OPENAI_API_KEY, "
@@ -45,11 +45,23 @@ def select_planner(playbook: Playbook, environ: Mapping[str, str] | None = None)
         return QueuePlanner(), NO_ENDPOINT
     from campaign.planner.llm import LlmPlanner
 
-    return LlmPlanner(spec, playbook.knobs, api_key=api_key, base_url=base_url), None
+    return LlmPlanner(spec, playbook.knobs, api_key=api_key, base_url=base_url,
+                      allowed_flags=playbook.server.allowed_flags), None
 
 
 __all__ = [
-    "AnalysisOutcome", "LlmCallRecord", "NO_ENDPOINT", "Planner", "PlannerContext", "PlannerUnavailable",
-    "Proposal", "ProposalOutcome", "QueuePlanner", "Rejection", "TriageOutcome", "propose_or_queue",
-    "resolve_endpoint", "select_planner",
+    "NO_ENDPOINT",
+    "AnalysisOutcome",
+    "LlmCallRecord",
+    "Planner",
+    "PlannerContext",
+    "PlannerUnavailable",
+    "Proposal",
+    "ProposalOutcome",
+    "QueuePlanner",
+    "Rejection",
+    "TriageOutcome",
+    "propose_or_queue",
+    "resolve_endpoint",
+    "select_planner",
 ]

@@ -12,10 +12,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.domain.models import FailureClass
 from campaign.domain.records import CampaignView, ExperimentView
 from campaign.planner.schemas import LlmCallRecord, Proposal, Rejection
-from campaign.domain.models import FailureClass
+from campaign.playbook.schema import HypothesisSpec, Playbook
 
 
 class PlannerUnavailable(Exception):

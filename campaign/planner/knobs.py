@@ -8,12 +8,12 @@ could be read as another option.  Returns the normalised settings or the reasons
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Union
 
 from campaign.playbook.schema import KnobSpace, KnobSpec
 
-Scalar = Union[str, int, float, bool, None]
+Scalar = str | int | float | bool | None
 
 FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -23,6 +23,36 @@ HYPOTHESIS_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:,=+/@%-]+$")
 _INT = re.compile(r"^[+-]?[0-9]+$")
 _NUMBER = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
+
+
+#: SAFE_VALUE for a constrained decoder: also never a leading '-'
+SAFE_VALUE_SCHEMA_PATTERN = r"^[A-Za-z0-9._:,=+/@%][A-Za-z0-9._:,=+/@%-]*$"
+
+
+def value_schema(spec: KnobSpec) -> dict[str, object]:
+    """The JSON schema of one knob's value: its type, bounds or choices.
+
+    Sent in `response_format`, so an engine with constrained decoding cannot produce
+    an out-of-range value; `check_setting` still validates every answer (other
+    endpoints ignore the schema)."""
+    if spec.type == "choice":
+        return {"enum": list(spec.choices or [])}
+    if spec.type == "bool":
+        return {"type": "boolean"}
+    if spec.type in ("int", "float"):
+        out: dict[str, object] = {"type": "integer" if spec.type == "int" else "number"}
+        if spec.min is not None:
+            out["minimum"] = int(spec.min) if spec.type == "int" and float(spec.min).is_integer() else spec.min
+        if spec.max is not None:
+            out["maximum"] = int(spec.max) if spec.type == "int" and float(spec.max).is_integer() else spec.max
+        return out
+    return {"type": "string", "pattern": SAFE_VALUE_SCHEMA_PATTERN}
+
+
+def shown(value: object, n: int = 40) -> str:
+    """A model-written value quoted in a reason: its repr, cut to about `n` characters."""
+    text = repr(value)
+    return text if len(text) <= n else text[:n] + f"...({len(text)} chars)"
 
 
 def value_text(value: Scalar) -> str:
@@ -36,7 +66,7 @@ def unsafe_reason(value: Scalar) -> str | None:
     """Why `value` may not be put on a command line or in the environment, or None."""
     if value is None:
         return "null is not a value (use unset_flags to remove a flag)"
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+    if isinstance(value, float) and not math.isfinite(value):
         return "not a finite number"
     text = value_text(value)
     if not text:
@@ -55,32 +85,30 @@ def _coerce(value: Scalar, spec: KnobSpec) -> tuple[Scalar, str | None]:
     if spec.type == "int":
         if isinstance(value, bool):
             return value, "expected an integer, got a boolean"
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        elif isinstance(value, str) and _INT.match(value):
+        if (isinstance(value, float) and value.is_integer()) or (isinstance(value, str) and _INT.match(value)):
             value = int(value)
         if not isinstance(value, int):
-            return value, f"expected an integer, got {value!r}"
+            return value, f"expected an integer, got {shown(value)}"
     elif spec.type == "float":
         if isinstance(value, bool):
             return value, "expected a number, got a boolean"
         if isinstance(value, str) and _NUMBER.match(value):
             value = float(value)
         if not isinstance(value, (int, float)):
-            return value, f"expected a number, got {value!r}"
+            return value, f"expected a number, got {shown(value)}"
     elif spec.type == "bool":
         if isinstance(value, str) and value.lower() in ("true", "false"):
             value = value.lower() == "true"
         if not isinstance(value, bool):
-            return value, f"expected true or false, got {value!r}"
+            return value, f"expected true or false, got {shown(value)}"
     elif spec.type == "choice":
         choices = spec.choices or []
         for choice in choices:
             if value_text(choice) == value_text(value):
                 return choice, None
-        return value, f"{value!r} is not one of {[value_text(c) for c in choices]}"
+        return value, f"{shown(value)} is not one of {[value_text(c) for c in choices]}"
     elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        return value, f"expected a string, got {value!r}"
+        return value, f"expected a string, got {shown(value)}"
     if spec.type in ("int", "float") and isinstance(value, (int, float)):
         if spec.min is not None and value < spec.min:
             return value, f"{value} is below the minimum {spec.min:g}"
@@ -93,16 +121,16 @@ def check_setting(kind: str, name: str, value: Scalar, space: dict[str, KnobSpec
     """Validate one flag or env setting: (normalised value, problem or None)."""
     pattern = FLAG_NAME if kind == "flag" else ENV_NAME
     if not pattern.match(name):
-        return value, f"{kind} name {name!r} is malformed (must match {pattern.pattern})"
+        return value, f"{kind} name {shown(name)} is malformed (must match {pattern.pattern})"
     spec = space.get(name)
     if spec is None:
-        return value, f"{kind} '{name}' is not in the knob space (declared: {', '.join(sorted(space)) or 'none'})"
+        return value, f"{kind} {shown(name)} is not in the knob space (declared: {', '.join(sorted(space)) or 'none'})"
     problem = unsafe_reason(value)
     if problem:
-        return value, f"{kind} '{name}': {problem}"
+        return value, f"{kind} {shown(name)}: {problem}"
     normalised, problem = _coerce(value, spec)
     if problem:
-        return value, f"{kind} '{name}': {problem}"
+        return value, f"{kind} {shown(name)}: {problem}"
     return normalised, None
 
 
@@ -129,7 +157,7 @@ def check_settings(
     for name, value in flags.items():
         normalised, problem = check_setting("flag", name, value, knobs.flags)
         if problem is None and allowed_flags is not None and name not in allowed_flags:
-            problem = f"flag '{name}' is not in server.allowed_flags"
+            problem = f"flag {shown(name)} is not in server.allowed_flags"
         if problem:
             problems.append(problem)
         else:
@@ -142,7 +170,7 @@ def check_settings(
             out_env[name] = value_text(normalised)
     for name in unset_flags:
         if not FLAG_NAME.match(name) or name not in knobs.flags:
-            problems.append(f"unset flag {name!r} is not in the knob space")
+            problems.append(f"unset flag {shown(name)} is not in the knob space")
         elif name in flags:
-            problems.append(f"flag '{name}' is both set and unset")
+            problems.append(f"flag {shown(name)} is both set and unset")
     return CheckedSettings(out_flags, out_env, list(unset_flags)), problems

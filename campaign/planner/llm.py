@@ -17,15 +17,29 @@ import re
 import time
 from typing import Any
 
+import httpx
 import openai
 from pydantic import BaseModel, ValidationError
 
-from campaign.planner.base import AnalysisOutcome, PlannerContext, PlannerUnavailable, ProposalOutcome, TriageOutcome
-from campaign.planner.prompt import Messages, analysis_messages, proposal_messages, triage_messages
+from campaign.domain.models import FailureClass
+from campaign.domain.records import ExperimentView
+from campaign.domain.redact import redact_text
+from campaign.planner.base import (
+    AnalysisOutcome,
+    PlannerContext,
+    PlannerUnavailable,
+    ProposalOutcome,
+    TriageOutcome,
+)
+from campaign.planner.prompt import (
+    Messages,
+    analysis_messages,
+    proposal_messages,
+    triage_messages,
+)
 from campaign.planner.schemas import (
     ANALYSIS_MAX_WORDS,
     ANALYSIS_SCHEMA,
-    PROPOSAL_SCHEMA,
     TRIAGE_SCHEMA,
     AnalysisAnswer,
     CallPurpose,
@@ -33,13 +47,18 @@ from campaign.planner.schemas import (
     Proposal,
     Rejection,
     TriageAnswer,
+    proposal_schema,
     response_format,
 )
 from campaign.planner.vetting import vet_proposal
+from campaign.planner.wire import (
+    BadBody,
+    Completion,
+    one_line,
+    parse_completion,
+    read_body,
+)
 from campaign.playbook.schema import KnobSpace, PlannerSpec
-from campaign.domain.records import ExperimentView
-from campaign.domain.models import FailureClass
-from campaign.domain.redact import redact_text
 
 #: sent when an endpoint needs no key (a local vLLM/SGLang server); never a secret.
 NO_KEY = "no-key"
@@ -56,7 +75,7 @@ def parse_json_object(content: str) -> Any:
     for candidate in candidates:
         try:
             return json.loads(candidate)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: "[[[[..." nested past the C stack limit
             continue
     raise ValueError(f"answer is not valid JSON: {text[:80]!r}")
 
@@ -64,6 +83,12 @@ def parse_json_object(content: str) -> Any:
 def _validation_summary(err: ValidationError) -> str:
     parts = [f"{'.'.join(str(x) for x in e['loc']) or 'answer'}: {e['msg']}" for e in err.errors()[:5]]
     return "answer violates the schema: " + "; ".join(parts)
+
+
+def _cap(reason: str, limit: int = 400) -> str:
+    """A rejection reason as one line of at most `limit` characters (it goes back to the model)."""
+    flat = one_line(reason, limit + 1)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def short_analysis(text: str) -> str:
@@ -80,10 +105,12 @@ class LlmPlanner:
     kind = "llm"
 
     def __init__(
-        self, spec: PlannerSpec, knobs: KnobSpace, *, api_key: str | None = None, base_url: str | None = None
+        self, spec: PlannerSpec, knobs: KnobSpace, *, api_key: str | None = None, base_url: str | None = None,
+        allowed_flags: list[str] | None = None,
     ) -> None:
         self.spec = spec
         self.knobs = knobs
+        self.proposal_schema = proposal_schema(knobs, allowed_flags)
         self.base_url = base_url
         self._secrets = [api_key] if api_key else []
         self._structured = True
@@ -99,7 +126,7 @@ class LlmPlanner:
         return redact_text(text, self._secrets)
 
     def _unavailable(self, err: Exception) -> str:
-        where = self.base_url or "the default OpenAI endpoint"
+        where = self._where()
         tries = f"after {self.spec.max_retries} retries"
         if isinstance(err, openai.AuthenticationError):
             return f"planner: {where} refused the API key (HTTP 401; fix: check OPENAI_API_KEY)"
@@ -117,12 +144,32 @@ class LlmPlanner:
             return f"planner: {where} answered HTTP {err.status_code} {tries}"
         return f"planner: {type(err).__name__} calling {where}"
 
+    def _where(self) -> str:
+        return self.base_url or "the default OpenAI endpoint"
+
+    def _fetch(self, args: dict[str, Any]) -> Completion:
+        """One request; the body read by us, bounded in size and time (see `wire`)."""
+        deadline = time.monotonic() + self.spec.timeout_s
+        try:
+            with self.client.chat.completions.with_streaming_response.create(**args) as raw:
+                body = read_body(raw.iter_bytes(), deadline=deadline)
+                content_type = raw.headers.get("content-type", "")
+        except httpx.TimeoutException:
+            raise BadBody(f"a body that stopped arriving (no data for {self.spec.timeout_s:g} s)") from None
+        except httpx.HTTPError as err:
+            raise BadBody(f"a body cut off ({type(err).__name__})") from None
+        return parse_completion(body, content_type)
+
     def _complete(
         self, purpose: CallPurpose, messages: Messages, schema_name: str, schema: dict[str, Any],
         calls: list[LlmCallRecord],
     ) -> tuple[str, LlmCallRecord]:
-        """One answer's text and its (not yet appended) record; failed calls go to `calls`."""
+        """One answer's text and its (not yet appended) record; failed calls go to `calls`.
+
+        A 200 whose body is not a chat completion counts against `max_retries` like a
+        transport error (the client's own retries cover those)."""
         prompt_hash = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
+        bad = 0
         while True:
             args: dict[str, Any] = {"model": self.spec.model, "messages": messages, "temperature": self.spec.temperature}
             if self._structured:
@@ -131,29 +178,40 @@ class LlmPlanner:
                                    structured=self._structured)
             start = time.perf_counter()
             try:
-                response = self.client.chat.completions.create(**args)
+                completion = self._fetch(args)
             except openai.BadRequestError as err:
                 record.latency_ms = (time.perf_counter() - start) * 1000
-                record.error = self._redact(f"HTTP 400: {err.message}")[:300]
+                record.error = self._redact(f"HTTP 400: {one_line(str(err.message))}")[:300]
                 calls.append(record)
                 if self._structured:  # the endpoint may not support json_schema: ask for plain JSON
                     self._structured = False
                     continue
-                raise PlannerUnavailable(f"planner: {self.base_url or 'endpoint'} rejected the request (HTTP 400)", calls) from None
+                raise PlannerUnavailable(f"planner: {self._where()} rejected the request (HTTP 400)", calls) from None
             except openai.OpenAIError as err:
                 record.latency_ms = (time.perf_counter() - start) * 1000
                 message = self._redact(self._unavailable(err))
                 record.error = message
                 calls.append(record)
                 raise PlannerUnavailable(message, calls) from None
+            except BadBody as err:
+                record.latency_ms = (time.perf_counter() - start) * 1000
+                record.error = self._redact(f"planner: {self._where()} answered HTTP 200 with {err}")[:400]
+                calls.append(record)
+                bad += 1
+                if bad > self.spec.max_retries:
+                    raise PlannerUnavailable(f"{record.error} ({bad} answers in a row)", calls) from None
+                time.sleep(min(0.25 * 2 ** (bad - 1), 4.0))
+                continue
+            except Exception as err:  # the endpoint is untrusted: never a traceback
+                record.latency_ms = (time.perf_counter() - start) * 1000
+                record.error = self._redact(f"planner: {type(err).__name__} calling {self._where()}")
+                calls.append(record)
+                raise PlannerUnavailable(record.error, calls) from None
             record.latency_ms = (time.perf_counter() - start) * 1000
-            if response.usage is not None:
-                record.prompt_tokens = response.usage.prompt_tokens or 0
-                record.completion_tokens = response.usage.completion_tokens or 0
-            choice = response.choices[0] if response.choices else None
-            content = (choice.message.content or "") if choice is not None else ""
+            record.prompt_tokens = completion.prompt_tokens
+            record.completion_tokens = completion.completion_tokens
             # redacted before anything reads it: a key echoed by the model is never recorded or run
-            return self._redact(content), record
+            return self._redact(completion.content), record
 
     def _answer(self, content: str, model: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
         try:
@@ -173,7 +231,7 @@ class LlmPlanner:
         calls: list[LlmCallRecord] = []
         for _ in range(self.spec.max_rejections + 1):
             messages = proposal_messages(ctx, self.knobs, rejections, self.spec.context_tokens)
-            content, record = self._complete("propose", messages, "proposal", PROPOSAL_SCHEMA, calls)
+            content, record = self._complete("propose", messages, "proposal", self.proposal_schema, calls)
             proposal, reason = self._answer(content, Proposal)
             if isinstance(proposal, Proposal):
                 hypothesis, problems = vet_proposal(proposal, ctx, self.knobs)
@@ -184,8 +242,9 @@ class LlmPlanner:
                     return ProposalOutcome(hypothesis=hypothesis, source="llm", proposal=proposal,
                                            rejections=rejections, calls=calls,
                                            needs_approval=hypothesis.patch is not None)
-            rejection = Rejection(reason=self._redact(reason or "rejected"), raw=self._redact(content)[:4000])
+            rejection = Rejection(reason=_cap(self._redact(reason or "rejected")), raw=self._redact(content)[:4000])
             record.rejection = rejection.reason
+            record.output_json = rejection.raw[:2000]  # what was refused, for the record (redacted)
             calls.append(record)
             rejections.append(rejection)
         return ProposalOutcome(source="llm", rejections=rejections, calls=calls, exhausted=True,

@@ -14,13 +14,16 @@ import json
 from collections.abc import Callable
 
 from campaign.domain.errors import UserError
+from campaign.domain.models import FailureClass
+from campaign.domain.records import ExperimentView
 from campaign.planner.base import PlannerContext
 from campaign.planner.schemas import ANALYSIS_MAX_WORDS, Rejection
 from campaign.playbook.schema import KnobSpace, KnobSpec
-from campaign.domain.records import ExperimentView
-from campaign.domain.models import FailureClass
 
 Messages = list[dict[str, str]]
+#: rejection feedback: the newest few answers and reasons, each cut short
+FEEDBACK_MAX = 3
+FEEDBACK_CHARS = 600
 
 PROPOSE_SYSTEM = (
     "You plan the next experiment of an inference-server optimization campaign. "
@@ -151,13 +154,22 @@ def proposal_messages(ctx: PlannerContext, knobs: KnobSpace, rejections: list[Re
             "Propose the next hypothesis as JSON.",
         ])
         messages = [{"role": "system", "content": PROPOSE_SYSTEM}, {"role": "user", "content": user}]
-        for r in rejections:
-            messages.append({"role": "assistant", "content": r.raw[:600]})
-            messages.append({"role": "user", "content": f"Rejected: {r.reason}. Propose a different, valid hypothesis."})
+        shown = [rejections[int(i)] for i in p["rejected"] if i.isdigit()]
+        if len(shown) < len(rejections):
+            messages.append({"role": "user", "content": f"{len(rejections) - len(shown)} earlier proposals were "
+                             "rejected too; do not repeat them."})
+        for r in shown:
+            messages.append({"role": "assistant", "content": r.raw[:FEEDBACK_CHARS]})
+            messages.append({"role": "user", "content": f"Rejected: {r.reason[:FEEDBACK_CHARS]}. "
+                             "Propose a different, valid hypothesis."})
         return messages
 
-    return _fit(render, _fact_parts(ctx), [("score", 8), ("queue", 8), ("dead", 8), ("changes", 2), ("figures", 4), ("score", 0),
-                 ("queue", 0), ("dead", 0), ("changes", 0), ("figures", 0)], budget)
+    parts = _fact_parts(ctx)
+    # the newest rejections only: a long run of long bad answers must not outgrow the budget
+    parts["rejected"] = [str(i) for i in range(len(rejections))][-FEEDBACK_MAX:]
+    return _fit(render, parts, [("rejected", 1), ("score", 8), ("queue", 8), ("dead", 8), ("changes", 2),
+                                ("figures", 4), ("score", 0), ("queue", 0), ("dead", 0), ("changes", 0),
+                                ("figures", 0)], budget)
 
 
 def analysis_messages(ctx: PlannerContext, experiment: ExperimentView, budget: int) -> Messages:

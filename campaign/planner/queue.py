@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from campaign.planner.base import AnalysisOutcome, PlannerContext, ProposalOutcome, TriageOutcome
 from campaign.domain.records import ExperimentView
+from campaign.planner.base import (
+    AnalysisOutcome,
+    PlannerContext,
+    ProposalOutcome,
+    TriageOutcome,
+)
 
 
 class QueuePlanner:
@@ -30,7 +35,7 @@ def propose_or_queue(planner: object, ctx: PlannerContext) -> ProposalOutcome:
     """Ask `planner`; when it gives up (exhausted), take the queue's next hypothesis,
     keeping the planner's calls and rejections for the record.  `PlannerUnavailable`
     is not caught: the CLI shows it as one line."""
-    outcome = planner.propose(ctx)  # type: ignore[attr-defined]
+    outcome: ProposalOutcome = planner.propose(ctx)  # type: ignore[attr-defined]
     if outcome.hypothesis is not None or not outcome.exhausted or isinstance(planner, QueuePlanner):
         return outcome
     fallback = QueuePlanner().propose(ctx)

@@ -9,13 +9,14 @@ the endpoint ignores `response_format`.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from campaign.domain.models import FailureClass
+from campaign.playbook.schema import KnobSpace
 
-Scalar = Union[str, int, float, bool, None]
+Scalar = str | int | float | bool | None
 CallPurpose = Literal["propose", "analyze", "triage"]
 ANALYSIS_MAX_WORDS = 120
 
@@ -86,7 +87,7 @@ class LlmCallRecord(BaseModel):
     completion_tokens: int = 0
     latency_ms: float = 0.0
     prompt_hash: str  # sha256 of the JSON-serialised messages
-    output_json: str | None = None  # the validated answer
+    output_json: str | None = None  # the validated answer, or the refused answer's (redacted) text
     rejection: str | None = None  # why the answer was refused
     error: str | None = None  # the call itself failed (endpoint, auth, timeout)
     structured: bool = True  # response_format json_schema was used
@@ -136,6 +137,39 @@ TRIAGE_SCHEMA: dict[str, Any] = {
     "required": ["failure_class"],
     "additionalProperties": False,
 }
+
+
+def _named(names: dict[str, Any], value_of: Any) -> dict[str, Any]:
+    """`[{"name", "value"}]` where each name is one declared knob with its own value schema."""
+    if not names:
+        return {**_pair_list(_SCALAR), "maxItems": 0}
+    return {
+        "type": "array",
+        "items": {"anyOf": [
+            {"type": "object", "properties": {"name": {"type": "string", "enum": [name]}, "value": value_of(spec)},
+             "required": ["name", "value"], "additionalProperties": False}
+            for name, spec in names.items()
+        ]},
+    }
+
+
+def proposal_schema(knobs: KnobSpace, allowed_flags: list[str] | None = None) -> dict[str, Any]:
+    """PROPOSAL_SCHEMA narrowed to the playbook's knob space: knob names as enums, numeric
+    bounds, choices, safe string values, no patch unless patches are allowed."""
+    from campaign.planner.knobs import HYPOTHESIS_NAME, value_schema
+
+    flags = {n: s for n, s in knobs.flags.items() if allowed_flags is None or n in allowed_flags}
+    unset = {"type": "array", "items": {"type": "string", "enum": sorted(flags)}} if flags else {
+        "type": "array", "items": {"type": "string"}, "maxItems": 0}
+    props = dict(PROPOSAL_SCHEMA["properties"])
+    props.update({
+        "name": {**props["name"], "pattern": HYPOTHESIS_NAME.pattern},
+        "flags": _named(flags, value_schema),
+        "env": _named(knobs.env, value_schema),
+        "unset_flags": unset,
+        "patch": props["patch"] if knobs.patches is not None else {"type": "null", "description": "patches are not allowed"},
+    })
+    return {**PROPOSAL_SCHEMA, "properties": props}
 
 
 def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:

@@ -10,15 +10,21 @@ effective change against the current baseline, whatever the name.
 
 from __future__ import annotations
 
-import hashlib
-
+from campaign.domain.models import EffectiveConfig
+from campaign.domain.records import ExperimentView
+from campaign.domain.source import normalized_patch_sha, patch_text
 from campaign.planner.base import PlannerContext
-from campaign.planner.knobs import _NUMBER, HYPOTHESIS_NAME, Scalar, check_settings, value_text
+from campaign.planner.knobs import (
+    _NUMBER,
+    HYPOTHESIS_NAME,
+    Scalar,
+    check_settings,
+    shown,
+    value_text,
+)
 from campaign.planner.patchcheck import patch_problems
 from campaign.planner.schemas import Proposal
 from campaign.playbook.schema import HypothesisSpec, KnobSpace
-from campaign.domain.records import ExperimentView
-from campaign.domain.models import EffectiveConfig
 
 Change = frozenset[tuple[str, str, str]]
 UNSET = "<unset>"
@@ -30,7 +36,9 @@ def _norm(value: Scalar) -> str:
 
 
 def patch_sha(patch: str) -> str:
-    return hashlib.sha256(patch.strip().encode()).hexdigest()
+    """Content identity of a patch (text or a playbook's patch file): the same
+    normalized diff is the same idea whatever the hypothesis or file is called."""
+    return normalized_patch_sha(patch_text(patch))
 
 
 def baseline_config(ctx: PlannerContext) -> EffectiveConfig:
@@ -64,9 +72,10 @@ def spec_change(h: HypothesisSpec, base: EffectiveConfig) -> Change:
 
 def experiment_change(e: ExperimentView) -> Change:
     """The change an experiment measured, from its recorded config diff."""
-    items = {(c.kind, c.key, UNSET if c.change == "removed" else _norm(c.after)) for c in e.config_diff}
-    if e.patch_sha:
-        items.add(("patch", "", e.patch_sha))
+    items: set[tuple[str, str, str]] = {(c.kind, c.key, UNSET if c.change == "removed" else _norm(c.after))
+                                         for c in e.config_diff}
+    if e.patch is not None and e.patch.content:
+        items.add(("patch", "", e.patch.content[-1]))
     return frozenset(items)
 
 
@@ -86,15 +95,15 @@ def history_problems(p: Proposal, change: Change, ctx: PlannerContext) -> list[s
     dead_names = {d.hypothesis for d in ctx.view.dead_ends}
     if p.revisit_of is not None and p.revisit_of not in reopened:
         state = "is not a recorded dead end" if p.revisit_of not in dead_names else "is a dead end that is not reopened"
-        return [f"revisit_of '{p.revisit_of}' {state}"]
+        return [f"revisit_of {shown(p.revisit_of)} {state}"]
     for dead in ctx.view.dead_ends:
         if dead.hypothesis in reopened:
             continue
         if p.name == dead.hypothesis or change in _changes_of(dead.hypothesis, ctx, base):
             revisit = ", ".join(dead.revisit_on) or "nothing recorded"
             return [
-                f"repeats dead end '{dead.hypothesis}' ({dead.reason}); it may be revisited only when "
-                f"one of these changes: {revisit}"
+                (f"repeats dead end '{dead.hypothesis}' ({dead.reason}); it may be revisited only when "
+                 f"one of these changes: {revisit}")
             ]
     if p.name in ctx.known_names() and p.name not in reopened:
         return [f"duplicate: the name '{p.name}' is already tried or queued"]

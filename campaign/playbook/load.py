@@ -77,6 +77,7 @@ def _model_for(loc: tuple[Any, ...], data: Any) -> type[BaseModel] | None:
             "review": pb.ReviewSpec, "budget": pb.BudgetSpec, "planner": pb.PlannerSpec, "knobs": pb.KnobSpace,
             "hypotheses": pb.HypothesisSpec, "workloads": pb.WorkloadConfig, "repeats": pb.RepeatsSpec,
             "latency_limit": pb.LatencyLimit, "correctness": pb.CorrectnessSpec, "patches": pb.PatchPolicy,
+            "source": pb.SourceSpec,
         }.get(name, ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None)
         if name == "node" and isinstance(cursor, dict):
             model = pb.NODE_SPECS.get(str(cursor.get("kind", "simulated")))
@@ -109,7 +110,9 @@ def _fix_for(err: dict[str, Any], loc: tuple[Any, ...], data: Any) -> str:
         return f"required field '{field}' is missing (fix: add it)"
     got = err.get("input")
     got_s = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
-    msg = err["msg"].replace("Value error, ", "")
+    msg = str(err["msg"]).replace("Value error, ", "")
+    if "(fix:" in msg:  # the validator already names the value and the fix
+        return msg
     return f"{msg}, got {got_s} (fix: {_hint(kind, err)})"
 
 
@@ -182,8 +185,9 @@ def _cross_check_lines(root: yaml.Node | None, data: dict[str, Any], source: str
             first.setdefault(name, line)
         if allowed is None:
             continue
-        flags = h.get("flags") if isinstance(h.get("flags"), dict) else {}
-        unset = h.get("unset_flags") if isinstance(h.get("unset_flags"), list) else []
+        raw_flags, raw_unset = h.get("flags"), h.get("unset_flags")
+        flags: dict[str, Any] = raw_flags if isinstance(raw_flags, dict) else {}
+        unset: list[Any] = raw_unset if isinstance(raw_unset, list) else []
         for where, flag, loc in [("flags", f, (i, "flags", f)) for f in flags] + \
                                 [("unset_flags", f, (i, "unset_flags", k)) for k, f in enumerate(unset)]:
             if str(flag) in allowed:
@@ -266,11 +270,37 @@ def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
             loc = tuple(p for p in loc if p not in ("simulated", "local", "ssh", "slurm") or loc.index(p) != 1)
             node = _key_node(root, loc) if err["type"] == "extra_forbidden" else _node_at(root, loc)
             line = (node.start_mark.line + 1) if node is not None else 1
-            found.append((err["type"], loc, f"{source}:{line}: {_fmt_loc(loc)}: {_fix_for(err, loc, data)}"))
+            found.append((err["type"], loc, f"{source}:{line}: {_fmt_loc(loc)}: {_fix_for(dict(err), loc, data)}"))
         raise _problems(*cross, *[ln for kind, loc, ln in found if not _misspelled(kind, loc, found)]) from None
     if cross:
         raise _problems(*cross)
+    source_lines = _source_lines(root, pb, source)
+    if source_lines:
+        raise _problems(*source_lines)
     return pb
+
+
+def _source_lines(root: yaml.Node | None, pb: Playbook, source: str) -> list[str]:
+    """A patch needs a source tree to be applied to, and a source tree is only used when
+    the command runs from `{source}`: either gap would measure unpatched code under a
+    patch's name."""
+    lines = []
+    uses = "{source}" in (pb.server.command or "")
+    server_node = _node_at(root, ("server",))
+    server_line = server_node.start_mark.line + 1 if server_node is not None else 1
+    if pb.server.source is None:
+        for i, h in enumerate(pb.hypotheses):
+            if h.patch:
+                lines.append(f"{source}:{_line((i, 'patch'), root)}: hypotheses[{i}].patch: a patch needs "
+                             "server.source (fix: add server: {source: {repo: PATH, ref: BRANCH}} and run the "
+                             "command from {source})")
+        if uses:
+            lines.append(f"{source}:{server_line}: server.command: uses {{source}} but server.source is not set "
+                         "(fix: add server.source: {repo: PATH, ref: BRANCH})")
+    elif not uses:
+        lines.append(f"{source}:{server_line}: server.command: does not use {{source}}, so the server would not "
+                     "run from the patched tree (fix: start it from {source}, e.g. env PYTHONPATH={source} ...)")
+    return lines
 
 
 def load_playbook(path: str | Path) -> Playbook:
@@ -281,14 +311,38 @@ def load_playbook(path: str | Path) -> Playbook:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PlaybookError(f"{p}: cannot read: {exc.__class__.__name__} (fix: check permissions and encoding)") from None
-    pb = parse_playbook_text(text, str(p))
     base = p.parent
-    for h in pb.hypotheses:
-        if h.patch and not (Path(h.patch).is_file() or (base / h.patch).is_file()):
-            line = _line_of(text, f"patch: {h.patch}")
-            raise PlaybookError(f"{p}:{line}: hypotheses.{h.name}.patch: patch file '{h.patch}' not found "
+    _check_patch_files(text, p)  # first: a missing file is the more specific problem
+    pb = parse_playbook_text(text, str(p))
+    # a patch found next to the playbook is read from there at launch time
+    hyps = [h.model_copy(update={"patch": str(base / h.patch)})
+            if h.patch and not Path(h.patch).is_file() else h for h in pb.hypotheses]
+    return pb.model_copy(update={"hypotheses": hyps})
+
+
+def _check_patch_files(text: str, p: Path) -> None:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return  # parse_playbook_text says why
+    from campaign.domain.source import normalized_patch_sha
+
+    hyps = data.get("hypotheses") if isinstance(data, dict) else None
+    seen: dict[str, str] = {}
+    for h in hyps if isinstance(hyps, list) else []:
+        patch = h.get("patch") if isinstance(h, dict) else None
+        if not (isinstance(patch, str) and patch):
+            continue
+        found = next((f for f in (Path(patch), p.parent / patch) if f.is_file()), None)
+        line = _line_of(text, f"patch: {patch}")
+        if found is None:
+            raise PlaybookError(f"{p}:{line}: hypotheses.{h.get('name')}.patch: patch file '{patch}' not found "
                                 "(fix: give a path relative to the working directory or the playbook)")
-    return pb
+        key = normalized_patch_sha(found.read_text(encoding="utf-8", errors="replace"))
+        if key in seen:  # the same change under another name would be measured twice
+            raise PlaybookError(f"{p}:{line}: hypotheses.{h.get('name')}.patch: the same diff as hypothesis "
+                                f"'{seen[key]}' (fix: remove one of them)")
+        seen[key] = str(h.get("name"))
 
 
 def _line_of(text: str, needle: str) -> int:

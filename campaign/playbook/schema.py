@@ -7,13 +7,14 @@ suggestion (see `campaign.playbook.load`), never a silently ignored setting.
 from __future__ import annotations
 
 import re
-from typing import Annotated, ClassVar, Literal, Union
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from campaign.domain.models import WorkloadSpec
+from campaign.domain.source import PatchRules, Unsafe
 
-Scalar = Union[str, int, float, bool, None]
+Scalar = str | int | float | bool | None
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
@@ -118,7 +119,7 @@ class SlurmNodeSpec(_NodeSpecBase):
 
 
 NodeSpec = Annotated[
-    Union[SimulatedNodeSpec, LocalNodeSpec, SshNodeSpec, SlurmNodeSpec], Field(discriminator="kind")
+    SimulatedNodeSpec | LocalNodeSpec | SshNodeSpec | SlurmNodeSpec, Field(discriminator="kind")
 ]
 
 #: kind -> spec class (the discriminated union above, as a lookup for error messages)
@@ -128,16 +129,51 @@ NODE_SPECS: dict[str, type[_NodeSpecBase]] = {
 
 
 # ------------------------------------------------------------------------- server
-class ServerSpec(_Strict):
-    """How to launch the engine.  `command` is a template: {python} {port} {model}
-    {host} {flags} are filled in; flags are rendered `--name value` (True -> `--name`)."""
+class SourceSpec(_Strict):
+    """The engine's git checkout on the node.  Every launch runs from a worktree of
+    `ref` (patched ones from a commit of their patches); the checkout is only read."""
 
-    engine: Literal["simulated", "sglang", "vllm"] = "simulated"
-    command: str = "{python} -m tools.simnode --host {host} --port {port} {flags}"
+    repo: str
+    ref: str = "HEAD"
+    allowed_paths: list[str] | None = None  # where patches may write; None: anywhere in the repo
+    allow: list[Unsafe] = Field(default_factory=list)  # symlink, executable, submodule, git_paths, binary
+
+    def rules(self) -> PatchRules:
+        return PatchRules(allowed_paths=self.allowed_paths, allow=list(self.allow))
+
+
+class ServerSpec(_Strict):
+    """How to launch the engine.  The engine's profile (`tools/engines/`) knows its launch
+    command, environment defaults, health path and start-up time; set `command`,
+    `health` or `startup_timeout_s` only to override it.  `command` is a template:
+    {python} {port} {model} {host} {flags} are filled in; flags are rendered
+    `--name value` (True -> `--name`).  `python` is the engine's interpreter (say, its
+    own venv); default: the node's python."""
+
+    engine: str = "simulated"  # a profile name in tools/engines (checked where adapters are picked)
+    command: str | None = None
+    python: str | None = None
     model: str = "simulated-glm"
-    health: str = "/health"
-    startup_timeout_s: float = Field(default=900, gt=0)
+    health: str | None = None
+    startup_timeout_s: float | None = Field(default=None, gt=0)
     allowed_flags: list[str] | None = None  # None: any flag; else hypotheses may only set these
+    source: SourceSpec | None = None  # the engine's source: launches run from `{source}`
+
+    #: variables the server inherits from the node's environment (names or PREFIX*);
+    #: None: campaign.domain.server_env.DEFAULT_BASE_ENV plus the engine's own variables.
+    #: Nothing else reaches it but the config's env (secrets only as ${NAME} references).
+    base_env: list[str] | None = None
+
+    @field_validator("base_env")
+    @classmethod
+    def _base_env_ok(cls, v: list[str] | None) -> list[str] | None:
+        from campaign.domain.server_env import entry_problem
+
+        for entry in v or []:
+            problem = entry_problem(entry)
+            if problem:
+                raise ValueError(problem)
+        return v
 
 
 def _env_values_to_str(v: object) -> object:
@@ -207,7 +243,8 @@ class ReviewSpec(_Strict):
 
 class BudgetSpec(_Strict):
     max_experiments: int = Field(default=50, ge=1)
-    max_hours: float = Field(default=48, gt=0)
+    max_hours: float = Field(default=48, gt=0)  # node time; a Slurm queue wait is not node time
+    max_queue_hours: float | None = Field(default=None, gt=0)  # time waiting for an allocation
     stop_after_dead_ends: int | None = Field(default=None, ge=1)
     max_infra_retries: int = Field(default=2, ge=0)
 
@@ -225,6 +262,7 @@ class KnobSpec(_Strict):
 class PatchPolicy(_Strict):
     repo: str
     allowed_paths: list[str] = Field(default_factory=list)
+    allow: list[Unsafe] = Field(default_factory=list)  # symlink, executable, submodule, git_paths, binary
 
 
 class KnobSpace(_Strict):
@@ -255,6 +293,7 @@ class HypothesisSpec(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     unset_flags: list[str] = Field(default_factory=list)
     patch: str | None = None
+    stack_patches: list[str] = Field(default_factory=list)  # set by the stack check: wins' patches, in order
     declares: list[str] | None = None  # settings under test; default: every key changed
     adopt_if_win: bool = False
     revisit_on: list[str] = Field(default_factory=list)  # fingerprint components

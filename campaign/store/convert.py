@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from campaign.playbook.schema import HypothesisSpec
+from campaign.domain.models import EffectiveConfig, Failure, Fingerprint
 from campaign.domain.records import Verdict
+from campaign.playbook.schema import HypothesisSpec
 from campaign.store.models import (
     CampaignRecord,
     CampaignRow,
@@ -26,9 +27,10 @@ from campaign.store.models import (
     ReviewRecord,
     ReviewRow,
     RunRecord,
-    RunRow,
+    RunSideRow,
+    VerdictRow,
 )
-from campaign.domain.models import EffectiveConfig, Failure, Fingerprint, LevelResult
+from campaign.store.pack import unpack_levels, unpack_text
 
 
 def canonical(value: BaseModel | dict[str, Any] | list[Any] | None) -> str:
@@ -50,7 +52,7 @@ def campaign_record(row: CampaignRow) -> CampaignRecord:
         playbook_path=row.playbook_path,
         playbook=json.loads(row.playbook_json or "{}"),
         overrides=json.loads(row.overrides_json or "{}"),
-        status=row.status,  # type: ignore[arg-type]
+        status=row.status,
         halt_reason=row.halt_reason,
         baseline_experiment_id=row.baseline_experiment_id,
         description=row.description,
@@ -65,9 +67,9 @@ def hypothesis_record(row: HypothesisRow) -> HypothesisRecord:
     return HypothesisRecord(
         campaign_id=row.campaign_id,
         name=row.name,
-        source=row.source,  # type: ignore[arg-type]
+        source=row.source,
         spec=HypothesisSpec.model_validate_json(row.spec_json),
-        status=row.status,  # type: ignore[arg-type]
+        status=row.status,
         position=row.position,
         reopen_count=row.reopen_count,
         rejection_reason=row.rejection_reason,
@@ -80,12 +82,12 @@ def experiment_record(row: ExperimentRow) -> ExperimentRecord:
         campaign_id=row.campaign_id,
         hypothesis=row.hypothesis,
         attempt=row.attempt,
-        role=row.role,  # type: ignore[arg-type]
+        role=row.role,
         node=row.node,
         config=EffectiveConfig.model_validate_json(row.config_json),
         command=row.command,
         fingerprint_id=row.fingerprint_id,
-        status=row.status,  # type: ignore[arg-type]
+        status=row.status,
         patch_sha=row.patch_sha,
         failure=Failure.model_validate_json(row.failure_json) if row.failure_json else None,
         baseline_ref=row.baseline_ref,
@@ -97,18 +99,19 @@ def experiment_record(row: ExperimentRow) -> ExperimentRecord:
     )
 
 
-def run_record(row: RunRow) -> RunRecord:
-    return RunRecord(
-        experiment_id=row.experiment_id,
-        side=row.side,  # type: ignore[arg-type]
-        repeat=row.repeat,
-        workload=row.workload,
-        concurrency=row.concurrency,
-        result=LevelResult.model_validate_json(row.metrics_json),
-        prompt_set_hash=row.prompt_set_hash,
-        node=row.node,
-        recorded_at=row.recorded_at,
-    )
+def run_records(row: RunSideRow) -> list[RunRecord]:
+    """The levels of one packed side/round, as one record per level."""
+    return [
+        RunRecord(experiment_id=row.experiment_id, side=row.side, repeat=row.repeat,
+                  workload=workload, concurrency=result.concurrency, result=result,
+                  prompt_set_hash=prompt_hash, node=row.node, recorded_at=row.recorded_at)
+        for workload, result, prompt_hash in unpack_levels(row.levels)
+    ]
+
+
+def run_order(r: RunRecord) -> tuple[str, int, str, int]:
+    """The order runs are handed out in: workload, concurrency, side, repeat."""
+    return (r.workload, r.concurrency, r.side, r.repeat)
 
 
 def review_record(row: ReviewRow) -> ReviewRecord:
@@ -118,7 +121,7 @@ def review_record(row: ReviewRow) -> ReviewRecord:
         key=row.key,
         reason=row.reason,
         requested_at=row.requested_at,
-        decision=row.decision,  # type: ignore[arg-type]
+        decision=row.decision,
         note=row.note,
         added_hypotheses=[HypothesisSpec.model_validate(h) for h in json.loads(row.added_hypotheses_json)],
         overrides=json.loads(row.overrides_json or "{}"),
@@ -132,3 +135,8 @@ def event_record(row: EventRow) -> EventRecord:
 
 def verdict_of(detail_json: str) -> Verdict:
     return Verdict.model_validate_json(detail_json)
+
+
+def verdict_detail(row: VerdictRow) -> str:
+    """The verdict's canonical JSON, plain or compressed."""
+    return unpack_text(row.detail_json, row.detail_z)

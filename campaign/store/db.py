@@ -22,6 +22,8 @@ from sqlmodel import Session, create_engine
 from campaign.domain.errors import UserError
 from campaign.store.models import SCHEMA_VERSION, TABLES, MetaRow
 
+MIGRATABLE = frozenset({"1"})  # versions campaign.store.migrate brings up to date
+
 BUSY_TIMEOUT_MS = 10_000
 _BEGIN_OPTION = "campaign_sqlite_begin"
 
@@ -48,6 +50,7 @@ def open_engine(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine
         dbapi_conn.isolation_level = None  # BEGIN is emitted by _on_begin
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cur.execute("PRAGMA page_size=16384")  # a new file only: packed rows of a few KB share pages
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
@@ -78,8 +81,9 @@ def _schema_version(session: Session) -> str | None:
 
 
 def _ensure_schema(engine: Engine, path: Path) -> None:
-    """Create the tables in a new file; refuse a file written by another schema version.
-    An existing database is only read here, so opening never waits for a busy writer."""
+    """Create the tables in a new file, migrate an older one (campaign.store.migrate), refuse
+    any other version.  A current database is only read here, so opening never waits for a
+    busy writer."""
     with read_session(engine) as session:
         found = _schema_version(session)
     if found is None:
@@ -90,6 +94,14 @@ def _ensure_schema(engine: Engine, path: Path) -> None:
                 for model in TABLES:
                     model.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
                 session.add(MetaRow(key="schema_version", value=str(SCHEMA_VERSION)))
+                return
+    if found != str(SCHEMA_VERSION) and found in MIGRATABLE:
+        from campaign.store.migrate import migrate
+
+        with write_session(engine) as session:
+            found = _schema_version(session)  # another process may have migrated it meanwhile
+            if found in MIGRATABLE:
+                migrate(session, found)
                 return
     if found != str(SCHEMA_VERSION):
         raise UserError(
@@ -102,14 +114,12 @@ def _ensure_schema(engine: Engine, path: Path) -> None:
 def write_session(engine: Engine) -> Iterator[Session]:
     """A short write transaction (BEGIN IMMEDIATE), committed on success."""
     bind = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
-    with Session(bind, expire_on_commit=False) as session:
-        with session.begin():
-            yield session
+    with Session(bind, expire_on_commit=False) as session, session.begin():
+        yield session
 
 
 @contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
     """A read snapshot: sees one consistent state, never blocks the writer (WAL)."""
-    with Session(engine, expire_on_commit=False) as session:
-        with session.begin():
-            yield session
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        yield session

@@ -14,8 +14,9 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from campaign.domain.models import EffectiveConfig, Failure, LevelResult
 from campaign.domain.records import LevelSamples, Verdict
-from campaign.store.convert import canonical, experiment_record, run_record, verdict_of
+from campaign.store.convert import canonical, experiment_record, run_order, run_records, verdict_detail, verdict_of
 from campaign.store.db import read_session, write_session
 from campaign.store.models import (
     ArtifactKind,
@@ -25,12 +26,12 @@ from campaign.store.models import (
     ExperimentRow,
     ExperimentStatus,
     RunRecord,
-    RunRow,
     RunSide,
+    RunSideRow,
     VerdictRow,
 )
 from campaign.store.ops import ImmutableRecordError, require_campaign, require_experiment
-from campaign.domain.models import EffectiveConfig, Failure, LevelResult
+from campaign.store.pack import pack_levels, pack_text, unpack_levels, unpack_text
 
 _TERMINAL = ("finished", "failed", "stale")
 
@@ -192,24 +193,20 @@ class ExperimentsMixin:
         metrics = canonical(result)
         with write_session(self._engine) as s:
             exp = require_experiment(s, experiment_id)
-            found = s.exec(
-                select(RunRow).where(
-                    RunRow.experiment_id == experiment_id, RunRow.side == side, RunRow.repeat == repeat,
-                    RunRow.workload == workload, RunRow.concurrency == result.concurrency,
-                )  # fmt: skip
-            ).first()
-            if found is not None and (found.metrics_json == metrics or exp.status == "running"):
+            row = s.get(RunSideRow, (experiment_id, side, repeat))
+            levels = unpack_levels(row.levels) if row is not None else []
+            found = next((r for w, r, _ in levels if w == workload and r.concurrency == result.concurrency), None)
+            if found is not None and (canonical(found) == metrics or exp.status == "running"):
                 return False
             if exp.status in _TERMINAL:
                 raise ImmutableRecordError(f"experiment {experiment_id} is {exp.status}: cannot record a new run")
-            s.add(
-                RunRow(
-                    experiment_id=experiment_id, side=side, repeat=repeat, workload=workload,
-                    concurrency=result.concurrency, metrics_json=metrics,
-                    output_tokens_per_s=result.output_tokens_per_s, prompt_set_hash=prompt_set_hash,
-                    node=node, recorded_at=time.time(),
-                )  # fmt: skip
-            )
+            levels.append((workload, result, prompt_set_hash))
+            if row is None:
+                row = RunSideRow(experiment_id=experiment_id, side=side, repeat=repeat, levels=pack_levels(levels),
+                                 node=node, recorded_at=time.time())
+            else:
+                row.levels = pack_levels(levels)
+            s.add(row)
             return True
 
     def record_side(self, experiment_id: str, side: RunSide, repeat: int,
@@ -220,24 +217,18 @@ class ExperimentsMixin:
         _check_choice(side, get_args(RunSide), "side")
         with write_session(self._engine) as s:
             exp = require_experiment(s, experiment_id)
-            found = s.exec(select(RunRow).where(RunRow.experiment_id == experiment_id, RunRow.side == side,
-                                                RunRow.repeat == repeat)).first()
-            if found is not None:
+            if s.get(RunSideRow, (experiment_id, side, repeat)) is not None:
                 return False
             if exp.status in _TERMINAL:
                 raise ImmutableRecordError(f"experiment {experiment_id} is {exp.status}: cannot record a new run")
-            now = time.time()
-            for workload, result, prompt_hash in levels:
-                s.add(RunRow(experiment_id=experiment_id, side=side, repeat=repeat, workload=workload,
-                             concurrency=result.concurrency, metrics_json=canonical(result),
-                             output_tokens_per_s=result.output_tokens_per_s, prompt_set_hash=prompt_hash,
-                             node=node, recorded_at=now))
+            if levels:
+                s.add(RunSideRow(experiment_id=experiment_id, side=side, repeat=repeat, levels=pack_levels(levels),
+                                 node=node, recorded_at=time.time()))
             return True
 
     def has_side(self, experiment_id: str, side: RunSide, repeat: int) -> bool:
         with read_session(self._engine) as s:
-            return s.exec(select(RunRow).where(RunRow.experiment_id == experiment_id, RunRow.side == side,
-                                               RunRow.repeat == repeat)).first() is not None
+            return s.get(RunSideRow, (experiment_id, side, repeat)) is not None
 
     def runs_for(self, experiment_id: str, side: RunSide | None = None) -> list[RunRecord]:
         """Ordered by workload, concurrency, side, repeat."""
@@ -246,11 +237,10 @@ class ExperimentsMixin:
 
     @staticmethod
     def _runs_in(s: Session, experiment_id: str, side: str | None = None) -> list[RunRecord]:
-        q = select(RunRow).where(RunRow.experiment_id == experiment_id)
+        q = select(RunSideRow).where(RunSideRow.experiment_id == experiment_id)
         if side is not None:
-            q = q.where(RunRow.side == side)
-        order = (col(RunRow.workload), col(RunRow.concurrency), col(RunRow.side), col(RunRow.repeat))
-        return [run_record(r) for r in s.exec(q.order_by(*order))]
+            q = q.where(RunSideRow.side == side)
+        return sorted((r for row in s.exec(q) for r in run_records(row)), key=run_order)
 
     def level_samples(self, experiment_id: str) -> list[LevelSamples]:
         """The verdict's input, per (workload, concurrency).  Candidate repeats are this
@@ -279,7 +269,7 @@ class ExperimentsMixin:
             exp = require_experiment(s, experiment_id)
             row = s.get(VerdictRow, experiment_id)
             if row is not None:
-                if row.detail_json == detail:
+                if verdict_detail(row) == detail:
                     return False
                 raise ImmutableRecordError(f"experiment {experiment_id} already has a {row.kind} verdict")
             if exp.status == "stale":
@@ -288,7 +278,7 @@ class ExperimentsMixin:
                 VerdictRow(
                     experiment_id=experiment_id, kind=verdict.kind, reason=verdict.reason,
                     failure_class=verdict.failure_class.value if verdict.failure_class else None,
-                    detail_json=detail, recorded_at=time.time(),
+                    detail_json="" if (z := pack_text(detail)) else detail, detail_z=z, recorded_at=time.time(),
                 )  # fmt: skip
             )
             return True
@@ -296,7 +286,7 @@ class ExperimentsMixin:
     def get_verdict(self, experiment_id: str) -> Verdict | None:
         with read_session(self._engine) as s:
             row = s.get(VerdictRow, experiment_id)
-            return verdict_of(row.detail_json) if row else None
+            return verdict_of(verdict_detail(row)) if row else None
 
     # ---------------------------------------------------------------- artifacts
     def record_artifact(self, experiment_id: str, kind: ArtifactKind, content: str, *, seq: int = 0) -> bool:
@@ -306,24 +296,26 @@ class ExperimentsMixin:
         with write_session(self._engine) as s:
             exp = require_experiment(s, experiment_id)
             row = s.get(ArtifactRow, (experiment_id, kind, seq))
+            packed = pack_text(content)
             if row is not None:
-                if row.content == content:
+                if unpack_text(row.content, row.content_z) == content:
                     return False
                 if exp.status in _TERMINAL:
                     raise ImmutableRecordError(f"experiment {experiment_id} is {exp.status}: artifact {kind}#{seq} is final")
-                row.content = content
+                row.content, row.content_z = ("" if packed else content), packed
             else:
-                row = ArtifactRow(experiment_id=experiment_id, kind=kind, seq=seq, content=content, created_at=time.time())
+                row = ArtifactRow(experiment_id=experiment_id, kind=kind, seq=seq, content="" if packed else content,
+                                  content_z=packed, created_at=time.time())
             s.add(row)
             return True
 
     def get_artifact(self, experiment_id: str, kind: ArtifactKind, seq: int = 0) -> str | None:
         with read_session(self._engine) as s:
             row = s.get(ArtifactRow, (experiment_id, kind, seq))
-            return row.content if row else None
+            return unpack_text(row.content, row.content_z) if row else None
 
     def list_artifacts(self, experiment_id: str) -> list[tuple[str, int, str]]:
         """(kind, seq, content) in kind, seq order."""
         with read_session(self._engine) as s:
             q = select(ArtifactRow).where(ArtifactRow.experiment_id == experiment_id)
-            return [(r.kind, r.seq, r.content) for r in s.exec(q.order_by(col(ArtifactRow.kind), col(ArtifactRow.seq)))]
+            return [(r.kind, r.seq, unpack_text(r.content, r.content_z)) for r in s.exec(q.order_by(col(ArtifactRow.kind), col(ArtifactRow.seq)))]

@@ -20,10 +20,11 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from campaign.store import lock as store_lock
 from campaign.domain.errors import UserError
-from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.domain.models import Fingerprint
 from campaign.domain.records import CampaignStatus, CampaignView, DeadEnd
+from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.store import lock as store_lock
 from campaign.store.convert import campaign_record, canonical, fingerprint_id, hypothesis_record
 from campaign.store.db import BUSY_TIMEOUT_MS, open_engine, read_session, write_session
 from campaign.store.experiments import ExperimentsMixin
@@ -41,9 +42,8 @@ from campaign.store.ops import ImmutableRecordError, require_campaign, unknown_c
 from campaign.store.reviews import ReviewLogMixin
 from campaign.store.snapshot import read_snapshot
 from campaign.store.view import ENVIRONMENT_EVENT, CampaignSnapshot, build_view, dead_ends, show_json
-from campaign.domain.models import Fingerprint
 
-__all__ = ["BASELINE_HYPOTHESIS", "ImmutableRecordError", "Store", "UNSET", "fingerprint_id"]
+__all__ = ["BASELINE_HYPOTHESIS", "UNSET", "ImmutableRecordError", "Store", "fingerprint_id"]
 
 
 class _Unset:
@@ -225,7 +225,8 @@ class Store(ExperimentsMixin, ReviewLogMixin):
     @staticmethod
     def _latest_fingerprint_row(s: Any, campaign_id: str) -> FingerprintRow | None:
         q = select(FingerprintRow).where(FingerprintRow.campaign_id == campaign_id)
-        return s.exec(q.order_by(col(FingerprintRow.seq).desc())).first()
+        row: FingerprintRow | None = s.exec(q.order_by(col(FingerprintRow.seq).desc())).first()
+        return row
 
     def latest_fingerprint(self, campaign_id: str) -> Fingerprint | None:
         with read_session(self._engine) as s:
@@ -247,13 +248,33 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         """Dead-end verdicts with revisit_on, environment at the time and `reopened`."""
         return dead_ends(self.snapshot(campaign_id))
 
-    def view(self, campaign_id: str) -> CampaignView:
-        """Everything the journal renders, from one consistent read."""
-        return build_view(self.snapshot(campaign_id))
+    def view(self, campaign_id: str, *, detail: set[str] | None = None) -> CampaignView:
+        """Everything the journal renders, from one consistent read.  With `detail`, only
+        those experiments carry their measured rows (the others: verdict only), for an
+        incremental journal update that re-renders just what changed."""
+        with read_session(self._engine) as s:
+            return build_view(read_snapshot(s, campaign_id, detail))
+
+    def experiment_digests(self, campaign_id: str) -> dict[str, str]:
+        """Candidate experiment id -> a digest of every record its journal section shows,
+        in start order: one indexed query, no run or verdict is decoded."""
+        from campaign.store.digests import experiment_digests
+
+        with read_session(self._engine) as s:
+            require_campaign(s, campaign_id)
+            return experiment_digests(s, campaign_id)
 
     def show_json(self, campaign_id: str) -> dict[str, Any]:
         """The `campaign show --json` document."""
         return show_json(self.view(campaign_id))
+
+    def show_json_text(self, campaign_id: str) -> Iterator[str]:
+        """The same document as indented JSON text, streamed experiment by experiment
+        from one read transaction (campaign.store.show)."""
+        from campaign.store.show import show_json_chunks
+
+        with read_session(self._engine) as s:
+            yield from show_json_chunks(s, campaign_id)
 
     # ----------------------------------------------------------------- run lock
     def acquire_run_lock(self, campaign_id: str, owner: str, *, force: bool = False) -> None:

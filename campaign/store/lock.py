@@ -15,9 +15,9 @@ import time
 from sqlalchemy.engine import Engine
 
 from campaign.domain.errors import CampaignLocked
+from campaign.domain.procstat import start_ticks
 from campaign.store.db import read_session, write_session
 from campaign.store.models import RunLockRow
-from campaign.domain.procstat import start_ticks
 
 
 def pid_alive(pid: int, started: str = "") -> bool:

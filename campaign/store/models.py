@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field as PField
-from sqlalchemy import Column, Text, UniqueConstraint
+from pydantic import BaseModel
+from pydantic import Field as PField
+from sqlalchemy import Column, Index, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from campaign.playbook.schema import HypothesisSpec, Playbook
-from campaign.domain.records import CampaignStatus
 from campaign.domain.models import EffectiveConfig, Failure, LevelResult
+from campaign.domain.records import CampaignStatus
+from campaign.playbook.schema import HypothesisSpec, Playbook
 
-#: bump when a table changes; a database with another version is refused on open.
-SCHEMA_VERSION = 1
+#: bump when a table changes; an older database is migrated on open (campaign.store.migrate),
+#: one with another version is refused.  2: runs packed per side and round, long text compressed.
+SCHEMA_VERSION = 2
 
 HypothesisSource = Literal["playbook", "llm", "review", "reopened"]
 HypothesisStatus = Literal["queued", "running", "done", "rejected"]
@@ -27,7 +29,8 @@ ExperimentStatus = Literal["running", "finished", "failed", "stale"]
 RunSide = Literal["baseline", "candidate"]
 ArtifactKind = Literal[
     "log_excerpt", "command", "config_diff", "patch", "analysis", "correctness",
-    "outputs", "reported_config", "failure", "node_seconds", "drift", "server_stats", "stop_reason",
+    "outputs", "reported_config", "failure", "node_seconds", "queue_seconds", "drift", "server_stats",
+    "stop_reason",
 ]
 ReviewDecision = Literal["approve", "reject"]
 BASELINE_HYPOTHESIS = "baseline"  # the `hypothesis` of every baseline measurement
@@ -63,6 +66,7 @@ class CampaignRow(SQLModel, table=True):
 
 class HypothesisRow(SQLModel, table=True):
     __tablename__ = "hypotheses"
+    __table_args__ = (Index("ix_hypotheses_queue", "campaign_id", "status", "position"),)
     campaign_id: str = Field(primary_key=True, foreign_key="campaigns.id")
     name: str = Field(primary_key=True)
     source: str = "playbook"
@@ -77,9 +81,13 @@ class HypothesisRow(SQLModel, table=True):
 
 class ExperimentRow(SQLModel, table=True):
     __tablename__ = "experiments"
-    __table_args__ = (UniqueConstraint("campaign_id", "hypothesis", "attempt"),)
+    __table_args__ = (
+        UniqueConstraint("campaign_id", "hypothesis", "attempt"),
+        Index("ix_experiments_order", "campaign_id", "started_at", "id"),  # snapshot, list_experiments
+        Index("ix_experiments_status", "campaign_id", "status"),  # mark_stale_experiments
+    )
     id: str = Field(primary_key=True)
-    campaign_id: str = Field(index=True, foreign_key="campaigns.id")
+    campaign_id: str = Field(foreign_key="campaigns.id")
     hypothesis: str
     attempt: int = 1
     role: str = "candidate"
@@ -98,18 +106,15 @@ class ExperimentRow(SQLModel, table=True):
     adopted: bool = False
 
 
-class RunRow(SQLModel, table=True):
-    __tablename__ = "runs"
-    __table_args__ = (UniqueConstraint("experiment_id", "side", "repeat", "workload", "concurrency"),)
-    id: int | None = Field(default=None, primary_key=True)
-    experiment_id: str = Field(index=True, foreign_key="experiments.id")
-    side: str
-    repeat: int
-    workload: str
-    concurrency: int
-    metrics_json: str = _text()
-    output_tokens_per_s: float = 0.0  # copied out of metrics_json for plain SQL queries
-    prompt_set_hash: str = ""
+class RunSideRow(SQLModel, table=True):
+    """Every level of one side of one round, packed (campaign.store.pack): written in
+    one transaction, read as a whole."""
+
+    __tablename__ = "run_sides"
+    experiment_id: str = Field(primary_key=True, foreign_key="experiments.id")
+    side: str = Field(primary_key=True)
+    repeat: int = Field(primary_key=True)
+    levels: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     node: str = ""
     recorded_at: float
 
@@ -120,7 +125,8 @@ class VerdictRow(SQLModel, table=True):
     kind: str
     reason: str = ""
     failure_class: str | None = None
-    detail_json: str = _text()
+    detail_json: str = _text()  # plain when short, else "" and compressed in detail_z
+    detail_z: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     recorded_at: float
 
 
@@ -135,10 +141,12 @@ class FingerprintRow(SQLModel, table=True):
 
 class ArtifactRow(SQLModel, table=True):
     __tablename__ = "artifacts"
+    __table_args__ = {"sqlite_with_rowid": False}  # the key is the row: no second copy in an index
     experiment_id: str = Field(primary_key=True, foreign_key="experiments.id")
     kind: str = Field(primary_key=True)
     seq: int = Field(default=0, primary_key=True)
-    content: str = _text()
+    content: str = _text()  # plain when short, else "" and compressed in content_z
+    content_z: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     created_at: float
 
 
@@ -196,7 +204,7 @@ class RunLockRow(SQLModel, table=True):
 
 
 TABLES = [
-    MetaRow, CampaignRow, HypothesisRow, ExperimentRow, RunRow, VerdictRow,
+    MetaRow, CampaignRow, HypothesisRow, ExperimentRow, RunSideRow, VerdictRow,
     FingerprintRow, ArtifactRow, ReviewRow, LlmCallRow, EventRow, RunLockRow,
 ]  # fmt: skip
 

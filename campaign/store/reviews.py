@@ -17,11 +17,12 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from campaign.domain.errors import UserError
+from campaign.domain.records import CALL_FAILED, PlannerCall
 from campaign.playbook.schema import HypothesisSpec
 from campaign.store.convert import canonical, event_record, review_record
 from campaign.store.db import read_session, write_session
-from campaign.store.ops import require_campaign, upsert_hypothesis_in
 from campaign.store.models import EventRecord, EventRow, LlmCallRow, ReviewDecision, ReviewRecord, ReviewRow
+from campaign.store.ops import require_campaign, upsert_hypothesis_in
 
 
 class ReviewLogMixin:
@@ -142,7 +143,7 @@ class ReviewLogMixin:
     @staticmethod
     def _planner_cost_in(s: Session, campaign_id: str) -> dict[str, float]:
         calls, prompt, completion, ms, rejected = s.exec(
-            select(
+            select(  # type: ignore[call-overload]  # sqlmodel's select() overloads stop at 4 columns
                 func.count(col(LlmCallRow.id)),
                 func.coalesce(func.sum(LlmCallRow.prompt_tokens), 0),
                 func.coalesce(func.sum(LlmCallRow.completion_tokens), 0),
@@ -157,6 +158,28 @@ class ReviewLogMixin:
             "seconds": float(ms) / 1000,
             "rejections": float(rejected),
         }
+
+    def planner_calls(self, campaign_id: str) -> list[PlannerCall]:
+        with read_session(self._engine) as s:
+            return self._planner_calls_in(s, campaign_id)
+
+    @staticmethod
+    def _planner_calls_in(s: Session, campaign_id: str) -> list[PlannerCall]:
+        """Every recorded model call, oldest first, with how it ended."""
+        rows = s.exec(select(LlmCallRow).where(LlmCallRow.campaign_id == campaign_id).order_by(col(LlmCallRow.id)))
+        out = []
+        for r in rows:
+            failed = bool(r.rejection and r.rejection.startswith(CALL_FAILED))
+            output = json.loads(r.output_json) if r.output_json else None
+            out.append(PlannerCall(
+                purpose=r.purpose, model=r.model, attempt=r.attempt, prompt_hash=r.prompt_hash,
+                outcome="failed" if failed else "rejected" if r.rejection else "accepted",
+                reason=r.rejection[len(CALL_FAILED):] if failed and r.rejection else r.rejection,
+                output=output if isinstance(output, str) or output is None else json.dumps(output),
+                prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens, latency_ms=r.latency_ms,
+                created_at=r.created_at,
+            ))
+        return out
 
     # ------------------------------------------------------------------- events
     def add_event(self, campaign_id: str, kind: str, message: str, *, key: str | None = None, ts: float | None = None) -> bool:

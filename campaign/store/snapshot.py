@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from sqlmodel import Session, col, select
 
+from campaign.domain.models import Fingerprint
+from campaign.domain.records import Verdict
+from campaign.domain.source import PatchRecord
 from campaign.store.convert import (
     campaign_record,
     experiment_record,
     hypothesis_record,
     review_record,
-    run_record,
+    verdict_detail,
     verdict_of,
 )
 from campaign.store.models import (
@@ -18,17 +21,36 @@ from campaign.store.models import (
     FingerprintRow,
     HypothesisRow,
     ReviewRow,
-    RunRecord,
-    RunRow,
+    RunSideRow,
     VerdictRow,
 )
 from campaign.store.ops import require_campaign
+from campaign.store.pack import level_values, unpack_text
 from campaign.store.reviews import ReviewLogMixin
-from campaign.store.view import CampaignSnapshot
-from campaign.domain.models import Fingerprint
+from campaign.store.view import CampaignSnapshot, RunValue, light_verdict
+
+OVERVIEW_LAST = 40  # campaign.journal.plots.OVERVIEW_LAST (the store does not import the journal)
 
 
-def read_snapshot(s: Session, campaign_id: str) -> CampaignSnapshot:
+def read_runs(s: Session, ids: list[str], metric: str) -> dict[str, list[RunValue]]:
+    """Every level of every round of `ids`, reduced to `metric`, in the order runs are handed out."""
+    runs: dict[str, list[RunValue]] = {i: [] for i in ids}
+    q = select(RunSideRow.experiment_id, RunSideRow.side, RunSideRow.repeat, RunSideRow.levels)
+    for exp_id, side, repeat, blob in s.exec(q.where(col(RunSideRow.experiment_id).in_(ids))):
+        runs[exp_id].extend(RunValue(side, repeat, w, c, v) for w, c, v in level_values(blob, metric))
+    for exp_runs in runs.values():
+        exp_runs.sort(key=lambda r: (r.workload, r.concurrency, r.side, r.repeat))
+    return runs
+
+
+def read_verdicts(s: Session, ids: list[str]) -> dict[str, Verdict]:
+    return {v.experiment_id: verdict_of(verdict_detail(v))
+            for v in s.exec(select(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids)))}
+
+
+def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None) -> CampaignSnapshot:
+    """Every record; with `detail`, runs and analyses only of those experiments and of the
+    baselines (what an incremental journal update re-renders), verdicts of all."""
     campaign = campaign_record(require_campaign(s, campaign_id))
     hypotheses = s.exec(
         select(HypothesisRow).where(HypothesisRow.campaign_id == campaign_id).order_by(col(HypothesisRow.position))
@@ -39,26 +61,37 @@ def read_snapshot(s: Session, campaign_id: str) -> CampaignSnapshot:
         .order_by(col(ExperimentRow.started_at), col(ExperimentRow.id))
     ).all()
     ids = [e.id for e in experiments]
-    runs: dict[str, list[RunRecord]] = {i: [] for i in ids}
-    run_rows = s.exec(
-        select(RunRow)
-        .where(col(RunRow.experiment_id).in_(ids))
-        .order_by(col(RunRow.workload), col(RunRow.concurrency), col(RunRow.side), col(RunRow.repeat))
-    )
-    for r in run_rows:
-        runs[r.experiment_id].append(run_record(r))
-    verdicts = {v.experiment_id: verdict_of(v.detail_json) for v in s.exec(select(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids)))}
+    runs: dict[str, list[RunValue]] = {i: [] for i in ids}
+    loaded = ids if detail is None else [e.id for e in experiments if e.id in detail or e.role == "baseline"]
+    metric = str(campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
+    runs.update(read_runs(s, loaded, metric))
+    full = set(loaded)
+    parsed = full | set(ids[-OVERVIEW_LAST:])  # the overview plot reads the latest verdicts' headline
+    verdicts = {}
+    for v in s.exec(select(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids))):
+        if v.experiment_id in full:
+            verdicts[v.experiment_id] = verdict_of(verdict_detail(v))
+        elif v.experiment_id in parsed or v.kind == "dead_end":  # dead ends: their revisit conditions
+            verdicts[v.experiment_id] = light_verdict(verdict_detail(v))
+        else:
+            verdicts[v.experiment_id] = Verdict(kind=v.kind, reason=v.reason,
+                                                failure_class=v.failure_class)
     analyses = {
-        a.experiment_id: a.content
+        a.experiment_id: unpack_text(a.content, a.content_z)
         for a in s.exec(
             select(ArtifactRow)
-            .where(col(ArtifactRow.experiment_id).in_(ids), ArtifactRow.kind == "analysis")
+            .where(col(ArtifactRow.experiment_id).in_(loaded), ArtifactRow.kind == "analysis")
             .order_by(col(ArtifactRow.seq))
         )
     }  # the highest seq wins: a later analysis supersedes
+    patches = {
+        a.experiment_id: PatchRecord.model_validate_json(unpack_text(a.content, a.content_z))
+        for a in s.exec(select(ArtifactRow).where(col(ArtifactRow.experiment_id).in_(ids), ArtifactRow.kind == "patch"))
+    }  # the tree each experiment ran from (server.source set)
     fps = s.exec(select(FingerprintRow).where(FingerprintRow.campaign_id == campaign_id).order_by(col(FingerprintRow.seq))).all()
     reviews = s.exec(select(ReviewRow).where(ReviewRow.campaign_id == campaign_id).order_by(col(ReviewRow.seq))).all()
     return CampaignSnapshot(
+        detail=None if detail is None else full,
         campaign=campaign,
         hypotheses=[hypothesis_record(h) for h in hypotheses],
         experiments=[experiment_record(e) for e in experiments],
@@ -67,10 +100,12 @@ def read_snapshot(s: Session, campaign_id: str) -> CampaignSnapshot:
         fingerprints={f.id: Fingerprint.model_validate_json(f.json_) for f in fps},
         latest_fingerprint_id=fps[-1].id if fps else None,
         analyses=analyses,
+        patches=patches,
         reviews=[review_record(r) for r in reviews],
         events=ReviewLogMixin._events_in(s, campaign_id),
         planner_cost=ReviewLogMixin._planner_cost_in(s, campaign_id),
+        planner_calls=ReviewLogMixin._planner_calls_in(s, campaign_id),
     )
 
 
-__all__ = ["read_snapshot"]
+__all__ = ["read_runs", "read_snapshot", "read_verdicts"]

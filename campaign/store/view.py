@@ -7,32 +7,55 @@ records and never holds a database lock.
 
 from __future__ import annotations
 
+import json
 from statistics import fmean, stdev
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
+from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
 from campaign.domain.records import (
     BaselineView,
     CampaignView,
     DeadEnd,
     ExperimentView,
     LevelRow,
+    PlannerCall,
     ReviewView,
     Verdict,
 )
+from campaign.domain.source import PatchRecord
 from campaign.store.models import (
     CampaignRecord,
     EventRecord,
     ExperimentRecord,
     HypothesisRecord,
     ReviewRecord,
-    RunRecord,
 )
-from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
+
+
+class RunValue(NamedTuple):
+    """One level of one side's round, reduced to the campaign's verdict metric: what the
+    views read (a 1,000-experiment view never builds 100,000 level results)."""
+
+    side: str
+    repeat: int
+    workload: str
+    concurrency: int
+    value: float
+
+
+def light_verdict(detail_json: str) -> Verdict:
+    """A verdict without its per-level comparisons: for experiments whose sections are not
+    re-rendered (scoreboard marker, dead ends and the overview read only the rest)."""
+    data = json.loads(detail_json)
+    data["levels"] = []
+    return Verdict.model_validate(data)
+
 
 ENVIRONMENT_EVENT = "environment"
 DRIFT_EVENT = "drift"
+PLANNER_EVENT = "planner"
 
 
 class CampaignSnapshot(BaseModel):
@@ -41,20 +64,36 @@ class CampaignSnapshot(BaseModel):
     campaign: CampaignRecord
     hypotheses: list[HypothesisRecord] = Field(default_factory=list)
     experiments: list[ExperimentRecord] = Field(default_factory=list)  # by started_at
-    runs: dict[str, list[RunRecord]] = Field(default_factory=dict)  # experiment id -> runs
+    runs: Any = Field(default_factory=dict)  # experiment id -> list[RunValue] (not re-validated: 100,000 of them)
+    detail: set[str] | None = None  # experiments read in full (None: all); the others carry no runs
     verdicts: dict[str, Verdict] = Field(default_factory=dict)
     fingerprints: dict[str, Fingerprint] = Field(default_factory=dict)
     latest_fingerprint_id: str | None = None
     analyses: dict[str, str] = Field(default_factory=dict)  # experiment id -> analysis text
+    patches: dict[str, PatchRecord] = Field(default_factory=dict)  # experiment id -> the tree it ran from
     reviews: list[ReviewRecord] = Field(default_factory=list)
     events: list[EventRecord] = Field(default_factory=list)
     planner_cost: dict[str, float] = Field(default_factory=dict)
+    planner_calls: list[PlannerCall] = Field(default_factory=list)
 
     def metric(self) -> str:
         return str(self.campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
 
     def workload_order(self) -> list[str]:
         return list(self.campaign.playbook.get("workloads", {}))
+
+    def experiment(self, experiment_id: str | None) -> ExperimentRecord | None:
+        """By id, in O(1): a view of 1,000+ experiments must not search the list per row."""
+        if "_by_id" not in self.__dict__:
+            self.__dict__["_by_id"] = {e.id: e for e in self.experiments}
+        found: ExperimentRecord | None = self.__dict__["_by_id"].get(experiment_id or "")
+        return found
+
+    def hypothesis(self, name: str) -> HypothesisRecord | None:
+        if "_hyp_by_name" not in self.__dict__:
+            self.__dict__["_hyp_by_name"] = {h.name: h for h in self.hypotheses}
+        found: HypothesisRecord | None = self.__dict__["_hyp_by_name"].get(name)
+        return found
 
 
 def config_diff(before: EffectiveConfig, after: EffectiveConfig) -> list[ConfigChange]:
@@ -76,20 +115,21 @@ def changed_components(revisit_on: list[str], then: dict[str, str], now: dict[st
     return [c for c in revisit_on if then.get(c, "") != now.get(c, "")]
 
 
-def level_means(runs: list[RunRecord], side: str, metric: str) -> dict[tuple[str, int], list[float]]:
+def level_means(runs: list[RunValue], side: str, metric: str = "") -> dict[tuple[str, int], list[float]]:
+    """Per level, the metric of every round of one side (`runs` already hold the metric)."""
     out: dict[tuple[str, int], list[float]] = {}
     for run in runs:
         if run.side == side:
-            out.setdefault((run.workload, run.concurrency), []).append(float(getattr(run.result, metric)))
+            out.setdefault((run.workload, run.concurrency), []).append(run.value)
     return out
 
 
-def _baseline_runs(snap: CampaignSnapshot, exp: ExperimentRecord) -> list[RunRecord]:
+def _baseline_runs(snap: CampaignSnapshot, exp: ExperimentRecord) -> list[RunValue]:
     """Interleaved baseline runs of the experiment itself, else those of its baseline."""
     own = [r for r in snap.runs.get(exp.id, []) if r.side == "baseline"]
     if own or exp.baseline_ref is None:
         return own
-    ref = next((e for e in snap.experiments if e.id == exp.baseline_ref), None)
+    ref = snap.experiment(exp.baseline_ref)
     if ref is None or ref.status == "stale":
         return []
     return [r for r in snap.runs.get(ref.id, []) if r.side == "baseline"]
@@ -119,6 +159,8 @@ def baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> BaselineView
 
 
 def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentView:
+    if snap.detail is not None and exp.id not in snap.detail:
+        return _outline_view(snap, exp)
     metric = snap.metric()
     verdict = snap.verdicts.get(exp.id)
     cand = level_means(snap.runs.get(exp.id, []), "candidate", metric)
@@ -134,8 +176,8 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
         )
         for wl, c in sorted(set(cand) | set(comparisons), key=_sort_key(snap.workload_order()))  # levels it reached
     ]
-    hyp = next((h for h in snap.hypotheses if h.name == exp.hypothesis), None)
-    ref = next((e for e in snap.experiments if e.id == exp.baseline_ref), None)
+    hyp = snap.hypothesis(exp.hypothesis)
+    ref = snap.experiment(exp.baseline_ref)
     repeats = {r.repeat for r in snap.runs.get(exp.id, []) if r.side == "candidate"}
     return ExperimentView(
         id=exp.id,
@@ -154,6 +196,7 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
         environment=snap.fingerprints.get(exp.fingerprint_id or ""),
         analysis=snap.analyses.get(exp.id),
         patch_sha=exp.patch_sha,
+        patch=snap.patches.get(exp.id),
         command=exp.command,
         baseline_id=exp.baseline_ref,
         node_seconds=exp.node_seconds,
@@ -161,6 +204,17 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
         finished_at=exp.finished_at,
         adopted=exp.adopted,
     )
+
+
+def _outline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentView:
+    """An experiment not read in full: identity, status and verdict, no measured rows."""
+    return ExperimentView(
+        id=exp.id, hypothesis=exp.hypothesis, attempt=exp.attempt, node=exp.node, status=exp.status,
+        config=exp.config, verdict=snap.verdicts.get(exp.id), failure=exp.failure,
+        environment=snap.fingerprints.get(exp.fingerprint_id or ""), patch_sha=exp.patch_sha, command=exp.command,
+        baseline_id=exp.baseline_ref, node_seconds=exp.node_seconds, started_at=exp.started_at,
+        finished_at=exp.finished_at, adopted=exp.adopted,
+    )  # fmt: skip
 
 
 def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
@@ -216,6 +270,8 @@ def build_view(snap: CampaignSnapshot) -> CampaignView:
         environment_changes=[e.message for e in snap.events if e.kind == ENVIRONMENT_EVENT],
         drift_notes=[e.message for e in snap.events if e.kind == DRIFT_EVENT],
         planner_cost=snap.planner_cost,
+        planner_calls=snap.planner_calls,
+        planner_notes=[e.message for e in snap.events if e.kind == PLANNER_EVENT],
         node_seconds=sum(e.node_seconds for e in snap.experiments),
         created_at=c.created_at,
         updated_at=c.updated_at,
@@ -237,11 +293,13 @@ def show_json(view: CampaignView) -> dict[str, Any]:
             "config": base.config.model_dump(mode="json"),
             "figures": {wl: {str(c): v for c, v in levels.items()} for wl, levels in base.figures.items()},
         },
-        "experiments": [_experiment_json(e) for e in view.experiments],
+        "planner_calls": [c.model_dump(mode="json") for c in view.planner_calls],
+        "planner_notes": list(view.planner_notes),
+        "experiments": [experiment_json(e) for e in view.experiments],  # last: `show --json` streams it
     }
 
 
-def _experiment_json(e: ExperimentView) -> dict[str, Any]:
+def experiment_json(e: ExperimentView) -> dict[str, Any]:
     metrics: dict[str, dict[str, dict[str, float | None]]] = {}
     for row in e.rows:
         delta = row.comparison.delta_pct if row.comparison else None
@@ -266,8 +324,11 @@ def _experiment_json(e: ExperimentView) -> dict[str, Any]:
         "status": e.status,
         "adopted": e.adopted,
         "patch_sha": e.patch_sha,
+        "patch": {"sha": e.patch.sha, "base": e.patch.base, "files": e.patch.files, "branch": e.patch.branch,
+                  "patch_sha256": e.patch.patch_sha256} if e.patch is not None else None,
         "node_seconds": e.node_seconds,
     }
 
 
-__all__ = ["CampaignSnapshot", "build_view", "config_diff", "dead_ends", "show_json"]
+__all__ = ["CampaignSnapshot", "RunValue", "build_view", "config_diff", "dead_ends", "experiment_json",
+           "experiment_view", "light_verdict", "show_json"]

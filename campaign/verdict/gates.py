@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from campaign.domain.records import Verdict
+from campaign.domain.records import LevelSamples, Verdict
 from campaign.playbook.schema import VerdictSpec
 from campaign.verdict.rule import needs_more_repeats
-from campaign.domain.records import LevelSamples
 from campaign.verdict.stats import DEFAULT_NOISE_FLOOR_DF
 
 __all__ = ["continue_rounds", "same_work"]

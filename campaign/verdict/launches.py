@@ -273,7 +273,7 @@ def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeN
     scales = []
     for side, k_max in ((0, None), (1, float(CANDIDATE_PRIOR_DF))):
         ratios = [r for name, sd in sides.items()
-                  if (r := _ratio(sd[side], prior[name], rounds[name][side])) is not None]
+                  if (r := _ratio(sd[1] if side else sd[0], prior[name], rounds[name][side])) is not None]
         scales.append(_scale(ratios, k_max) if ratios else None)
     out = []
     for name, (b, c, _, _) in sides.items():

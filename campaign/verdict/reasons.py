@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from campaign.playbook.schema import VerdictSpec
-from campaign.domain.records import LevelComparison, Winner
 from campaign.domain.models import ConfigChange
+from campaign.domain.records import LevelComparison, Winner
+from campaign.playbook.schema import VerdictSpec
 
 #: records hold finite numbers: an unbounded interval edge is stored as this.
 UNBOUNDED_PCT = 1e6

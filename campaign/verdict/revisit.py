@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from campaign.domain.records import DeadEnd
 from campaign.domain.models import FailureClass, Fingerprint
+from campaign.domain.records import DeadEnd
 
 _TOOLCHAIN = ["cuda", "arch", "engine_version"]
 
@@ -27,7 +27,10 @@ FAILURE_COMPONENTS: dict[FailureClass, list[str]] = {
     FailureClass.hang: ["engine_version"],
     FailureClass.server_error: ["engine_version"],
     FailureClass.engine_dead: ["engine_version"],
+    FailureClass.kernel_fault: ["engine_version", "cuda", "gpu"],
     FailureClass.patch_conflict: ["engine_sha"],
+    FailureClass.stack_conflict: ["engine_sha"],
+    FailureClass.patch_refused: [],
     # infrastructure failures are retried, never dead ends
     FailureClass.port_in_use: [],
     FailureClass.unreachable: [],

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from campaign.playbook.schema import VerdictSpec
+from campaign.domain.models import INFRASTRUCTURE_FAILURES, ConfigChange, Failure, FailureClass, LevelResult
 from campaign.domain.records import CorrectnessResult, LevelComparison, LevelSamples, Verdict, Winner
+from campaign.playbook.schema import VerdictSpec
+from campaign.verdict.reasons import UNBOUNDED_PCT, confound_reason, latency_note, noise_reason, side_phrase
 from campaign.verdict.revisit import revisit_components
 from campaign.verdict.stats import DEFAULT_NOISE_FLOOR_DF, mean, quantile, relative_effect
-from campaign.verdict.reasons import UNBOUNDED_PCT, confound_reason, latency_note, noise_reason, side_phrase
-from campaign.domain.models import INFRASTRUCTURE_FAILURES, ConfigChange, Failure, FailureClass, LevelResult
 
 Regime = str  # "candidate" | "baseline" | "mixed" | "tie"
 
@@ -306,8 +307,8 @@ def needs_more_repeats(
         return repeats_done < spec.repeats.min
     if repeats_done >= spec.repeats.max:
         return False
-    items = list(comparisons_or_samples)
+    items: list[Any] = list(comparisons_or_samples)
     if items and isinstance(items[0], LevelSamples):
-        items = compare_levels(items, spec, paired=paired, noise_floor_pct=noise_floor_pct,  # type: ignore[arg-type]
+        items = compare_levels(items, spec, paired=paired, noise_floor_pct=noise_floor_pct,
                                noise_floor_df=noise_floor_df, noise_by_workload=noise_by_workload)
-    return bool(levels_needing_repeats(items, spec))  # type: ignore[arg-type]
+    return bool(levels_needing_repeats(items, spec))

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from campaign.playbook.schema import HypothesisSpec, Playbook
-from campaign.verdict.stacking import BisectionState, expected_stack_delta, start_bisection
 from campaign.domain.config import diff, merge
 from campaign.domain.models import EffectiveConfig
+from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.verdict.stacking import (
+    BisectionState,
+    expected_stack_delta,
+    start_bisection,
+)
 
 PREFIX = "stack-check-"
 
@@ -46,9 +50,12 @@ def subset_hypothesis(pb: Playbook, wins: list[tuple[str, float, HypothesisSpec]
     flags = {c.key: c.after for c in changes if c.kind == "flag" and c.change != "removed"}
     env = {c.key: str(c.after) for c in changes if c.kind == "env" and c.change != "removed"}
     unset = [c.key for c in changes if c.kind == "flag" and c.change == "removed"]
+    patches = [p for name, _d, spec in wins if name in subset
+               for p in (spec.stack_patches or ([spec.patch] if spec.patch else []))]
     what = "all adopted wins" if len(subset) == len(wins) else "wins " + ", ".join(subset)
     return HypothesisSpec(name=f"{PREFIX}{k}", rationale=f"stack validation: {what} together against the "
                           f"original baseline (do they add up?)", flags=flags, env=env, unset_flags=unset,
+                          stack_patches=patches,
                           declares=[c.key for c in changes])
 
 

@@ -18,8 +18,8 @@ single repeat gives an undetermined interval (-100%, +inf).  Samples containing 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from scipy import stats as _scipy_stats
@@ -139,6 +139,7 @@ def relative_effect(
         return _linear(b, c, mb, mc, confidence, noise_floor_pct, prior_df, result)
 
     centre = math.log(mc / mb)
+    method: Method
     if paired and nb == nc:
         ratios = [math.log(y / x) for x, y in zip(b, c)]
         own = stdev(ratios) ** 2 if nb >= 2 else None
@@ -154,6 +155,7 @@ def relative_effect(
             return result(delta, -100.0, math.inf, "undetermined", 0.0)
         if vb is None or vc is None:  # one side has a single repeat: borrow the other's variance
             var, df = (vc, dfc) if vb is None else (vb, dfb)
+            assert var is not None  # one of the two is set (checked above)
             se, method = math.sqrt(var * (1 / nb + 1 / nc)), "welch"
         else:
             ab, ac = vb / nb, vc / nc
@@ -168,7 +170,8 @@ def relative_effect(
     return result(delta, math.expm1(centre - half) * 100.0, math.expm1(centre + half) * 100.0, method, df)
 
 
-def _linear(b, c, mb, mc, confidence, noise_floor_pct, prior_df, result) -> EffectInterval:  # type: ignore[no-untyped-def]
+def _linear(b: list[float], c: list[float], mb: float, mc: float, confidence: float, noise_floor_pct: float | None,
+            prior_df: int, result: Callable[[float, float, float, Method, float], EffectInterval]) -> EffectInterval:
     """Delta-method interval on raw values, for samples that contain a zero."""
     nb, nc = len(b), len(c)
     prior = (noise_floor_pct / 100.0) ** 2 if noise_floor_pct is not None else None
@@ -180,13 +183,14 @@ def _linear(b, c, mb, mc, confidence, noise_floor_pct, prior_df, result) -> Effe
         return result(delta, -100.0, math.inf, "undetermined", 0.0)
     cvb = cvc if cvb is None else cvb
     cvc = cvb if cvc is None else cvc
+    assert cvb is not None and cvc is not None  # one of the two is set (checked above)
     df = max(dfb, dfc) if dfb == 0 or dfc == 0 else min(dfb, dfc)
     se = ratio * math.sqrt(cvb / nb + cvc / nc)
     half = quantile(confidence, df) * se
     return result(delta, max(-100.0, (ratio - half - 1.0) * 100.0), (ratio + half - 1.0) * 100.0, "linear", df)
 
 
-def noise_estimate(samples_by_level: Mapping[object, Sequence[float]] | Iterable[Sequence[float]]) -> NoiseEstimate | None:
+def noise_estimate(samples_by_level: Mapping[Any, Sequence[float]] | Iterable[Sequence[float]]) -> NoiseEstimate | None:
     """Pooled coefficient of variation of repeated measurements of the same thing.
 
     Each level contributes (n - 1) degrees of freedom; levels with one sample or a zero

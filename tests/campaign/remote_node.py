@@ -10,8 +10,6 @@ cluster's shared dir from a system interpreter of the same minor version, with a
 
 from __future__ import annotations
 
-from tests.needs import missing
-
 import hashlib
 import os
 import shlex
@@ -21,7 +19,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-
+from tests.needs import missing
 from tests.tools.executors.conftest import load_cluster_env
 
 PROBE = "import pydantic, aiohttp, yaml, httpx"

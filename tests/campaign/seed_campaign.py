@@ -3,11 +3,18 @@ shared by the journal and plot tests.  Figures are the seeds' measurements."""
 
 from __future__ import annotations
 
-from campaign.domain.records import (
-    BaselineView, CampaignView, CorrectnessResult, DeadEnd, ExperimentView, LevelComparison,
-    LevelRow, ReviewView, Verdict,
-)
 from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, FailureClass, Fingerprint
+from campaign.domain.records import (
+    BaselineView,
+    CampaignView,
+    CorrectnessResult,
+    DeadEnd,
+    ExperimentView,
+    LevelComparison,
+    LevelRow,
+    ReviewView,
+    Verdict,
+)
 
 CID = "eagle-fast-verify-7f3a"
 T0 = 1_750_000_000.0

@@ -2,7 +2,9 @@
 in the controller's environment and referenced from the playbook's env (baseline and
 hypothesis, `NAME: ${NAME}`), then every byte of every file it wrote (database, WAL,
 checkpoints, journal, plots, ledger, server logs) and its terminal output are searched
-for the secret values.  A secret written literally into a playbook is refused.
+for the secret values.  A secret written literally into a playbook is refused.  On the
+node (local, ssh, Slurm): no command line holds a secret while the server runs, the
+server's /proc/PID/environ holds only what it references, no file is left behind.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import secrets
 import sqlite3
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +70,17 @@ def _run(tmp_path: Path, pb: Path, env: dict[str, str]) -> subprocess.CompletedP
                           capture_output=True, timeout=240)
 
 
+def _packed_values(db: Path) -> list[bytes]:
+    """The database's compressed columns (campaign.store.pack), decompressed: a byte scan of
+    the file alone cannot see into them."""
+    con = sqlite3.connect(db)
+    out = [zlib.decompress(blob) for table, column in (("artifacts", "content_z"), ("verdicts", "detail_z"),
+                                                        ("run_sides", "levels"))
+           for (blob,) in con.execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
+    con.close()
+    return out
+
+
 def test_no_secret_reaches_any_record(tmp_path: Path) -> None:
     in_env = {"HF_TOKEN": _secret("hf_"), "OPENAI_API_KEY": _secret("sk-"), "MY_SERVICE_SECRET": _secret(),
               "SOME_TOKEN": _secret(), "BASELINE_AUTH_TOKEN": _secret(), "HYPOTHESIS_API_TOKEN": _secret(),
@@ -86,10 +101,14 @@ def test_no_secret_reaches_any_record(tmp_path: Path) -> None:
     secret_values = {k: v for k, v in in_env.items() if k != "CHANNELS"}
     leaks = _files_holding(tmp_path, secret_values, skip=pb)
     leaks += [f"terminal output: {k}" for k, v in secret_values.items() if v in res.stdout + res.stderr]
+    packed = _packed_values(db)
+    assert packed, "the database holds no compressed values: this scan would check nothing"
+    leaks += [f"campaign.db (compressed): {k}" for k, v in secret_values.items() if any(v.encode() in b for b in packed)]
     assert not leaks, "secrets found in: " + "; ".join(leaks)
     # the references were expanded at launch: the server reports the NCCL_MIN_NCHANNELS it was given
     con = sqlite3.connect(db)
-    reported = " ".join(r[0] for r in con.execute("SELECT content FROM artifacts WHERE kind='reported_config'"))
+    reported = " ".join(zlib.decompress(z).decode() if z else c for c, z in
+                        con.execute("SELECT content, content_z FROM artifacts WHERE kind='reported_config'"))
     con.close()
     assert '"NCCL_MIN_NCHANNELS":"4"' in reported.replace(" ", ""), reported[-300:]
     assert "${HYPOTHESIS_API_TOKEN}" in journal  # the record says which variable was set, not its value
@@ -112,3 +131,110 @@ def test_missing_reference_stops_with_one_line(tmp_path: Path) -> None:
                          env={**env, "PYTHONPATH": str(ROOT)}, text=True, capture_output=True, timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "export ABSENT_TOKEN" in res.stderr
+
+
+# -- on the node: local, ssh and Slurm ------------------------------------------------
+SIM = {"profile": "rtx6000bw-pcie-8x", "cuda": "12.8", "seed": 1, "time_scale": 400, "noise_pct": 1.0}
+
+
+def _node_section(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    if kind == "local":
+        return {"kind": "simulated", **SIM}
+    from tests.campaign.remote_node import node_python, slurm_node, ssh_node
+    from tests.tools.executors.conftest import load_cluster_env
+
+    cluster = load_cluster_env()
+    monkeypatch.setenv("SLURM_CONF", cluster["SLURM_CONF"])
+    if kind == "ssh":
+        workdir = f"{cluster['CAMPAIGN_CLUSTER_SHARED_DIR']}/secrets-{tmp_path.name}-{os.getpid()}"
+        return ssh_node(cluster, "ssh-node", workdir, SIM, node_python(cluster))
+    return slurm_node(cluster, str(tmp_path / "slurm-node"), SIM)
+
+
+class _Recording:
+    """The node's executor, remembering the handles it started (the server's pid)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.handles = inner, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def start(self, *args, **kw):
+        self.handles.append(self.inner.start(*args, **kw))
+        return self.handles[-1]
+
+
+def _command_lines(executor) -> str:
+    here = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True, timeout=30, check=True)
+    node = executor.run(["ps", "-eww", "-o", "args="], timeout=30)
+    assert node.returncode == 0, node.stderr
+    return here.stdout + node.stdout
+
+
+def _environ(executor, pid: int) -> dict[str, str]:
+    res = executor.run(["cat", f"/proc/{pid}/environ"], timeout=30)
+    assert res.returncode == 0, res.stderr
+    return dict(item.split("=", 1) for item in res.stdout.split("\0") if "=" in item)
+
+
+@pytest.mark.parametrize("kind", [pytest.param("local"), pytest.param("ssh", marks=pytest.mark.cluster),
+                                  pytest.param("slurm", marks=pytest.mark.cluster)])
+def test_secrets_on_the_node(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulated server launched on a local, an ssh and a Slurm node with a secret
+    referenced as ${HF_TOKEN}: while it runs, no command line (here or on the node)
+    holds a secret, its /proc/PID/environ holds the referenced one but not the
+    controller's OPENAI_API_KEY nor any variable off the base list; afterwards no
+    file in the node's workdir holds either."""
+    from campaign.cli.wiring import node_runtime_for
+    from campaign.domain.models import EffectiveConfig
+    from campaign.domain.server_env import matches
+    from campaign.playbook.schema import Playbook
+    from tools.executors.base import LAUNCH_TOKEN_ENV
+    from tools.executors.local import TOKEN_ENV
+
+    hf_token, api_key = _secret("hf_"), _secret("sk-")
+    monkeypatch.setenv("HF_TOKEN", hf_token)
+    monkeypatch.setenv("OPENAI_API_KEY", api_key)
+    monkeypatch.setenv("UNLISTED_CONTROLLER_VAR", "controller-only")
+    data = yaml.safe_load(_playbook(tmp_path, {}, {}).read_text())
+    data["node"] = _node_section(kind, tmp_path, monkeypatch)
+    pb = Playbook.model_validate(data)
+    runtime = node_runtime_for(pb, pb.node, workdir=tmp_path / "node")
+    runtime.executor = recorder = _Recording(runtime.executor)
+    base = runtime.base_env
+    seen: dict[str, object] = {}
+
+    def on_ready(event: str, info: dict) -> None:
+        if event == "ready":  # the server runs: look at it from outside
+            seen["commands"] = _command_lines(recorder)
+            seen["environ"] = _environ(recorder, recorder.handles[-1].pid)
+
+    runtime.progress = on_ready
+    config = EffectiveConfig(flags={"cuda-graph-max-bs": 512}, env={"HF_TOKEN": "${HF_TOKEN}", "NCCL_MIN_NCHANNELS": "4"})
+    try:
+        out = runtime.measure(config, list(pb.workloads.values()), label="secrets")
+        assert out.failure is None and out.sweeps, out.failure
+        assert seen, "the server never came up"
+        on_command_lines = [n for n, v in (("HF_TOKEN", hf_token), ("OPENAI_API_KEY", api_key))
+                            if v in str(seen["commands"])]
+        assert not on_command_lines, f"on a command line: {on_command_lines}"
+        environ = seen["environ"]
+        assert environ.get("HF_TOKEN") == hf_token and environ.get("NCCL_MIN_NCHANNELS") == "4", sorted(environ)
+        assert api_key not in "\0".join(environ.values()), "an unreferenced controller secret reached the server"
+        # the launch token names this launch for the reaper (tools/server/orphans.py): an id, not a secret
+        extra = sorted(k for k in environ if k not in config.env
+                       and k not in {TOKEN_ENV, LAUNCH_TOKEN_ENV, "PYTHONPATH", "PWD", "SHLVL", "_"}
+                       and not matches(k, base))
+        assert not extra, f"variables off the base list reached the server: {extra}"
+        assert "UNLISTED_CONTROLLER_VAR" not in environ
+        assert not any(v in out.model_dump_json() for v in (hf_token, api_key)), "a secret in the measurement"
+        local_copy = tmp_path / "node-copy"
+        recorder.get(runtime.workdir, str(local_copy))
+        assert list(local_copy.rglob("*.log")), "no server log in the node's workdir"
+        leaks = _files_holding(local_copy, {"HF_TOKEN": hf_token, "OPENAI_API_KEY": api_key}, skip=Path("/"))
+        assert not leaks, "secrets left on the node: " + "; ".join(leaks)
+    finally:
+        if kind == "ssh":
+            recorder.run(["rm", "-rf", runtime.workdir], timeout=60)
+        recorder.close()

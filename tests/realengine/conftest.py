@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from tests.needs import missing
-
 import itertools
 import os
 from collections.abc import Iterator
@@ -12,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from campaign.domain.models import EffectiveConfig
+from tests.needs import missing
 from tools.engines import VllmSetup, engine_profile, read_vllm_setup
 from tools.executors.local import LocalExecutor
 from tools.server.launch import LaunchRequest, RunningServer, ServerLauncher
-from campaign.domain.models import EffectiveConfig
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM = engine_profile("vllm")

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from campaign.domain.models import EffectiveConfig, FailureClass
 from tests.realengine.conftest import launch_request, launcher
 from tools.engines import VllmSetup
 from tools.server.launch import LaunchFailed
-from campaign.domain.models import EffectiveConfig, FailureClass
 
 pytestmark = pytest.mark.realengine
 

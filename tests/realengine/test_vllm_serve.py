@@ -8,11 +8,11 @@ import time
 import httpx
 import pytest
 
+from campaign.domain.models import EffectiveConfig, FailureClass, WorkloadSpec
 from tests.realengine.conftest import VLLM, launch_request, launcher
 from tools.engines import VllmSetup
-from tools.server.launch import LaunchFailed, RunningServer
 from tools.loadgen.sweep import run_sweep
-from campaign.domain.models import EffectiveConfig, FailureClass, WorkloadSpec
+from tools.server.launch import LaunchFailed, RunningServer
 
 pytestmark = pytest.mark.realengine
 

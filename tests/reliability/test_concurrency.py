@@ -40,7 +40,7 @@ def _cli(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.Complete
 
 
 def test_second_controller_refused_first_untouched_readers_never_wait(tmp_path: Path) -> None:
-    pb = write_playbook(tmp_path, HYPS)
+    pb = write_playbook(tmp_path, HYPS, review_after=None)  # one uninterrupted run
     db = tmp_path / "state" / "campaign.db"
     first = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
                              cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -34,6 +34,13 @@ def _run(tmp_path: Path, trials: int, seed: int, moments: str | None = None) -> 
     return data
 
 
+EXHAUSTIVE = pytest.mark.skipif(
+    os.environ.get("CAMPAIGN_EXHAUSTIVE") != "1",
+    reason="whole campaigns killed and resumed by the bench (7-12 min a trial on 2 shared cores): "
+           "CAMPAIGN_EXHAUSTIVE=1 runs them; CI runs the exact windows in test_kill_points.py")
+
+
+@EXHAUSTIVE
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_kill_anywhere_many_trials(tmp_path: Path) -> None:
@@ -43,12 +50,15 @@ def test_kill_anywhere_many_trials(tmp_path: Path) -> None:
     hit = [t for t in data["trials"] if t["hit"]]
     assert len(hit) >= trials * 2 // 3, "too few trials were interrupted at their moment"
     assert {t["moment"] for t in hit} >= {"server_start", "mid_sweep", "after_record", "journal_write",
-                                          "sigterm", "sigint"}
+                                          "sigterm", "sigint", "launch", "window", "finish", "review_gate"}
+    summary = data["summary"]
+    assert summary["unledgered_servers"] == summary["temp_files_left"] == summary["redone_finished_rounds"] == 0
     assert sum(t["orphans"] for t in data["trials"]) >= 1  # some kill left a server behind, and resume reaped it
 
 
+@EXHAUSTIVE
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1800)
 def test_kill_during_record_and_mid_sweep_then_resume(tmp_path: Path) -> None:
     data = _run(tmp_path, 2, seed=5, moments="after_record,mid_sweep")
     assert [t["moment"] for t in data["trials"]] == ["after_record", "mid_sweep"]

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from campaign.domain.errors import UserError
-from campaign.playbook.schema import Playbook
 from campaign.playbook.load import parse_playbook_text
+from campaign.playbook.schema import Playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "playbooks" / "eagle_verify.yaml").read_text()

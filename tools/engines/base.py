@@ -13,9 +13,11 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from campaign.domain import server_env
 from campaign.domain.config import render_argv
-from tools.server.launch import LaunchRequest
 from campaign.domain.models import EffectiveConfig, Failure
+from tools.engines.startup_log import StartupConfig, read_startup
+from tools.server.launch import LaunchRequest
 from tools.server.triage import Phase, TriageRule, classify
 
 
@@ -48,12 +50,23 @@ class EngineProfile(BaseModel):
     name: str
     command: str
     env_defaults: dict[str, str] = Field(default_factory=dict)
+    #: the engine's own variables a server inherits from the node (names or PREFIX*),
+    #: on top of campaign.domain.server_env.DEFAULT_BASE_ENV; see `base_env_for`.
+    own_env: tuple[str, ...] = ()
     health_path: str = "/health"
     models_path: str = "/v1/models"
     metrics_path: str
+    metrics_fallback_paths: tuple[str, ...] = ()  # tried in order when metrics_path answers 404 (older releases)
     startup_timeout_s: float = 600.0
     triage_rules: tuple[TriageRule, ...] = ()
     metrics_parser: MetricsParser
+    #: the engine counts the bonus token in its accepted tokens (SGLang-style), else +1 (vLLM)
+    bonus_token_in_accepted: bool = False
+
+    def base_env_for(self, override: list[str] | None) -> list[str]:
+        """A launch's base list: the playbook's `server.base_env` when set, else the
+        default list and this engine's own variables."""
+        return server_env.resolve(override, self.own_env)
 
     def env(self, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         """The engine's defaults, then the config's own values on top."""
@@ -65,18 +78,41 @@ class EngineProfile(BaseModel):
 
     def launch_request(self, config: EffectiveConfig, *, python: str, model: str, port: int, log_path: str,
                        host: str = "127.0.0.1", startup_timeout_s: float | None = None,
-                       env: Mapping[str, str] | None = None) -> LaunchRequest:
+                       env: Mapping[str, str] | None = None, base_env: list[str] | None = None) -> LaunchRequest:
         """A launch that only counts as up when `/v1/models` lists `model` (never a
         stranger's server on the same port)."""
         return LaunchRequest(
             argv=self.argv(config, python=python, model=model, port=port, host=host),
             env=self.env({**dict(env or {}), **config.env}), log_path=log_path, port=port, host=host,
             health_path=self.health_path, startup_timeout_s=startup_timeout_s or self.startup_timeout_s,
-            expect_model=model,
+            expect_model=model, base_env=self.base_env_for(base_env),
         )
+
+    def accept_length_between(self, before: EngineMetrics | None, after: EngineMetrics | None) -> float | None:
+        """Tokens emitted per verify step over a window (one workload), from the cumulative
+        draft and accepted-token counters read before and after it."""
+        if before is None or after is None or after.spec_drafts is None or after.spec_accepted_tokens is None:
+            return None
+        drafts = after.spec_drafts - (before.spec_drafts or 0.0)
+        accepted = after.spec_accepted_tokens - (before.spec_accepted_tokens or 0.0)
+        if drafts <= 0:
+            return None
+        return round(accepted / drafts + (0.0 if self.bonus_token_in_accepted else 1.0), 3)
+
+    def reported_config(self, metrics: EngineMetrics) -> EffectiveConfig | None:
+        """The configuration the server says it runs (flags and env as the engine reports
+        them), for the confound check; None when the engine does not report it."""
+        args = metrics.server_args
+        if args.get("flags") is None:
+            return None
+        return EffectiveConfig(flags=dict(args.get("flags") or {}), env=dict(args.get("env") or {}))
 
     def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:
         return classify(exit_code, log_lines, phase=phase, extra_rules=self.triage_rules)
+
+    def startup_config(self, log_lines: list[str]) -> StartupConfig:
+        """The effective config the server logged at start-up (tools.engines.startup_log)."""
+        return read_startup(self.name, log_lines)
 
     def parse_metrics(self, body: str) -> EngineMetrics:
         return self.metrics_parser(body)
@@ -84,7 +120,10 @@ class EngineProfile(BaseModel):
     def read_metrics(self, url: str, *, timeout_s: float = 10.0) -> EngineMetrics:
         """Scrape a live server (`url` = http://host:port)."""
         with httpx.Client(timeout=timeout_s, trust_env=False) as client:
-            response = client.get(url.rstrip("/") + self.metrics_path)
+            for path in (self.metrics_path, *self.metrics_fallback_paths):
+                response = client.get(url.rstrip("/") + path)
+                if response.status_code != 404:
+                    break
         response.raise_for_status()
         return self.metrics_parser(response.text)
 

@@ -19,6 +19,7 @@ class VllmSetup(BaseModel):
     model_medium: str
     model_tiny: str
     cache_root: str
+    source: str = ""  # the engine's source as a git repository (server.source); "" before the setup made it
 
 
 def env_file_path(root: str | Path = ".") -> Path:
@@ -45,7 +46,8 @@ def read_vllm_setup(root: str | Path = ".") -> VllmSetup | None:
     try:
         setup = VllmSetup(env_file=str(path), python=v["CAMPAIGN_VLLM_PYTHON"],
                           model_medium=v["CAMPAIGN_VLLM_MODEL_MEDIUM"], model_tiny=v["CAMPAIGN_VLLM_MODEL_TINY"],
-                          cache_root=v.get("VLLM_CACHE_ROOT", str(Path(root) / ".campaign/vllm-cache")))
+                          cache_root=v.get("VLLM_CACHE_ROOT", str(Path(root) / ".campaign/vllm-cache")),
+                          source=v.get("CAMPAIGN_VLLM_SOURCE", ""))
     except KeyError:
         return None
     paths_exist = Path(setup.python).exists() and all(

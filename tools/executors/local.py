@@ -16,11 +16,14 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tools.executors import procinfo
+from campaign.domain import server_env
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv
+from campaign.domain.server_env import DEFAULT_BASE_ENV
+from tools.executors import procinfo
 
 #: environment variable carrying the identity token of a started process group.
 TOKEN_ENV = "CAMPAIGN_PROCESS_TOKEN"
@@ -42,6 +45,13 @@ def _merged_env(env: dict[str, str] | None) -> dict[str, str]:
     merged = dict(os.environ)
     merged.update(env or {})
     return merged
+
+
+def launch_env(env: Mapping[str, str] | None, base_env: Sequence[str] | None) -> dict[str, str]:
+    """A long-lived process's whole environment: the base list's variables of this
+    machine, then `env` (see campaign.domain.server_env)."""
+    patterns = DEFAULT_BASE_ENV if base_env is None else base_env
+    return {**server_env.select(os.environ, patterns), **dict(env or {})}
 
 
 class LocalExecutor:
@@ -79,13 +89,13 @@ class LocalExecutor:
 
     # -- long-lived processes -------------------------------------------------------
     def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None) -> ProcessHandle:
+              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
         """Start `argv` as a group leader.  It is exec'd through `sh` so a missing
         program shows up as a logged "not found" and exit 127, as over ssh."""
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         handle = ProcessHandle(executor=self.kind, host=self.host, log_path=log_path,
                                started_at=time.time(), command=redact_argv(argv, env))
-        full_env = _merged_env(env)
+        full_env = launch_env(env, base_env)
         full_env[TOKEN_ENV] = process_token(handle)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(["/bin/sh", "-c", 'exec "$@"', "sh", *argv], stdout=log,

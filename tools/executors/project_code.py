@@ -15,10 +15,11 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from tools.executors.base import Executor
 from campaign.domain.models import CommandResult, ProcessHandle
+from tools.executors.base import Executor
 
 #: the packages a node needs; the tree they live in is the controller's.
 PACKAGES = ("campaign", "tools")
@@ -81,8 +82,8 @@ class WithProjectCode:
         return self.inner.run(argv, timeout=timeout, env=self._env(env), cwd=cwd)
 
     def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None) -> ProcessHandle:
-        return self.inner.start(argv, log_path=log_path, env=self._env(env), cwd=cwd)
+              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
+        return self.inner.start(argv, log_path=log_path, env=self._env(env), cwd=cwd, base_env=base_env)
 
     def poll(self, handle: ProcessHandle) -> int | None:
         return self.inner.poll(handle)

@@ -10,9 +10,15 @@ and make it a session leader (pid == pgid, so the whole group can be stopped).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shlex
 from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
+
+from campaign.domain import server_env
+from campaign.domain.server_env import DEFAULT_BASE_ENV
 
 #: the most log bytes one `read_log` returns; the caller pages on with the offset.
 MAX_LOG_CHUNK = 8 * 1024 * 1024
@@ -25,14 +31,30 @@ KILLED = -9
 #: With `linger` it stays until the group is empty: under Slurm the job (and its
 #: GPUs) must last while orphans of the group still run, as they would elsewhere.
 WATCHER = """\
-import json, os, signal, subprocess, sys, time
-log, cwd, env, argv = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+import json, os, re, signal, subprocess, sys, time
+from fnmatch import fnmatchcase
+log, cwd, spec_path, argv = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 linger = sys.argv[5] == '1'
 def put(path, text):
     with open(path + '.tmp', 'w') as f:
         f.write(text)
     os.replace(path + '.tmp', path)
-full = dict(os.environ); full.update(env)
+try:
+    with open(spec_path) as f:
+        spec = json.load(f)
+except (OSError, ValueError) as exc:
+    print(f'campaign: cannot read the launch environment {spec_path}: {exc}', flush=True)
+    put(log + '.pid', '0'); put(log + '.rc', '127'); sys.exit(127)
+finally:
+    try:
+        os.unlink(spec_path)
+    except OSError:
+        pass
+deny = re.compile(spec['deny'], re.IGNORECASE)
+full = {k: v for k, v in os.environ.items()
+        if not deny.match(k) and any(fnmatchcase(k, p) for p in spec['inherit'])}
+full.update(spec['env'])
+del spec
 try:
     child = subprocess.Popen(argv, cwd=cwd or None, env=full, start_new_session=True)
 except OSError as exc:
@@ -66,21 +88,60 @@ def pid_path(log_path: str) -> str:
     return log_path + ".pid"
 
 
-def watcher_argv(python: str, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None,
-                 cwd: str | None = None, linger: bool = False) -> list[str]:
-    """`python -c WATCHER ...`: everything passed as arguments, nothing quoted by hand."""
-    if not argv:
-        raise ValueError("empty command")
-    return [python, "-c", WATCHER, log_path, cwd or "", json.dumps(dict(env or {})), json.dumps(list(argv)),
-            "1" if linger else "0"]
+#: the directory (mode 0700, under the node's workdir) of the launch environment files.
+ENV_DIR = ".campaign-env"
 
 
-def command_line(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
-    """`env K=V argv...` as one shell line, every word quoted."""
+def env_spec_path(workdir: str, log_path: str) -> str:
+    """The launch environment file of the process logging to `log_path`: derived from
+    the handle's own fields, so a `stop` (by a fresh executor after a crash, too) can
+    delete one a job that never ran left behind."""
+    digest = hashlib.sha256(log_path.encode()).hexdigest()[:24]
+    return str(PurePosixPath(workdir) / ENV_DIR / f"{digest}.json")
+
+
+def env_spec_bytes(env: Mapping[str, str] | None, base_env: Sequence[str] | None) -> bytes:
+    """The launch environment file's content: explicit values, the base list, the secret rule."""
+    patterns = DEFAULT_BASE_ENV if base_env is None else base_env
+    return json.dumps(server_env.wire_spec(env, patterns)).encode()
+
+
+def write_private(path: str, data: bytes) -> str:
+    """Write `data` to a new file created 0600 in a directory made 0700 (on a
+    filesystem this process reaches: the Slurm submit host's shared workdir)."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    if os.path.lexists(path):
+        os.unlink(path)  # a stale one: never write into a file someone else may have made
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
+
+
+def watcher_argv(python: str, argv: Sequence[str], *, log_path: str, env_spec: str, cwd: str | None = None,
+                 linger: bool = False) -> list[str]:
+    """`python -c WATCHER ...`: everything passed as arguments, nothing quoted by hand.
+    The environment is not among them (a command line is world-readable in `ps` for
+    the server's lifetime): `env_spec` names the 0600 file holding it, which the
+    watcher reads and deletes before it starts the command."""
     if not argv:
         raise ValueError("empty command")
-    prefix = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " if env else ""
-    return prefix + shlex.join(argv)
+    return [python, "-c", WATCHER, log_path, cwd or "", env_spec, json.dumps(list(argv)), "1" if linger else "0"]
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """`argv...` as one shell line, every word quoted.  No environment: that goes
+    over stdin (`export_lines`), never into a command line `ps` shows."""
+    if not argv:
+        raise ValueError("empty command")
+    return shlex.join(argv)
+
+
+def export_lines(env: Mapping[str, str] | None) -> str:
+    """`export K='V'` lines for a remote shell to `eval` from its stdin."""
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
 
 
 def parse_status(text: str) -> int | None:

@@ -24,14 +24,27 @@ import re
 import shlex
 import subprocess
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from tools.executors.local import LocalExecutor
-from tools.executors.remote_shell import KILLED, parse_status, pid_path, rc_path, watcher_argv
+from campaign.domain import server_env
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv
+from campaign.domain.server_env import DEFAULT_BASE_ENV
+from tools.executors.base import LAUNCH_TOKEN_ENV
+from tools.executors.local import LocalExecutor
+from tools.executors.remote_shell import (
+    KILLED,
+    env_spec_bytes,
+    env_spec_path,
+    parse_status,
+    pid_path,
+    rc_path,
+    watcher_argv,
+    write_private,
+)
 
 #: job states in which the job may still run its command.
 ACTIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
@@ -82,8 +95,10 @@ class SlurmExecutor:
         self._last_host: str | None = None
 
     # ----------------------------------------------------------------- slurm calls
-    def _slurm(self, argv: list[str], timeout: float = 60.0, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(argv, env=self._env, capture_output=True, text=True, timeout=timeout)
+    def _slurm(self, argv: list[str], timeout: float = 60.0, check: bool = True,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(argv, env=self._env if env is None else env, capture_output=True, text=True,
+                              timeout=timeout)
         if check and proc.returncode != 0:
             raise SlurmError(f"{' '.join(argv[:2])}: {proc.stderr.strip() or proc.stdout.strip()}")
         return proc
@@ -137,9 +152,15 @@ class SlurmExecutor:
         return self._local.run(argv, timeout=timeout, env=env, cwd=cwd)
 
     def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None) -> ProcessHandle:
+              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
         """Submit a batch job and wait until it runs (or ended); SlurmError when it is
-        still queued after `queue_timeout_s` (the job is cancelled then)."""
+        still queued after `queue_timeout_s` (the job is cancelled then).
+
+        The job's environment: sbatch gets only the base list's variables (Slurm copies
+        the submitter's environment into the job and its state files), and `env` goes
+        into a 0600 file in a 0700 directory that the script names and the watcher
+        reads and deletes before it starts the command; deleted here too, whatever
+        happened to the job."""
         log = log_path if os.path.isabs(log_path) else os.path.join(self.workdir, log_path)
         workdir = cwd or self.workdir
         Path(log).parent.mkdir(parents=True, exist_ok=True)
@@ -147,20 +168,37 @@ class SlurmExecutor:
         for stale in (rc_path(log), pid_path(log)):
             Path(stale).unlink(missing_ok=True)
         script = log + ".sbatch"
-        watcher = watcher_argv(self.python, argv, log_path=log, env=env, cwd=workdir, linger=True)
-        Path(script).write_text(f"#!/bin/sh\nexec {shlex.join(watcher)}\n")
-        job_name = f"{self.job_name_prefix}-{Path(log).stem}"[:64]
-        submitted = time.monotonic()
-        out = self._slurm(self.submit_argv(script, log_path=log, job_name=job_name, cwd=workdir)).stdout
-        job_id = out.strip().split(";")[0]
-        fields = self._wait_started(job_id, submitted)
-        self._queue_wait[job_id] = time.monotonic() - submitted
-        pid = self._wait_pid(log, job_id)
+        spec = write_private(env_spec_path(self.workdir, log), env_spec_bytes(env, base_env))
+        try:
+            watcher = watcher_argv(self.python, argv, log_path=log, env_spec=spec, cwd=workdir, linger=True)
+            # the launch token (a random id, not a secret) marks the script as this launch's,
+            # since the environment itself goes through the private file
+            token = (env or {}).get(LAUNCH_TOKEN_ENV, "")
+            mark = f"# {LAUNCH_TOKEN_ENV} {shlex.quote(token)}\n" if token else ""
+            Path(script).write_text(f"#!/bin/sh\n{mark}exec {shlex.join(watcher)}\n")
+            job_name = f"{self.job_name_prefix}-{Path(log).stem}"[:64]
+            submitted = time.monotonic()
+            out = self._slurm(self.submit_argv(script, log_path=log, job_name=job_name, cwd=workdir),
+                              env=self._submit_env(base_env)).stdout
+            job_id = out.strip().split(";")[0]
+            fields = self._wait_started(job_id, submitted)
+            self._queue_wait[job_id] = time.monotonic() - submitted
+            pid = self._wait_pid(log, job_id)
+        finally:
+            Path(spec).unlink(missing_ok=True)
         node = fields.get("BatchHost") or fields.get("NodeList") or ""
         host = self.node_address(node) if node and node != "(null)" else self.host
         self._last_host = host
         return ProcessHandle(executor=self.kind, pid=pid, pgid=pid, host=host, job_id=job_id, log_path=log,
                              started_at=time.time(), command=redact_argv(argv, env))
+
+    def _submit_env(self, base_env: Sequence[str] | None) -> dict[str, str]:
+        """sbatch's own environment, which becomes the job's: the base list's variables
+        of the submit host (as they are now) and where Slurm's configuration is."""
+        env = server_env.select(os.environ, DEFAULT_BASE_ENV if base_env is None else base_env)
+        if "SLURM_CONF" in self._env:
+            env["SLURM_CONF"] = self._env["SLURM_CONF"]
+        return env
 
     def _wait_started(self, job_id: str, submitted: float) -> dict[str, str]:
         while True:
@@ -232,6 +270,7 @@ class SlurmExecutor:
             self._slurm(["scancel", job], check=False)
             if not self._wait_gone(job, 60.0):
                 raise SlurmError(f"job {job} still in the queue 60 s after scancel")
+        Path(env_spec_path(self.workdir, handle.log_path)).unlink(missing_ok=True)  # a job that never ran
         return self.poll(handle)
 
     def _signal_group(self, handle: ProcessHandle, signal_name: str) -> None:

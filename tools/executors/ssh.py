@@ -24,20 +24,21 @@ import time
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
+from campaign.domain.models import CommandResult, ProcessHandle
+from campaign.domain.redact import redact_argv, redact_text
 from tools.executors.remote_shell import (
     KILLED,
     MAX_LOG_CHUNK,
     command_line,
     decode_complete,
+    env_spec_bytes,
+    env_spec_path,
+    export_lines,
     parse_status,
     pid_path,
     rc_path,
     watcher_argv,
 )
-from campaign.domain.models import CommandResult, ProcessHandle
-from campaign.domain.redact import redact_argv, redact_text
-
-
 
 #: shell functions: is a pid / a process group alive (zombies are not), via procps `ps`.
 _ALIVE = ("alive() { ps -o stat= -p \"$1\" 2>/dev/null | grep -qv '^Z'; }; "
@@ -119,8 +120,8 @@ class SshExecutor:
             raise SshError(f"ssh {self.target}: {redact_text(proc.stderr.decode(errors='replace').strip())}")
         return proc
 
-    def _sh(self, script: str, *, timeout: float = 30.0) -> str:
-        proc = self._ssh(script, timeout=timeout)
+    def _sh(self, script: str, *, timeout: float = 30.0, stdin: bytes | None = None) -> str:
+        proc = self._ssh(script, timeout=timeout, stdin=stdin)
         if proc.returncode != 0:
             raise SshError(f"ssh {self.target}: remote command failed ({proc.returncode}): "
                            f"{redact_text(proc.stderr.decode(errors='replace').strip())}")
@@ -145,11 +146,13 @@ class SshExecutor:
         """Run to completion on the node.  The remote side is bounded by `timeout`
         too, so a timed-out command does not linger there; status 124 on timeout."""
         wd = self._abs(cwd) if cwd else self.workdir
-        inner = command_line(argv, env=env)
+        inner = command_line(argv)
+        exports = export_lines(env)  # over stdin: a command line is visible in `ps`
         script = (f"mkdir -p {shlex.quote(self.workdir)} && cd {shlex.quote(wd)} && "
-                  f"exec timeout -k 2 {max(timeout, 0.1):.1f} sh -c {shlex.quote(inner)}")
+                  + ('eval "$(cat)" && ' if exports else "")
+                  + f"exec timeout -k 2 {max(timeout, 0.1):.1f} sh -c {shlex.quote(inner)}")
         try:
-            proc = self._ssh(script, timeout=timeout + 10)
+            proc = self._ssh(script, timeout=timeout + 10, stdin=exports.encode() if exports else None)
         except subprocess.TimeoutExpired as exc:
             return CommandResult(returncode=124, stdout=(exc.stdout or b"").decode(errors="replace"),
                                  stderr=f"timed out after {timeout:g} s")
@@ -157,19 +160,26 @@ class SshExecutor:
                              stderr=proc.stderr.decode(errors="replace"))
 
     def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None) -> ProcessHandle:
+              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
+        """The environment goes over the channel's stdin into a 0600 file in a 0700
+        directory, which the watcher reads and deletes before it starts the command:
+        never on a command line (`ps` on the node, and here: the ssh client's argv)."""
         log = self._abs(log_path)
-        watcher = shlex.join(watcher_argv(self.python, argv, log_path=log, env=env,
+        spec = env_spec_path(self.workdir, log)
+        spec_dir = str(PurePosixPath(spec).parent)
+        watcher = shlex.join(watcher_argv(self.python, argv, log_path=log, env_spec=spec,
                                           cwd=self._abs(cwd) if cwd else self.workdir))
         q = shlex.quote
         script = (
             f"mkdir -p {q(self.workdir)} {q(str(PurePosixPath(log).parent))} && "
             f"rm -f {q(rc_path(log))} {q(pid_path(log))} || exit 1; "
+            f"(umask 077 && mkdir -p {q(spec_dir)} && chmod 700 {q(spec_dir)} && cat > {q(spec)}) || exit 1; "
+            f"find {q(spec_dir)} -name '*.json' -mmin +10 -delete 2>/dev/null; "  # left by a killed start
             f"setsid {watcher} >> {q(log)} 2>&1 < /dev/null & "
             f"i=0; while [ ! -s {q(pid_path(log))} ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done; "
-            f"cat {q(pid_path(log))}"
+            f"rm -f {q(spec)}; cat {q(pid_path(log))}"
         )
-        out = self._sh(script, timeout=30).strip()
+        out = self._sh(script, timeout=30, stdin=env_spec_bytes(env, base_env)).strip()
         try:
             pid: int | None = int(out.splitlines()[-1]) or None  # 0: could not exec, status 127 recorded
         except (ValueError, IndexError) as exc:

@@ -7,7 +7,12 @@ in SGLang and ``*_e2el_ms`` in vLLM, which is how the source is told apart.  Eac
 becomes one ``LevelResult`` (its ``max_concurrency``).  Percentiles a file does not
 carry (SGLang writes no p90; vLLM only those in ``--metric-percentiles``) are computed
 from the per-request arrays when the file has them (``--output-details`` /
-``--save-detailed``), else left at 0.0.
+``--save-detailed``; vLLM >= 0.31 keeps ``latencies`` always), else left at 0.0; so are
+the mean and median of a metric left out of vLLM's ``--percentile-metrics`` (e2el by
+default).  A run without a concurrency limit (``--request-rate`` only: ``max_concurrency``
+null) is labelled with its peak concurrent requests as vLLM prints it, else SGLang's
+measured mean concurrency, else (vLLM <= 0.10) request rate x mean E2E latency, rounded.
+Checked against files written by the real clients: tests/tools/loadgen/real_formats.
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from campaign.domain.errors import UserError
-from tools.loadgen.stats import percentile
 from campaign.domain.models import LevelResult, Stat, SweepResult
+from tools.loadgen.stats import percentile
 
-REQUIRED = ("max_concurrency", "completed", "duration", "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms")
+REQUIRED = ("completed", "duration", "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms")
 
 
 def _read_runs(path: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -67,15 +72,23 @@ def _stat(run: dict, name: str, samples: list[float] | None) -> Stat:
             return float(run[f"p{pct}_{name}_ms"])
         return percentile(ordered, pct) * 1000 if ordered else 0.0
 
+    def central(key: str, from_samples: float) -> float:
+        if isinstance(run.get(key), (int, float)):
+            return float(run[key])
+        return from_samples * 1000 if ordered else 0.0
+
+    mean = central(f"mean_{name}_ms", sum(ordered) / len(ordered) if ordered else 0.0)
+    p50 = run.get(f"p50_{name}_ms")
     return Stat(
-        mean=float(run.get(f"mean_{name}_ms") or 0.0),
-        p50=float(run.get(f"median_{name}_ms") or run.get(f"p50_{name}_ms") or 0.0),
+        mean=mean,
+        p50=float(p50) if isinstance(p50, (int, float)) else central(f"median_{name}_ms", percentile(ordered, 50) if ordered else 0.0),
         p90=pick(90),
         p99=pick(99),
     )
 
 
-def _floats(values: Any) -> list[float] | None:
+def _floats(values: Any, *, positive: bool = False) -> list[float] | None:
+    """Per-request samples (s); `positive` drops the 0.0 a failed request leaves."""
     if not isinstance(values, list):
         return None
     flat: list[float] = []
@@ -84,7 +97,25 @@ def _floats(values: Any) -> list[float] | None:
             flat.extend(float(x) for x in v if isinstance(x, (int, float)))
         elif isinstance(v, (int, float)):
             flat.append(float(v))
+    if positive:
+        flat = [x for x in flat if x > 0]
     return flat or None
+
+
+def _concurrency(path: Path, where: str, run: dict) -> int:
+    """The client's limit; without one, the peak (or SGLang's mean) it measured."""
+    if run.get("max_concurrency") is not None:
+        return int(_number(path, where, run, "max_concurrency"))
+    for key in ("max_concurrent_requests", "concurrency"):
+        value = run.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return max(1, round(value))
+    # vLLM <= 0.10 writes neither: Little's law, mean in flight = request rate x mean latency
+    rate, e2e = run.get("request_throughput"), run.get("mean_e2el_ms")
+    if isinstance(rate, (int, float)) and isinstance(e2e, (int, float)) and rate > 0 and e2e > 0:
+        return max(1, round(rate * e2e / 1000))
+    raise UserError(f"{path}: {where}: max_concurrency: missing and no measured concurrency "
+                    "(fix: a complete bench_serving / vllm bench serve result)")
 
 
 def _level(path: Path, where: str, run: dict, e2e_name: str) -> LevelResult:
@@ -98,7 +129,7 @@ def _level(path: Path, where: str, run: dict, e2e_name: str) -> LevelResult:
     if not isinstance(output_tokens, int):
         output_tokens = round(values["output_throughput"] * duration)
     return LevelResult(
-        concurrency=int(values["max_concurrency"]),
+        concurrency=_concurrency(path, where, run),
         requests=completed + errors,
         errors=errors,
         output_tokens=output_tokens,
@@ -109,7 +140,7 @@ def _level(path: Path, where: str, run: dict, e2e_name: str) -> LevelResult:
         ttft_ms=_stat(run, "ttft", _floats(run.get("ttfts"))),
         itl_ms=_stat(run, "itl", _floats(run.get("itls"))),
         tpot_ms=_stat(run, "tpot", None),
-        e2e_ms=_stat(run, e2e_name, _floats(run.get("latencies"))),
+        e2e_ms=_stat(run, e2e_name, _floats(run.get("latencies"), positive=True)),
         token_source="usage",
     )
 

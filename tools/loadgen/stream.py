@@ -59,7 +59,7 @@ class SseTimer:
     does not start with ``{`` is a bad event.
     """
 
-    __slots__ = ("chat", "content", "st", "buf", "ttft", "last", "end", "itl", "chunks", "usage", "done")
+    __slots__ = ("buf", "chat", "chunks", "content", "done", "end", "itl", "last", "st", "ttft", "usage")
 
     def __init__(self, chat: bool, st: float) -> None:
         self.chat = chat

@@ -53,17 +53,17 @@ import json
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
 from time import perf_counter
+from typing import Literal
 
 import httpx
 
 from campaign.domain.errors import UserError
+from campaign.domain.models import LevelResult, SweepResult, WorkloadSpec
+from campaign.domain.prompts import PromptSet, build_prompt_set
 from tools.loadgen.conn import SlotConnections
 from tools.loadgen.stats import RequestOutcome, requests_for_level, summarize_level
 from tools.loadgen.stream import aiohttp_session, httpx_clients, preopen_aiohttp, stream_aiohttp, stream_httpx
-from campaign.domain.models import LevelResult, SweepResult, WorkloadSpec
-from campaign.domain.prompts import PromptSet, build_prompt_set
 
 PROBE_TIMEOUT_S = 10.0
 

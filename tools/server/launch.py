@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import socket
 import time
+import uuid
 from collections.abc import Iterable
 from types import TracebackType
 
 import httpx
 from pydantic import BaseModel, Field
 
+from campaign.domain import killpoint
+from campaign.domain.models import Failure, FailureClass, ProcessHandle
+from campaign.domain.redact import redact_argv, redact_text
 from tools.executors.base import Executor
 from tools.server.ledger import ProcessLedger
-from campaign.domain.models import Failure, FailureClass, ProcessHandle
-from campaign.domain.redact import redact_text
+from tools.server.orphans import LAUNCH_TOKEN_ENV
 from tools.server.triage import Phase, TriageRule, classify
 
 TRIAGE_LINES = 300  # log lines given to triage
@@ -40,6 +43,9 @@ class LaunchRequest(BaseModel):
     poll_interval_s: float = Field(default=1.0, gt=0)
     cwd: str | None = None
     stop_grace_s: float = Field(default=10.0, ge=0)
+    #: node variables the server inherits besides `env` (names or PREFIX*); None: the
+    #: executor's default (campaign.domain.server_env.DEFAULT_BASE_ENV).
+    base_env: list[str] | None = None
 
 
 class LaunchFailed(Exception):
@@ -113,14 +119,28 @@ class ServerLauncher:
                 summary=f"{host}:{req.port} already accepts connections before the launch",
                 evidence=[f"connect({host}, {req.port}) succeeded before the server was started"]))
 
-        handle = self.executor.start(req.argv, log_path=req.log_path, env=req.env, cwd=req.cwd)
+        # the ledger first: the intent (with a token the server carries in its environment)
+        # before the spawn, the pid right after, so a kill in between leaves a findable server
+        token = uuid.uuid4().hex
+        env = {**req.env, LAUNCH_TOKEN_ENV: token}
+        base = {"base_env": req.base_env} if req.base_env is not None else {}
+        if self.ledger is not None:
+            self.ledger.intend(token, executor=self.executor.kind, host=host, log_path=req.log_path,
+                               command=redact_argv(req.argv, req.env))
+        try:
+            handle = self.executor.start(req.argv, log_path=req.log_path, env=env, cwd=req.cwd, **base)
+        except Exception:
+            if self.ledger is not None:
+                self.ledger.forget(token)  # no server came of it (an interrupt keeps the intent)
+            raise
+        killpoint.reached("launch:spawned")
         if req.host is None and handle.host and handle.host != host:  # e.g. the node Slurm picked
             url = f"http://{_url_host(handle.host)}:{req.port}"
         server = RunningServer(self.executor, handle, req, url, self.ledger, self.extra_rules)
         up = False
         try:
             if self.ledger is not None:
-                self.ledger.record(handle)
+                self.ledger.record(handle, token=token)
             self._wait_until_serving(server)
             up = True
             return server

@@ -1,5 +1,9 @@
 """A process ledger: every server handle a run started, until it is stopped.
 
+A launch is written in two steps around the spawn: the intent (command, log path,
+a unique token placed in the server's environment) before, the pid right after, so
+no kill can leave a server the ledger does not know.
+
 A controller killed with -9 cannot stop its servers; the next run (resume) reads the
 ledger and reaps what is left, so a crash never leaves a GPU server holding a node.
 The file is JSON lines, appended with one write per event (a line torn by a crash is
@@ -13,9 +17,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from campaign.domain.models import ProcessHandle
 from tools.executors.base import Executor
 from tools.executors.procinfo import start_ticks
-from campaign.domain.models import ProcessHandle
+from tools.server.orphans import find_by_token
 
 
 def handle_key(handle: ProcessHandle) -> str:
@@ -30,33 +35,53 @@ class ProcessLedger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def record(self, handle: ProcessHandle) -> None:
+    def intend(self, token: str, *, executor: str, host: str, log_path: str, command: str = "") -> None:
+        """Record a launch before its spawn: a kill between the spawn and `record` leaves
+        this entry, and the reaper finds the server by `token` (in its environment)."""
+        handle = ProcessHandle(executor=executor, host=host, log_path=log_path, command=command)
+        self._append({"op": "intent", "key": _intent_key(token), "token": token,
+                      "handle": handle.model_dump(mode="json"), "owner": _owner()})
+
+    def forget(self, token: str) -> None:
+        """The launch ended before a server ran (its spawn raised): drop the intent."""
+        self._append({"op": "stop", "key": _intent_key(token)})
+
+    def record(self, handle: ProcessHandle, *, token: str | None = None) -> None:
         """Record a started handle with its owner (this controller), so that another
-        controller never reaps a server whose owner is still alive."""
-        owner = {"pid": os.getpid(), "started": start_ticks(os.getpid())}
-        self._append({"op": "start", "key": handle_key(handle), "handle": handle.model_dump(mode="json"),
-                      "owner": owner})
+        controller never reaps a server whose owner is still alive; it replaces the
+        launch's intent."""
+        event = {"op": "start", "key": handle_key(handle), "handle": handle.model_dump(mode="json"),
+                 "owner": _owner()}
+        self._append({**event, "token": token} if token else event)
 
     def remove(self, handle: ProcessHandle) -> None:
         self._append({"op": "stop", "key": handle_key(handle)})
 
     def live(self) -> list[ProcessHandle]:
         """Handles recorded as started and not recorded as stopped, oldest first."""
-        return [ProcessHandle.model_validate(e["handle"]) for e in self._live_events()]
+        return [ProcessHandle.model_validate(e["handle"]) for e in self._live_events() if e.get("op") == "start"]
+
+    def intents(self) -> list[str]:
+        """Tokens of launches whose pid was never recorded (and not forgotten)."""
+        return [e["token"] for e in self._live_events() if e.get("op") == "intent"]
 
     def _live_events(self) -> list[dict]:
         started: dict[str, dict] = {}
         for event in self._events():
-            if event.get("op") == "start" and "handle" in event:
+            op = event.get("op")
+            if op in ("start", "intent") and "handle" in event:
                 started[event["key"]] = event
-            elif event.get("op") == "stop":
+                if op == "start" and event.get("token"):
+                    started.pop(_intent_key(event["token"]), None)
+            elif op == "stop":
                 started.pop(event.get("key", ""), None)
         return list(started.values())
 
     def reap(self, executor_for: Callable[[ProcessHandle], Executor], *, grace_s: float = 10.0) -> list[ProcessHandle]:
-        """Stop every leftover handle (through the executor `executor_for(handle)` picks)
-        and compact the ledger; returns the handles that were reaped.  A handle whose
-        stop raised stays in the ledger for the next try."""
+        """Stop every leftover handle (through the executor `executor_for(handle)` picks),
+        and every server of a launch known only by its intent (found by its token),
+        then compact the ledger; returns the handles that were reaped.  An entry whose
+        stop (or search) raised stays in the ledger for the next try."""
         reaped: list[ProcessHandle] = []
         kept: list[dict] = []
         for event in self._live_events():
@@ -65,11 +90,15 @@ class ProcessLedger:
                 kept.append(event)  # another live controller's server: not a leftover
                 continue
             try:
-                executor_for(handle).stop(handle, grace_s=grace_s)
+                executor = executor_for(handle)
+                found = [handle] if event["op"] == "start" else find_by_token(
+                    executor, event["token"], log_path=handle.log_path, host=handle.host, command=handle.command)
+                for h in found:
+                    executor.stop(h, grace_s=grace_s)
             except Exception:  # an unreachable node: keep the entry, try again next time
                 kept.append(event)
                 continue
-            reaped.append(handle)
+            reaped += found
         self._rewrite(kept)
         return reaped
 
@@ -106,6 +135,14 @@ class ProcessLedger:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+
+
+def _intent_key(token: str) -> str:
+    return f"intent|{token}"
+
+
+def _owner() -> dict:
+    return {"pid": os.getpid(), "started": start_ticks(os.getpid())}
 
 
 def _owner_alive(owner: dict | None) -> bool:

@@ -14,6 +14,12 @@ Decisions (documented because they shape the journal's dead ends):
   memory for the cache).  `EngineDeadError` is `engine_dead` unless it follows
   "stopping engine client" (a requested shutdown); it ranks below any root cause
   logged before it.
+- A Triton `OutOfResources: shared memory` is `unsupported_arch`: the kernel's tiles
+  were tuned for a GPU with more shared memory (T4, consumer Ada/Blackwell); an illegal
+  memory access is `kernel_fault` and outranks the NCCL watchdog that reports it;
+  torch.compile/Inductor failures are `jit_error` but weaker than OOM or an assertion
+  they wrap; vLLM's repeated "No available shared memory broadcast block" is `hang`.
+- Measured on real logs: `bench/triage_corpus.py` (tests/tools/server/triage_corpus).
 - Nothing matched: `exited` with the last lines as evidence.
 Engine profiles add rules through `extra_rules` (same bands).
 """
@@ -30,6 +36,8 @@ from campaign.domain.models import Failure, FailureClass
 Phase = Literal["patch", "start", "load", "correctness"]
 
 CONTEXT_LINES = 2
+#: the summary of a log no rule matched (`exited`, last lines as evidence).
+NO_SIGNATURE = "no known failure signature in the log"
 MAX_EVIDENCE_LINES = 12
 FALLBACK_TAIL = 15
 
@@ -60,22 +68,39 @@ RULES: tuple[TriageRule, ...] = (
     # (not an argparse usage line: vLLM's `[--jit-monitor-mode {error,warn}]` is no JIT failure)
     rule(FC.jit_error, r"^(?!.*\[--)(?:.*?)(?:ninja: build stopped|ninja build failed|Error building extension|"
          r"nvcc fatal|ptxas (fatal|error)|\bJIT\b.*(fail|error)|compil\w+ (failed|error).*(kernel|cuda|jit)|"
-         r"CalledProcessError: Command '\[?'?ninja)", 20, "kernel JIT compilation failed"),
+         r"CalledProcessError: Command '\[?'?ninja|NVCC compilation failed|NVCC version should be)",
+         20, "kernel JIT compilation failed"),
     rule(FC.unsupported_arch, r"unsupported (gpu )?arch|not supported arch|arch\w* (is )?not supported|"
          r"no kernel image is available|\bsm_?120a?\b.*not (supported|in)|not in .*arch\w* (table|list)|"
-         r"requires (compute capability|sm_?\d+)", 30, "GPU architecture not supported"),
+         r"requires (compute capability|sm_?\d+)|No supported CUDA architectures found",
+         30, "GPU architecture not supported"),
+    # a Triton kernel whose tiles need more shared memory than this GPU has (T4, consumer Ada/Blackwell)
+    rule(FC.unsupported_arch, r"out of resources?: shared memory", 30, "kernel does not fit this GPU's shared memory"),
     # a capture that fails for lack of memory is an OOM, not an incompatibility
     rule(FC.cuda_graph_incompatible, r"^(?!.*out of memory)(?:.*?)(?:operation not permitted when stream is capturing|"
          r"cudaErrorStreamCapture\w*|CUDA graph.*captur\w*.*(fail|error|invalid)|captur\w* .*CUDA graph.*(fail|error)|"
-         r"stream capture (is )?(invalidated|unsupported))", 40, "incompatible with CUDA graph capture"),
+         r"stream capture (is )?(invalidated|unsupported)|during CUDA graph capture|cudaStreamCaptureStatusActive)",
+         40, "incompatible with CUDA graph capture"),
+    rule(FC.kernel_fault, r"an illegal memory access was encountered|cudaErrorIllegal(Address|Instruction)|"
+         r"an illegal instruction was encountered|misaligned address|unspecified launch failure",
+         45, "a GPU kernel faulted"),
     rule(FC.nccl_error, r"NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|"
          r"ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL.*(timeout|Watchdog caught)", 50, "NCCL failure"),
     rule(FC.oom, r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|"
          r"Not enough memory\. Please try to increase --mem-fraction-static|"
          r"KV cache is needed, which is larger than the available KV cache memory|"
-         r"No available memory for the cache blocks|insufficient (gpu )?memory for (the )?KV cache",
+         r"No available memory for the cache blocks|insufficient (gpu )?memory for (the )?KV cache|"
+         r"larger than the maximum number of tokens that can be stored in KV cache",
          60, "out of GPU memory"),
-    rule(FC.assertion, r"\bAssertionError\b|Assertion `.*' failed|assert(ion)? failed", 60, "assertion failed"),
+    rule(FC.assertion, r"\bAssertionError\b|Assertion `.*' failed|assert(ion)? failed|device-side assert triggered",
+         60, "assertion failed"),
+    # torch.compile: weaker than any root cause the compile hit (OOM while autotuning, an assertion)
+    rule(FC.jit_error, r"BackendCompilerFailed|InductorError|torch/_inductor/(compile_fx|graph|codecache|scheduler)\.py",
+         62, "torch.compile (Inductor) failed"),
+    rule(FC.exited, r"Tokenizer class \w+ does not exist or is not currently imported", 65,
+         "tokenizer could not be loaded"),
+    # vLLM's workers stopped answering the engine: a warning that repeats while they hang
+    rule(FC.hang, r"No available shared memory broadcast block found in \d+ seconds", 68, "workers stopped responding"),
     rule(FC.engine_dead, r"EngineDeadError", 70, "vLLM engine died",
          unless_after=r"stopping engine client|\[shutdown\] API server"),  # a requested shutdown
 )
@@ -124,7 +149,7 @@ def classify(exit_code: int | None, log_lines: list[str], *, phase: Phase = "sta
     if not hits:
         tail = [ln for ln in lines if ln.strip()][-FALLBACK_TAIL:]
         return Failure(failure_class=FailureClass.exited, summary=f"server ended: {_exit_words(exit_code)}; "
-                       "no known failure signature in the log", evidence=tail, exit_code=exit_code, phase=phase)
+                       f"{NO_SIGNATURE}", evidence=tail, exit_code=exit_code, phase=phase)
 
     best_band = min(h.rule.band for h in hits)
     decider = min((h for h in hits if h.rule.band == best_band), key=lambda h: h.index)
@@ -145,3 +170,8 @@ def classify(exit_code: int | None, log_lines: list[str], *, phase: Phase = "sta
     summary += f" [{_exit_words(exit_code)}]"
     return Failure(failure_class=cls, summary=summary, evidence=_evidence(lines, indices),
                    exit_code=exit_code, phase=phase)
+
+
+def is_unmatched(failure: Failure) -> bool:
+    """True when no rule matched: `exited` with the last lines, an unknown, not a class."""
+    return failure.failure_class == FailureClass.exited and NO_SIGNATURE in failure.summary

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from tools.simnode.config import EngineConfig
 from tools.simnode.profiles import CudaStack, Profile
 
-
 CUSTOM_EAGER_LAUNCH_S = 8e-6
 
 

@@ -8,8 +8,9 @@ for the pure performance model (`EngineConfig.from_flags`).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 NCCL_ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
                  "NCCL_P2P_LEVEL", "CUDA_VISIBLE_DEVICES")

@@ -16,6 +16,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from tools.simnode import kernels
 from tools.simnode.batchcore import BatchCore, Seq
 from tools.simnode.nodelog import NodeLog
 from tools.simnode.textgen import TextStream
@@ -95,7 +96,7 @@ class SimEngine:
                 continue
             if self.steps == 0:
                 self._last_log = self.node_s
-            self.node_s += step.duration_s * self._noise()
+            self.node_s += step.duration_s * kernels.STEP_TIME_FACTOR * self._noise()
             self.steps += 1
             urgent = step.kind == "prefill"
             for seq, n, done in self.core.commit(step):

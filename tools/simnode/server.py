@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from tools.simnode import kernels
 from tools.simnode.batchcore import BatchCore
 from tools.simnode.config import EngineConfig
 from tools.simnode.engine import SimEngine
@@ -134,6 +135,8 @@ class SimNode:
                  f"{cfg.graph_max_bs(p.default_cuda_graph_max_bs)}, speculative_algorithm={cfg.speculative_algorithm!r}, "
                  f"kv_cache_dtype='{cfg.kv_cache_dtype}', attention_backend={cfg.attention_backend!r}, "
                  f"random_seed={cfg.random_seed or self.seed})")
+        if kernels.PATCH_BANNER:
+            log.line(f"kernels: {kernels.PATCH_BANNER} (from {os.path.dirname(kernels.__file__)})")
         await self.sleep_node(2.0)
         log.all_ranks("Init torch distributed begin.")
         await self.sleep_node(2.0)

@@ -9,6 +9,7 @@ state update.  Every verdict rule lives in `campaign.verdict`, none here.
 
 from __future__ import annotations
 
+from typing import Any
 
 from campaign.domain.models import EffectiveConfig
 from campaign.domain.prompts import generate_diverse
@@ -36,7 +37,10 @@ class NodeFamily:
         return self.d.nodes[state.get("node_index") or 0]
 
     def _spec(self, cid: str, name: str) -> HypothesisSpec:
-        return self.d.store.get_hypothesis(cid, name).spec
+        rec = self.d.store.get_hypothesis(cid, name)
+        if rec is None:
+            raise RuntimeError(f"graph: hypothesis {name!r} of {cid} is not in the record")
+        return rec.spec
 
     def _render(self, cid: str) -> None:
         if self.d.journal_path is None:
@@ -45,7 +49,7 @@ class NodeFamily:
 
         publish_journal(self.d.store, cid, self.d.journal_path, db_label=self.d.db_label)
 
-    def _decide(self, cid: str, seq: int, decision: dict) -> None:
+    def _decide(self, cid: str, seq: int, decision: dict[str, Any]) -> None:
         added = [HypothesisSpec.model_validate(h) for h in decision.get("add_hypotheses") or []]
         self.d.store.decide_review(cid, seq, decision.get("decision") or "approve", note=decision.get("note") or "",
                                    added=added, overrides=decision.get("overrides") or None)

@@ -6,7 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from campaign.domain.models import EffectiveConfig
-from campaign.loop.experiment import node_seconds_of, record_measurement, recorded_failure, workloads_of
+from campaign.domain.source import PatchFailed
+from campaign.loop import source
+from campaign.loop.experiment import (
+    node_seconds_of,
+    record_measurement,
+    recorded_failure,
+    workloads_of,
+)
 from campaign.loop.nodes.base import NodeFamily, correctness_prompts
 from campaign.loop.state import CampaignState
 from campaign.verdict.revisit import changed_components
@@ -44,9 +51,9 @@ class EnvironmentNodes(NodeFamily):
         for h in store.list_hypotheses(cid, status="done"):
             exps = [e for e in store.list_experiments(cid, hypothesis=h.name) if e.status in ("finished", "failed")]
             v = store.get_verdict(exps[-1].id) if exps else None
-            if v is not None and v.kind == "dead_end" and set(v.revisit_on or h.spec.revisit_on) & set(changed):
-                if store.reopen_hypothesis(cid, h.name):
-                    out.append(h.name)
+            due = v is not None and v.kind == "dead_end" and set(v.revisit_on or h.spec.revisit_on) & set(changed)
+            if due and store.reopen_hypothesis(cid, h.name):
+                out.append(h.name)
         if out:
             store.add_event(cid, "reopen", "re-opened dead ends: " + ", ".join(out))
         return out
@@ -65,10 +72,19 @@ class EnvironmentNodes(NodeFamily):
         eid = exp.id
         if exp.status == "running":
             self.d.events("baseline", {"reason": reason, "experiment": eid})
+            try:
+                rec = source.prepare(self.d, state, "baseline", list(state.get("baseline_patches") or []))
+            except PatchFailed as exc:  # adopted patches that no longer apply to the moved base
+                rec = None
+                if recorded_failure(store, eid) is None:
+                    record_measurement(store, eid, "baseline", 0, source.failed(exc), self._node(state).name)
+            if rec is not None:
+                store.record_artifact(eid, "patch", rec.model_dump_json())
             for r in range(max(2, pb.verdict.repeats.min)):  # two at least: the node's noise floor
-                if store.has_side(eid, "baseline", r):
+                if store.has_side(eid, "baseline", r) or recorded_failure(store, eid) is not None:
                     continue
-                m = self._node(state).measure(config, workloads_of(pb), label=f"baseline{attempt}-r{r}",
+                m = source.measure_from(self.d, state, rec.sha if rec else None, config, workloads_of(pb),
+                                        label=f"baseline{attempt}-r{r}",
                                         correctness_prompts=correctness_prompts(pb) if r == 0 else None,
                                         correctness_tokens=pb.verdict.correctness.max_tokens)
                 record_measurement(store, eid, "baseline", r, m, self._node(state).name)

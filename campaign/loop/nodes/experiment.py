@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from campaign.domain.models import EffectiveConfig
+from campaign.domain.source import PatchFailed
+from campaign.loop import source
 from campaign.loop.experiment import (
     check_drift,
     confound_changes,
@@ -15,13 +17,15 @@ from campaign.loop.experiment import (
     node_noise,
     node_seconds_of,
     provenance_notes,
+    queue_seconds_of,
     record_measurement,
     recorded_failure,
     workloads_of,
 )
 from campaign.loop.nodes.base import NodeFamily, correctness_prompts, reference_config
 from campaign.loop.routing import halt_after_verdict
-from campaign.loop.state import CampaignState
+from campaign.loop.state import CampaignState, current_of
+from campaign.loop.streaks import experiments_recorded, streaks_from_store
 from campaign.verdict import gates
 from campaign.verdict.judge import judge, round_decision
 from campaign.verdict.noise import NodeNoise
@@ -33,7 +37,7 @@ __all__ = ["ExperimentNodes"]
 class ExperimentNodes(NodeFamily):
 
     def apply(self, state: CampaignState) -> dict[str, Any]:
-        cid, cur, store = state["campaign_id"], state["current"], self.d.store
+        cid, cur, store = state["campaign_id"], current_of(state), self.d.store
         spec = self._spec(cid, cur["hypothesis"])
         base = reference_config(state)
         config = hypothesis_config(base, spec)
@@ -42,22 +46,45 @@ class ExperimentNodes(NodeFamily):
                                      fingerprint_id=state.get("fingerprint_id"))
         diff = confound_changes(base, config, None)
         store.record_artifact(exp.id, "config_diff", "\n".join(c.model_dump_json() for c in diff))
+        shas = self._trees(state, exp.id, spec)
         # candidate first: an idea that crashes at start costs one launch, not a baseline round too
-        return {"current": {**cur, "experiment_id": exp.id, "side": "candidate"}}
+        return {"current": {**cur, "experiment_id": exp.id, "side": "candidate", **shas}}
 
+    def _trees(self, state: CampaignState, eid: str, spec: Any) -> dict[str, Any]:
+        """The commits both sides run from (server.source set): the patches are committed
+        here, their record written before anything runs; a patch that is refused or does
+        not apply is the candidate's recorded failure."""
+        store = self.d.store
+        own = source.baseline_side_patches(state) + source.spec_patches(spec)
+        try:
+            base_rec = source.prepare(self.d, state, "baseline", source.baseline_side_patches(state))
+            rec = source.prepare(self.d, state, spec.name, own)
+        except PatchFailed as exc:
+            if recorded_failure(store, eid) is None:
+                record_measurement(store, eid, "candidate", 0, source.failed(exc), self._node(state).name)
+            return {"candidate_sha": None, "baseline_sha": None}
+        if rec is None or base_rec is None:
+            return {}
+        store.record_artifact(eid, "patch", rec.model_dump_json())
+        if rec.branch:
+            store.annotate_experiment(eid, patch_sha=rec.sha)
+        return {"candidate_sha": rec.sha, "baseline_sha": base_rec.sha}
 
     def measure(self, state: CampaignState) -> dict[str, Any]:
         """One side of one round: launch, correctness probe (round 0), workloads, stop, record."""
-        cid, cur, store, pb = state["campaign_id"], dict(state["current"]), self.d.store, self.pb
+        cid, store, pb = state["campaign_id"], self.d.store, self.pb
+        cur: dict[str, Any] = dict(current_of(state))
         side, rnd, eid = cur["side"], cur["rounds"], cur["experiment_id"]
         spec = self._spec(cid, cur["hypothesis"])
         base = reference_config(state)
         config = base if side == "baseline" else hypothesis_config(base, spec)
         if not store.has_side(eid, side, rnd) and recorded_failure(store, eid) is None:
-            m = self._node(state).measure(config, workloads_of(pb), label=f"{spec.name}-{side}-r{rnd}",
+            m = source.measure_from(self.d, state, cur.get(f"{side}_sha"), config, workloads_of(pb),
+                                    label=f"{spec.name}-{side}-r{rnd}",
                                     correctness_prompts=correctness_prompts(pb) if rnd == 0 else None,
                                     correctness_tokens=pb.verdict.correctness.max_tokens)
-            if m.infrastructure_fault and cur.get("infra_retries", 0) < pb.budget.max_infra_retries:
+            if m.failure is not None and m.infrastructure_fault \
+                    and cur.get("infra_retries", 0) < pb.budget.max_infra_retries:
                 store.add_event(cid, "infrastructure",
                                 f"{spec.name} {side} r{rnd}: {m.failure.failure_class.value}, retrying")
                 return {"current": {**cur, "infra_retries": cur.get("infra_retries", 0) + 1}}
@@ -86,7 +113,7 @@ class ExperimentNodes(NodeFamily):
 
     def verdict(self, state: CampaignState) -> dict[str, Any]:
         """A pure function of the recorded measurements and the policy."""
-        cid, cur, store, pb = state["campaign_id"], state["current"], self.d.store, self.pb
+        cid, cur, store, pb = state["campaign_id"], current_of(state), self.d.store, self.pb
         eid = cur["experiment_id"]
         spec = self._spec(cid, cur["hypothesis"])
         failure = recorded_failure(store, eid)
@@ -107,9 +134,11 @@ class ExperimentNodes(NodeFamily):
 
 
     def record(self, state: CampaignState) -> dict[str, Any]:
-        cid, cur, store, pb = state["campaign_id"], state["current"], self.d.store, self.pb
+        cid, cur, store, pb = state["campaign_id"], current_of(state), self.d.store, self.pb
         eid = cur["experiment_id"]
         v = store.get_verdict(eid)
+        if v is None:
+            raise RuntimeError(f"graph: record ran before the verdict of {eid}")
         spec = self._spec(cid, cur["hypothesis"])
         adopt = v.kind == "win" and spec.adopt_if_win
         failure = recorded_failure(store, eid)
@@ -120,23 +149,28 @@ class ExperimentNodes(NodeFamily):
         store.set_hypothesis_status(cid, spec.name, "done")
         self.d.events("verdict", {"hypothesis": spec.name, "kind": v.kind, "reason": v.reason,
                                   "failure_class": v.failure_class.value if v.failure_class else None})
+        no_win, dead_end = streaks_from_store(store, cid)  # from the record: a lost update cannot skew them
         update: dict[str, Any] = {
-            "experiments_done": state.get("experiments_done", 0) + 1,
-            "no_win_streak": 0 if v.kind == "win" else state.get("no_win_streak", 0) + 1,
-            "dead_end_streak": 0 if v.kind == "win" else state.get("dead_end_streak", 0) + int(v.kind == "dead_end"),
+            "experiments_done": experiments_recorded(store, cid),
+            "no_win_streak": no_win,
+            "dead_end_streak": dead_end,
             "current": None,
         }
         if adopt:
             config = hypothesis_config(EffectiveConfig.model_validate(state["baseline_config"]), spec)
-            update.update(baseline_config=config.model_dump(), need_baseline=f"adopted win '{spec.name}'")
+            update.update(baseline_config=config.model_dump(), need_baseline=f"adopted win '{spec.name}'",
+                          baseline_patches=list(state.get("baseline_patches") or []) + source.spec_patches(spec))
             store.add_event(cid, "adopt", f"'{spec.name}' adopted: the baseline for every later hypothesis",
                             key=f"adopt:{eid}")
         if self.d.planner is not None:
             from campaign.loop.planner_bridge import analyze_with_planner
 
             analyze_with_planner(self.d, cid, eid)
-        node_hours = sum(e.node_seconds for e in store.list_experiments(cid)) / 3600
-        halt = halt_after_verdict({**state, **update}, pb, hours_spent=node_hours)
+        exps = store.list_experiments(cid)
+        node_hours = sum(e.node_seconds for e in exps) / 3600
+        queue_hours = sum(queue_seconds_of(store, e.id) for e in exps) / 3600 if pb.budget.max_queue_hours else 0.0
+        halt = halt_after_verdict({**state, **update}, pb, hours_spent=node_hours,  # type: ignore[typeddict-item]
+                                  queue_hours=queue_hours)
         if halt:
             update["halt"] = halt
         return update

@@ -9,8 +9,9 @@ from langgraph.types import interrupt
 
 from campaign.loop.experiment import baseline_noise
 from campaign.loop.nodes.base import NodeFamily
-from campaign.loop.state import CampaignState
+from campaign.loop.state import CampaignState, current_of
 from campaign.verdict import stack_check
+from campaign.verdict.stacking import BisectionState
 
 __all__ = ["ProposalNodes"]
 
@@ -36,10 +37,10 @@ class ProposalNodes(NodeFamily):
 
     def gate(self, state: CampaignState) -> dict[str, Any]:
         """Human approval before a patch is applied (code before interrupt is idempotent)."""
-        cid, cur = state["campaign_id"], state["current"]
+        cid, cur = state["campaign_id"], current_of(state)
         spec = self._spec(cid, cur["hypothesis"])
         rec = self.d.store.get_hypothesis(cid, spec.name)
-        needs = (spec.patch and self.pb.review.before_patch) or (spec.patch and rec.source == "llm")
+        needs = (spec.patch and self.pb.review.before_patch) or (spec.patch and rec is not None and rec.source == "llm")
         if not needs:
             return {}
         reason = f"approve the patch of '{spec.name}' ({spec.patch}) before it is applied"
@@ -68,7 +69,7 @@ class ProposalNodes(NodeFamily):
             noise, _ = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
             st = {"for": state.get("baseline_id"), "k": 0,
                   "bisect": stack_check.start(wins, max(noise or 2.0, pb.verdict.min_effect_pct)).model_dump()}
-        bis = stack_check.BisectionState.model_validate(st["bisect"])
+        bis = BisectionState.model_validate(st["bisect"])
         if st.get("pending"):
             exps = store.list_experiments(cid, hypothesis=st["pending"])
             v = store.get_verdict(exps[-1].id) if exps else None

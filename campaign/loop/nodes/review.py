@@ -7,7 +7,9 @@ from typing import Any
 
 from langgraph.types import interrupt
 
+from campaign.domain import killpoint
 from campaign.loop.nodes.base import NodeFamily
+from campaign.loop.planner_bridge import stop_reason
 from campaign.loop.state import CampaignState
 
 __all__ = ["ReviewNodes"]
@@ -39,6 +41,9 @@ class ReviewNodes(NodeFamily):
 
 
     def finish(self, state: CampaignState) -> dict[str, Any]:
+        """Mark the campaign ended, then render.  A kill between the two leaves this
+        node unfinished in the checkpoint: resume runs it again (and every command that
+        opens the campaign re-renders a journal older than the record)."""
         cid, store = state["campaign_id"], self.d.store
         halt = state.get("halt") or {}
         if state.get("finished") and store.get_campaign(cid).status == "finished":
@@ -46,6 +51,8 @@ class ReviewNodes(NodeFamily):
         if halt.get("kind") == "fail":
             store.update_campaign(cid, status="failed", halt_reason=halt.get("reason"))
         else:
-            store.update_campaign(cid, status="finished", halt_reason=halt.get("reason") or "hypothesis queue exhausted")
+            reason = halt.get("reason") or (stop_reason(store, cid) if self.d.planner is not None else None)
+            store.update_campaign(cid, status="finished", halt_reason=reason or "hypothesis queue exhausted")
+        killpoint.reached("finish:marked")
         self._render(cid)
         return {"finished": True}

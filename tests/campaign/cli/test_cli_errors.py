@@ -111,10 +111,12 @@ def bad_playbook_cases(tmp_path: Path) -> list[tuple[str, str, tuple[str, ...]]]
          ("badname.yaml:6:", "hypotheses[0].name", "lowercase")),
         ("badkind.yaml", good.replace("workloads:", "node: {kind: gpu-cloud}\nworkloads:"),
          ("badkind.yaml:3:", "node", "simulated")),
+        ("badengine.yaml", good.replace("workloads:", "server: {engine: vlm}\nworkloads:"),
+         ("badengine.yaml", "server.engine", "unknown engine 'vlm'", "vllm")),
     ]
 
 
-@pytest.mark.parametrize("case", range(10))
+@pytest.mark.parametrize("case", range(11))
 def test_bad_playbook_run_refused_and_record_untouched(case: int, tmp_path: Path, recorded) -> None:
     _, db, _ = recorded
     name, text, needles = bad_playbook_cases(tmp_path)[case]

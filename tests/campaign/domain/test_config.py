@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from campaign.domain.errors import UserError
 from campaign.domain.config import diff, merge, render_argv, render_flags, undeclared
+from campaign.domain.errors import UserError
 from campaign.domain.models import EffectiveConfig
 
 BASE = EffectiveConfig(flags={"cuda-graph-max-bs": 512, "mem-fraction-static": 0.88, "tp": 8},

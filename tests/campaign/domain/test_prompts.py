@@ -24,7 +24,7 @@ def test_generated_sets_are_deterministic_and_hashed_by_content() -> None:
     assert build_prompt_set(spec(prompts="diverse", seed=3, prompt_tokens=100)).hash != a.hash
     assert len(a.prompts) == DIVERSE_POOL_SIZE and len(set(a.prompts)) == DIVERSE_POOL_SIZE
     lengths = [len(p.split()) for p in a.prompts]
-    assert 256 <= min(lengths) and max(lengths) <= 769  # 0.5x .. 1.5x of 512 words
+    assert min(lengths) >= 256 and max(lengths) <= 769  # 0.5x .. 1.5x of 512 words
 
 
 def test_fixed_is_one_prompt_of_the_requested_length() -> None:

@@ -10,9 +10,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
 from langgraph.types import Command
 
+from campaign.cli.wiring import build_deps
 from campaign.loop.graph import build_graph
 from campaign.playbook.load import load_playbook
-from campaign.cli.wiring import build_deps
 from campaign.store import Store
 from tests.campaign.sim_playbook import sim_playbook
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from campaign.cli.wiring import build_deps
 from campaign.domain.errors import UserError
 from campaign.loop.graph import build_graph
 from campaign.loop.parallel import collect_results, merge_results, pick_batch
-from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.playbook.load import load_playbook
-from campaign.cli.wiring import build_deps
+from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.store import Store
 from tests.campaign.sim_playbook import FAST_NODE, sim_playbook
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
+from campaign.domain.models import EffectiveConfig, LevelResult
 from campaign.loop.experiment import provenance_notes, side_seq
 from campaign.playbook.schema import Playbook
 from campaign.store import Store
-from campaign.domain.models import EffectiveConfig, LevelResult
 
 PB = Playbook.model_validate({"name": "p", "workloads": {
     "single_stream": {"concurrency": [1], "prompts": "fixed", "output_tokens": 128},

@@ -48,3 +48,12 @@ def test_after_propose_and_gate():
     assert routing.after_gate({"current": None}) == "propose"
     assert routing.after_review({"finished": True}) == "finish"
     assert routing.after_review({}) == "fingerprint"
+
+
+def test_queue_wait_has_its_own_budget_and_is_not_node_time():
+    pb = Playbook.model_validate({**_pb().model_dump(), "budget": {"max_hours": 1, "max_queue_hours": 2}})
+    # three hours queued, half an hour on the node: the node budget holds, the queue budget halts
+    assert routing.halt_after_verdict({}, pb, hours_spent=0.5, queue_hours=1.9) is None
+    halt = routing.halt_after_verdict({}, pb, hours_spent=0.5, queue_hours=3.0)
+    assert halt is not None and "max_queue_hours=2" in halt["reason"]
+    assert routing.halt_after_verdict({}, _pb(), hours_spent=0.5, queue_hours=1e6) is None  # no queue budget set

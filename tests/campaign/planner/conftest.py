@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from campaign.cli.wiring import local_source_tree as PatchManager
+from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
+from campaign.domain.records import BaselineView, CampaignView, DeadEnd, ExperimentView, Verdict
 from campaign.planner.base import PlannerContext
 from campaign.playbook.schema import Playbook
-from campaign.domain.records import BaselineView, CampaignView, DeadEnd, ExperimentView, Verdict
 from tests.fake_openai import FakeOpenAI
-from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
-from tools.source.patches import PatchManager
 
 API_KEY = "sk-test-SECRETSECRETSECRET1234567890"
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from campaign.domain.models import FailureClass
+from campaign.domain.records import ExperimentView, LevelComparison, Verdict
 from campaign.planner.llm import LlmPlanner, short_analysis
 from campaign.planner.schemas import ANALYSIS_MAX_WORDS
-from campaign.domain.records import ExperimentView, LevelComparison, Verdict
 from tests.campaign.planner.conftest import API_KEY, make_ctx, make_playbook
 from tests.fake_openai import FakeOpenAI, answer, status, text
-from campaign.domain.models import FailureClass
 
 
 def planner(server: FakeOpenAI, **spec: object) -> LlmPlanner:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from campaign.cli.wiring import build_deps
 from campaign.loop.graph import build_graph
 from campaign.playbook.load import load_playbook
-from campaign.cli.wiring import build_deps
 from campaign.store import Store
 from tests.campaign.sim_playbook import sim_playbook
 from tests.fake_openai import FakeOpenAI, answer, proposal

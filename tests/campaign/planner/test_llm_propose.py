@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from campaign.cli.wiring import local_source_tree as PatchManager
+from campaign.domain.records import ExperimentView
 from campaign.planner.base import PlannerContext
 from campaign.planner.llm import LlmPlanner
 from campaign.planner.queue import propose_or_queue
 from campaign.playbook.schema import PatchPolicy, Playbook
-from campaign.domain.records import ExperimentView
-from tools.source.patches import PatchManager
 from tests.campaign.planner.conftest import API_KEY, make_ctx, make_playbook
 from tests.campaign.planner.test_patchcheck import GOOD, git_repo
 from tests.fake_openai import FakeOpenAI, Reply, answer, proposal, text
@@ -139,7 +139,7 @@ def test_a_patch_on_an_allowed_path_needs_approval_and_is_not_applied(server: Fa
     server.script(proposal("chunk-setup", patch=forbidden), proposal("chunk-4", patch=GOOD))
     out = planner(server, pb).propose(PlannerContext(playbook=pb, view=make_ctx().view, queue=pb.hypotheses,
                                                      source=PatchManager))
-    assert "touches 'setup.py', outside knobs.patches.allowed_paths" in out.rejections[0].reason
+    assert "writes 'setup.py', outside the allowed paths" in out.rejections[0].reason
     assert out.hypothesis is not None and out.hypothesis.patch == GOOD and out.needs_approval
     assert subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True,
                           text=True).stdout == ""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from campaign.domain.errors import UserError
+from campaign.domain.records import DeadEnd, ExperimentView, Verdict
 from campaign.planner.prompt import estimate_tokens, proposal_messages, triage_messages
 from campaign.planner.schemas import Rejection
-from campaign.domain.records import DeadEnd, ExperimentView, Verdict
 from tests.campaign.planner.conftest import make_ctx, make_playbook, make_view
 
 

@@ -91,3 +91,14 @@ def test_cli_validate_exit_status_and_one_line(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "campaign.cli.main", "validate", str(ROOT / "playbooks/eagle_verify.yaml")],
                         capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0, ok.stderr
+
+
+def test_base_env_entries_name_variables_and_never_a_secret():
+    (line,) = _problems(GOOD + "server:\n  base_env: [PATH, HF_TOKEN]\n")
+    assert line == ("pb.yaml:8: server.base_env: 'HF_TOKEN' names a secret, and secrets are never inherited "
+                    "(fix: remove it; reference the secret in the env instead: HF_TOKEN: ${HF_TOKEN})")
+    (line,) = _problems(GOOD + "server:\n  base_env: [PATH, 'bad name']\n")
+    assert line.startswith("pb.yaml:8: server.base_env: 'bad name' is not a variable name") and "(fix:" in line
+    pb = parse_playbook_text(GOOD + "server:\n  base_env: [PATH, HOME, 'VLLM_*']\n")
+    assert pb.server.base_env == ["PATH", "HOME", "VLLM_*"]
+    assert parse_playbook_text(GOOD).server.base_env is None  # the default list applies

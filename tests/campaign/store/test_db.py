@@ -27,7 +27,7 @@ def test_new_database_is_in_wal_mode_with_schema_version(tmp_path: Path) -> None
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"campaigns", "hypotheses", "experiments", "runs", "verdicts", "fingerprints", "artifacts",
+    assert {"campaigns", "hypotheses", "experiments", "run_sides", "verdicts", "fingerprints", "artifacts",
             "reviews", "llm_calls", "events", "run_locks"} <= tables  # fmt: skip
 
 
@@ -148,7 +148,7 @@ def test_concurrent_writers_in_threads_queue_instead_of_failing(tmp_path: Path) 
         try:
             for i in range(20):
                 store.add_event(cid, "note", f"thread {n} event {i}")
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]

@@ -14,8 +14,8 @@ import pytest
 from campaign.domain.errors import CampaignLocked, UserError
 from campaign.store import Store
 from campaign.store.lock import holder_is_stale
-from tools.executors.procinfo import start_ticks as pid_start_time
 from campaign.store.models import RunLockRow
+from tools.executors.procinfo import start_ticks as pid_start_time
 
 PLAYBOOK = {"name": "demo", "workloads": {"single_stream": {"concurrency": [1]}}}
 
@@ -47,10 +47,9 @@ def test_second_runner_is_refused_until_the_first_releases(db_and_id: tuple[Path
 def test_run_lock_context_releases_on_error(db_and_id: tuple[Path, str]) -> None:
     db, cid = db_and_id
     store = Store(db)
-    with pytest.raises(RuntimeError):
-        with store.run_lock(cid, "campaign run"):
-            assert store.lock_holder(cid) is not None
-            raise RuntimeError("node crashed")
+    with pytest.raises(RuntimeError), store.run_lock(cid, "campaign run"):
+        assert store.lock_holder(cid) is not None
+        raise RuntimeError("node crashed")
     assert store.lock_holder(cid) is None
     with pytest.raises(UserError, match="campaign status"):
         store.acquire_run_lock("nope", "campaign run")

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from campaign.domain.errors import UserError
-from campaign.playbook.schema import HypothesisSpec
+from campaign.domain.models import EffectiveConfig, Failure, FailureClass, Fingerprint, LevelResult
 from campaign.domain.records import LevelComparison, Verdict
+from campaign.playbook.schema import HypothesisSpec
 from campaign.store import Store
 from campaign.store.facade import ImmutableRecordError
-from campaign.domain.models import EffectiveConfig, Failure, FailureClass, Fingerprint, LevelResult
 
 PLAYBOOK = {"name": "demo", "workloads": {"single_stream": {"concurrency": [1]}, "parallel": {"concurrency": [1, 10]}}}
 BASE = EffectiveConfig(flags={"cuda-graph-max-bs": 512}, env={})
@@ -63,7 +63,7 @@ def test_every_write_twice_gives_one_row(store: Store, db: Path, cid: str) -> No
         store.record_llm_call(cid, purpose="propose", model="m", prompt_tokens=10, completion_tokens=5,
                               latency_ms=300, prompt_hash="h1", output={"name": "x"})  # fmt: skip
         store.add_event(cid, "drift", "baseline drifted 3% at C=1")
-    expected = {"campaigns": 1, "hypotheses": 2, "fingerprints": 1, "experiments": 1, "runs": 2, "artifacts": 1,
+    expected = {"campaigns": 1, "hypotheses": 2, "fingerprints": 1, "experiments": 1, "run_sides": 2, "artifacts": 1,
                 "verdicts": 1, "reviews": 1, "llm_calls": 1, "events": 1}  # fmt: skip
     assert {t: count(db, t) for t in expected} == expected
 
@@ -102,7 +102,7 @@ def test_runs_keep_the_first_measurement_while_running(store: Store, db: Path, c
     assert store.record_run(exp.id, "candidate", 1, "parallel", level(10, 402.0))
     runs = store.runs_for(exp.id)
     assert [(r.repeat, r.result.output_tokens_per_s, r.prompt_set_hash) for r in runs] == [(0, 400.0, "p"), (1, 402.0, "")]
-    assert count(db, "runs") == 2
+    assert count(db, "run_sides") == 2  # one packed row per side and round
 
 
 def test_verdict_is_final_and_artifacts_replace_only_while_running(store: Store, cid: str) -> None:

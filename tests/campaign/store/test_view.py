@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from campaign.domain.errors import UserError
-from campaign.playbook.schema import HypothesisSpec
-from campaign.domain.records import LevelComparison, Verdict
-from campaign.store import Store
 from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, FailureClass, Fingerprint, LevelResult
+from campaign.domain.records import LevelComparison, Verdict
+from campaign.playbook.schema import HypothesisSpec
+from campaign.store import Store
 
 PLAYBOOK = {
     "name": "eagle-fast-verify",

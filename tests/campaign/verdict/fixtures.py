@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from campaign.domain.records import LevelSamples
 from campaign.domain.models import LevelResult, Stat
+from campaign.domain.records import LevelSamples
 
 #: deterministic relative jitter of successive repeats (about +-0.5%)
 JITTER = [0.0, 0.004, -0.005, 0.003, -0.002, 0.005]

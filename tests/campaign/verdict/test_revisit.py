@@ -1,8 +1,14 @@
 from __future__ import annotations
 
-from campaign.domain.records import DeadEnd
-from campaign.verdict.revisit import FAILURE_COMPONENTS, changed_components, reopenable, reopenable_since_recorded, revisit_components
 from campaign.domain.models import FailureClass, Fingerprint
+from campaign.domain.records import DeadEnd
+from campaign.verdict.revisit import (
+    FAILURE_COMPONENTS,
+    changed_components,
+    reopenable,
+    reopenable_since_recorded,
+    revisit_components,
+)
 
 
 def test_failure_classes_map_to_components_then_declared():

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from campaign.playbook.schema import LatencyLimit, VerdictSpec
+from campaign.domain.models import ConfigChange, Failure, FailureClass, LevelResult
 from campaign.domain.records import CorrectnessResult, LevelComparison, LevelSamples, Verdict
+from campaign.playbook.schema import LatencyLimit, VerdictSpec
 from campaign.verdict.rule import (
     UNBOUNDED_PCT,
     compare_level,
@@ -14,7 +15,6 @@ from campaign.verdict.rule import (
     level_winner,
 )
 from tests.campaign.verdict.fixtures import BASE_PARALLEL, EAGLE_PARALLEL, level, results, sweep
-from campaign.domain.models import ConfigChange, Failure, FailureClass, LevelResult
 
 SPEC = VerdictSpec()  # min effect 2%, 95%
 

@@ -90,7 +90,7 @@ def metrics_server() -> Iterator[str]:
     info = json.dumps(SGLANG_INFO).encode()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             data = {"/metrics": body, "/get_server_info": info}.get(self.path)
             self.send_response(200 if data else 404)
             self.end_headers()
@@ -106,6 +106,33 @@ def metrics_server() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_sglang_reads_server_info_first() -> None:
+    """sglang >= 0.5.10 serves /server_info (/get_server_info logs a deprecation warning
+    per call); 0.5.5 only /get_server_info (the fixture server above)."""
+    seen: list[str] = []
+    info = json.dumps(SGLANG_INFO).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200 if self.path == "/server_info" else 404)
+            self.end_headers()
+            self.wfile.write(info if self.path == "/server_info" else b"")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert engine_profile("sglang").read_metrics(url).spec_accept_length == 3.0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == ["/server_info"]
 
 
 def test_read_metrics_over_http(metrics_server: str) -> None:

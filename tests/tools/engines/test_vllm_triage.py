@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.engines import engine_profile
 from campaign.domain.models import FailureClass
+from tools.engines import engine_profile
 from tools.server.triage import classify
 
 LOGS = Path(__file__).parent / "logs"

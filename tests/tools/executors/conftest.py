@@ -9,16 +9,15 @@ in `test_contract.py` then runs against it unchanged.
 
 from __future__ import annotations
 
-from tests.needs import missing
-
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from campaign.domain.models import ProcessHandle
+from tests.needs import missing
 from tools.executors.base import Executor
 from tools.executors.local import LocalExecutor
-from campaign.domain.models import ProcessHandle
 
 
 def make_local(tmp_path: Path) -> Executor:

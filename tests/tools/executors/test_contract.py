@@ -7,13 +7,19 @@ so the same cases hold for a local, an ssh and a Slurm node.
 
 from __future__ import annotations
 
+import secrets
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tools.executors.base import Executor
+from campaign.domain import server_env
 from campaign.domain.models import ProcessHandle
+from campaign.domain.redact import expand_env_refs
+from campaign.domain.server_env import DEFAULT_BASE_ENV
+from tools.executors.base import Executor
+from tools.executors.local import TOKEN_ENV
 
 TREE_SCRIPT = '''
 import os, signal, subprocess, sys, time
@@ -228,3 +234,90 @@ def test_tail_of_finished_process(executor: Executor, node_dir: str, started: li
     started.append(handle)
     wait_for(lambda: executor.poll(handle) is not None)
     assert executor.tail(handle, lines) == [f"row{i}" for i in range(6 - lines, 6)]
+
+
+# -- secrets -------------------------------------------------------------------------
+#: a stand-in server: its pid, then a long sleep (exec'd: the same pid, no interpreter
+#: wrapper such as a pyenv shim adding variables of its own to the environment).
+SERVER = ["sh", "-c", 'echo "PID $$"; exec sleep 600']
+#: variables a shell sets for itself, whatever it was given.
+SHELL_OWN = {"PWD", "SHLVL", "_"}
+
+
+@pytest.fixture
+def controller_secrets(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Secrets in the controller's environment, set before the executor is made (the
+    Slurm executor snapshots the environment it submits with)."""
+    values = {"CONTRACT_HF_TOKEN": "hf_" + secrets.token_hex(16), "OPENAI_API_KEY": "sk-" + secrets.token_hex(16),
+              "CONTRACT_UNLISTED": "controller-only-" + secrets.token_hex(8)}
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+def _process_lists(executor: Executor) -> str:
+    """Every command line on the node and here (the ssh client's argv is here)."""
+    here = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True, timeout=30,
+                          check=True).stdout
+    node = executor.run(["ps", "-eww", "-o", "args="], timeout=30)
+    assert node.returncode == 0, node.stderr
+    return here + node.stdout
+
+
+def _node_environ(executor: Executor, pid: int) -> dict[str, str]:
+    res = executor.run(["cat", f"/proc/{pid}/environ"], timeout=30)
+    assert res.returncode == 0, res.stderr
+    return dict(item.split("=", 1) for item in res.stdout.split("\0") if "=" in item)
+
+
+def _files_holding(executor: Executor, node_dirs: list[str], tmp_path: Path, values: list[str]) -> list[str]:
+    """Copy each node directory back and search every byte for the values."""
+    found = []
+    for i, node_path in enumerate(node_dirs):
+        if executor.run(["test", "-d", node_path], timeout=30).returncode != 0:
+            continue
+        local = tmp_path / f"scan-{i}"
+        executor.get(node_path, str(local))
+        for path in (p for p in local.rglob("*") if p.is_file()):
+            data = path.read_bytes()
+            found += [f"{node_path}/{path.relative_to(local)}" for v in values if v.encode() in data]
+    return found
+
+
+def test_launch_env_reaches_only_the_server(controller_secrets: dict[str, str], executor: Executor,
+                                            tmp_path: Path, node_dir: str, started: list[ProcessHandle]) -> None:
+    """A secret referenced as ${NAME} reaches the server's environment and nothing
+    else (no command line while it runs, no file left on the node); a controller
+    secret it does not reference, and any variable off the base list, never reach it."""
+    secret, api_key = controller_secrets["CONTRACT_HF_TOKEN"], controller_secrets["OPENAI_API_KEY"]
+    env = expand_env_refs({"HF_TOKEN": "${CONTRACT_HF_TOKEN}", "CONTRACT_VAR": "plain value"})
+    handle = executor.start(SERVER, log_path=f"{node_dir}/server.log", env=env)
+    started.append(handle)
+    text = wait_for(lambda: "PID" in (t := log_text(executor, handle)) and t)
+    pid = int(text.split("PID", 1)[1].split()[0])
+
+    commands = _process_lists(executor)
+    assert not any(v in commands for v in (secret, api_key)), "a secret is on a command line"
+    environ = _node_environ(executor, pid)
+    assert environ.get("HF_TOKEN") == secret and environ.get("CONTRACT_VAR") == "plain value", sorted(environ)
+    assert "PATH" in environ and "HOME" in environ
+    assert api_key not in "\0".join(environ.values()), "an unreferenced controller secret reached the server"
+    unlisted = sorted(k for k in environ if k not in env and not server_env.matches(k, DEFAULT_BASE_ENV)
+                      and k not in {TOKEN_ENV, *SHELL_OWN})
+    assert not unlisted, f"variables off the base list reached the server: {unlisted}"
+
+    executor.stop(handle, grace_s=1.0)
+    node_dirs = [node_dir] + ([executor.workdir] if hasattr(executor, "workdir") else [])
+    leaks = _files_holding(executor, node_dirs, tmp_path, [secret, api_key])
+    assert not leaks, f"secrets left on the node: {leaks}"
+
+
+def test_base_env_selects_what_the_server_inherits(executor: Executor, tmp_path: Path, node_dir: str,
+                                                   started: list[ProcessHandle]) -> None:
+    """`base_env` replaces the default list: here only PATH is inherited."""
+    handle = executor.start(SERVER, log_path=f"{node_dir}/server.log", env={"ONLY": "1"},
+                            base_env=["PATH"])
+    started.append(handle)
+    text = wait_for(lambda: "PID" in (t := log_text(executor, handle)) and t)
+    environ = _node_environ(executor, int(text.split("PID", 1)[1].split()[0]))
+    assert set(environ) - {TOKEN_ENV, *SHELL_OWN} == {"PATH", "ONLY"}

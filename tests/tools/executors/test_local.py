@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from campaign.domain.models import ProcessHandle
 from tools.executors import procinfo
 from tools.executors.local import UNKNOWN_STATUS, LocalExecutor
-from campaign.domain.models import ProcessHandle
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -9,8 +9,8 @@ import pytest
 from campaign.domain.errors import UserError
 from campaign.playbook.schema import LocalNodeSpec, SimulatedNodeSpec, SlurmNodeSpec, SshNodeSpec
 from tools.executors.base import Executor
-from tools.executors.registry import build_executor
 from tools.executors.local import LocalExecutor
+from tools.executors.registry import build_executor
 from tools.executors.slurm import SlurmExecutor
 from tools.executors.ssh import SshExecutor
 

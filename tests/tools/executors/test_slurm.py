@@ -97,9 +97,13 @@ def test_queue_timeout_cancels_the_job(tmp_path: Path) -> None:
     blocker = blocker_ex.start(["sleep", "300"], log_path="block.log")
     try:
         ex = slurm(tmp_path / "b", gres="gpu:1", queue_timeout_s=1.0)
+        token = "hf_" + os.urandom(12).hex()
         with pytest.raises(SlurmError, match="still queued"):
-            ex.start(["sleep", "300"], log_path="late.log")
+            ex.start(["sleep", "300"], log_path="late.log", env={"HF_TOKEN": token})
         wait_for(lambda: squeue("-n", "campaign-late") == "")
+        # the job never ran, so its watcher never read the env file: start deleted it
+        left = [p for p in (tmp_path / "b").rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+        assert left == [] and list((tmp_path / "b" / "node" / ".campaign-env").iterdir()) == []
     finally:
         blocker_ex.stop(blocker, grace_s=1)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from campaign.domain.models import ProcessHandle
 from tests.tools.executors.conftest import load_cluster_env, make_ssh
 from tools.executors.remote_shell import decode_complete
 from tools.executors.ssh import SshError, SshExecutor
-from campaign.domain.models import ProcessHandle
 
 pytestmark = pytest.mark.cluster
 

@@ -82,7 +82,9 @@ def test_vllm_json(tmp_path: Path) -> None:
         ("{not json\n", "line 1: not valid JSON"),
         (json.dumps({k: v for k, v in vllm_run().items() if k != "median_ttft_ms"}), "run 1: median_ttft_ms: missing"),
         (json.dumps(vllm_run() | {"output_throughput": "fast"}), "output_throughput: not a number"),
-        (json.dumps(vllm_run() | {"max_concurrency": None}), "max_concurrency"),
+        # null and nothing measured (a real rate-only run has max_concurrent_requests)
+        (json.dumps(vllm_run() | {"max_concurrency": None, "max_concurrent_requests": None, "mean_e2el_ms": None}),
+         "max_concurrency: missing and no measured concurrency"),
         ("[1, 2]", "run 1: not a JSON object"),
         ("", "no benchmark runs"),
     ],
@@ -93,3 +95,14 @@ def test_malformed_files_name_file_and_field(tmp_path: Path, content: str, match
     with pytest.raises(UserError, match=match) as info:
         import_result(path)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_vllm_010_rate_run_without_any_concurrency_figure(tmp_path: Path) -> None:
+    """vLLM 0.10 `serve.py` (result_json) writes no failed, max_concurrent_requests or
+    latencies; a --request-rate run has max_concurrency null: Little's law labels it."""
+    run = {k: v for k, v in vllm_run().items() if k not in ("failed", "max_concurrent_requests", "max_output_tokens_per_s")}
+    run |= {"max_concurrency": None, "request_rate": 8.0, "request_throughput": 4.9, "mean_e2el_ms": 3100.0}
+    path = tmp_path / "vllm010.json"
+    path.write_text(json.dumps(run))
+    lv = import_result(path).levels[0]
+    assert lv.concurrency == 15 and lv.errors == 0  # 4.9 req/s x 3.1 s

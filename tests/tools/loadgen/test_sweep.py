@@ -10,9 +10,8 @@ import pytest
 from aiohttp import web
 
 from campaign.domain.errors import UserError
-from tools.loadgen.sweep import LoadgenError, LoadSweep, probe_time_scale, run_sweep
 from campaign.domain.models import WorkloadSpec
-
+from tools.loadgen.sweep import LoadgenError, LoadSweep, probe_time_scale, run_sweep
 
 STATE = web.AppKey("state", dict)
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from campaign.domain.models import FailureClass
 from tools.executors import procinfo
 from tools.executors.local import LocalExecutor
 from tools.server.launch import LaunchFailed, LaunchRequest, ServerLauncher
 from tools.server.ledger import ProcessLedger
-from campaign.domain.models import FailureClass
 
 REPO = Path(__file__).resolve().parents[3]
 

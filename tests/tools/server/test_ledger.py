@@ -3,10 +3,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from campaign.domain.models import ProcessHandle
 from tools.executors import procinfo
 from tools.executors.local import LocalExecutor
 from tools.server.ledger import ProcessLedger
-from campaign.domain.models import ProcessHandle
 
 
 def _handle(pid: int) -> ProcessHandle:

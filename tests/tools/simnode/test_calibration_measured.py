@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from campaign.domain.models import WorkloadSpec
 from tests.needs import missing
 from tests.tools.simnode.test_perfmodel import BASE128, BASE512, CONC, EAGLE, SWEEP_BASE, SWEEP_EAGLE
 from tools.loadgen.sweep import run_sweep
-from campaign.domain.models import WorkloadSpec
 
 pytestmark = pytest.mark.slow
 

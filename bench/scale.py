@@ -1,0 +1,212 @@
+"""A week-long campaign stays fast: time the journal, `show`, `status` at N experiments.
+
+For each N a campaign is built through the Store API (`bench/scale_build.py`: 2
+workloads x 8 levels x 2 sides x 3 rounds per experiment, a mix of verdicts), then
+every figure is one fresh process, as a person or the loop would run it:
+
+- render full: `publish_journal` into an empty directory, with and without plots;
+- update: the per-verdict update after one more experiment (imports warm, journal
+  present, as in the loop's render node), until the Markdown is written and until its
+  plot is on disk;
+- show: `campaign show ID --json`; status: `campaign status`;
+- DB size per experiment, journal size and file count, peak RSS of every process.
+
+    PYTHONPATH=. python bench/scale.py [--n 10 100 1000 5000] [--dir /tmp/campaign-scale] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    return env
+
+
+CPU: dict[str, float] = {}  # the last child's CPU seconds (user + system, its own waited children too)
+
+
+def run_measured(cmd: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MB) and stdout's last line of one child process; its CPU
+    seconds in CPU["last"] (a shared machine's load inflates wall time, much less CPU time)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=_env(), cwd=ROOT)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        CPU["last"] = usage.ru_utime + usage.ru_stime
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if p.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {err.read().decode()[-2000:]}")
+        lines = out.read().decode().strip().splitlines()
+    return wall, usage.ru_maxrss / 1024, lines[-1] if lines else ""
+
+
+def _dir_size(path: Path) -> tuple[int, int]:
+    files = [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
+    return sum(p.stat().st_size for p in files), len(files)
+
+
+# ------------------------------------------------------------------ child operations
+def op_build(db: str, n: int) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from scale_build import build
+
+    print(build(Path(db), n))
+
+
+def op_render(db: str, cid: str, journal: str, plots: bool) -> None:
+    from campaign.journal.publish import publish_journal
+    from campaign.store import Store
+
+    target = Path(journal)
+    for p in target.parent.glob(f"{target.stem}*"):
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    with Store(db) as store:
+        publish_journal(store, cid, target, db_label="campaign.db", **({} if plots else {"plots": False}))
+        _wait_plots()
+
+
+def _wait_plots() -> float:
+    """Seconds until the plot worker is idle (0 when the renderer draws inline)."""
+    t0 = time.perf_counter()
+    try:
+        from campaign.journal.plot_worker import wait_idle
+    except ImportError:
+        return 0.0
+    wait_idle()
+    return time.perf_counter() - t0
+
+
+def op_update(db: str, cid: str, journal: str, n: int) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import random
+
+    from scale_build import add_experiment
+
+    import campaign.verdict.rule  # noqa: F401 - the loop has decided verdicts: imported already
+    from campaign.journal.publish import publish_journal
+    from campaign.journal.render import _template
+    from campaign.store import Store
+
+    _template("experiment.md.j2")  # ...and rendered sections before
+    with Store(db) as store:
+        publish_journal(store, cid, Path(journal), db_label="campaign.db")  # the previous verdict's update
+        _wait_plots()
+        camp = store.get_campaign(cid)
+        fp = store.snapshot(cid).latest_fingerprint_id if n <= 1000 else None
+        if fp is None:
+            from scale_build import FP
+
+            from campaign.store.convert import fingerprint_id
+
+            fp = fingerprint_id(FP)
+        add_experiment(store, cid, random.Random(n), n + 1, fp, camp.baseline_experiment_id or "")
+        t0, c0 = time.perf_counter(), time.process_time()
+        publish_journal(store, cid, Path(journal), db_label="campaign.db")
+        written, cpu = time.perf_counter() - t0, time.process_time() - c0
+        plotted = written + _wait_plots()
+    print(json.dumps({"update_s": round(written, 3), "update_cpu_s": round(cpu, 3),
+                      "update_with_plot_s": round(plotted, 3)}))
+
+
+# ------------------------------------------------------------------ the table
+def measure(n: int, base: Path) -> dict[str, float | int]:
+    work = base / f"n{n}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    db, journal = work / "campaign.db", work / "journal" / "scale.md"
+    py = [sys.executable, str(Path(__file__).resolve())]
+    cli = [sys.executable, "-m", "campaign.cli.main"]
+    row: dict[str, float | int] = {"n": n}
+    row["load_avg"] = round(os.getloadavg()[0], 1)
+    wall, rss, cid = run_measured([*py, "_build", str(db), str(n)])
+    row["build_s"] = round(wall, 1)
+    row["db_mb"] = round(db.stat().st_size / 1e6, 2)
+    row["db_kb_per_exp"] = round(db.stat().st_size / 1e3 / n, 1)
+    rss_all = [rss]
+    wall, rss, _ = run_measured([*py, "_render", str(db), cid, str(journal), "0"])
+    row["render_noplots_s"], row["render_noplots_rss_mb"] = round(wall, 2), round(rss)
+    row["render_noplots_cpu_s"] = round(CPU["last"], 2)
+    rss_all.append(rss)
+    wall, rss, _ = run_measured([*py, "_render", str(db), cid, str(journal), "1"])
+    row["render_plots_s"], row["render_plots_rss_mb"] = round(wall, 2), round(rss)
+    row["render_plots_cpu_s"] = round(CPU["last"], 2)
+    rss_all.append(rss)
+    size, files = _dir_size(journal.parent)
+    row["journal_mb"], row["journal_files"] = round(size / 1e6, 2), files
+    row["main_kb"] = round(journal.stat().st_size / 1e3, 1)
+    wall, rss, _ = run_measured([*cli, "show", cid, "--json", "--db", str(db)])
+    row["show_json_s"], row["show_rss_mb"] = round(wall, 2), round(rss)
+    row["show_json_cpu_s"] = round(CPU["last"], 2)
+    rss_all.append(rss)
+    wall, rss, _ = run_measured([*cli, "status", "--db", str(db)])
+    row["status_s"], row["status_rss_mb"] = round(wall, 2), round(rss)
+    row["status_cpu_s"] = round(CPU["last"], 2)
+    rss_all.append(rss)
+    wall, rss, last = run_measured([*py, "_update", str(db), cid, str(journal), str(n)])
+    row.update(json.loads(last))
+    rss_all.append(rss)
+    row["peak_rss_mb"] = round(max(rss_all))
+    return row
+
+
+COLUMNS = [("n", "N"), ("render_plots_s", "full render, plots (s)"), ("render_plots_cpu_s", "its CPU s"),
+           ("render_noplots_s", "full render, no plots (s)"), ("render_noplots_cpu_s", "its CPU s"),
+           ("update_s", "per-verdict update (s)"), ("update_cpu_s", "its CPU s"),
+           ("update_with_plot_s", "update + its plot (s)"),
+           ("show_json_s", "show --json (s)"), ("show_json_cpu_s", "its CPU s"), ("status_s", "status (s)"),
+           ("status_cpu_s", "its CPU s"), ("db_kb_per_exp", "DB KB/exp"),
+           ("db_mb", "DB MB"), ("journal_mb", "journal MB"), ("journal_files", "journal files"),
+           ("main_kb", "main file KB"), ("peak_rss_mb", "peak RSS MB"), ("load_avg", "load avg")]
+
+
+def table(rows: list[dict[str, float | int]]) -> str:
+    lines = ["| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "|".join("---:" for _ in COLUMNS) + "|"]
+    lines += ["| " + " | ".join(f"{r.get(k, '-'):,}" if isinstance(r.get(k), int) else str(r.get(k, "-"))
+                                for k, _ in COLUMNS) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "_build":
+        op_build(args[1], int(args[2]))
+        return 0
+    if args and args[0] == "_render":
+        op_render(args[1], args[2], args[3], args[4] == "1")
+        return 0
+    if args and args[0] == "_update":
+        op_update(args[1], args[2], args[3], int(args[4]))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[10, 100, 1000, 5000])
+    ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "campaign-scale"))
+    ap.add_argument("--json", help="also write the rows here")
+    ns = ap.parse_args(args)
+    rows = []
+    for n in ns.n:
+        rows.append(measure(n, Path(ns.dir)))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(table(rows))
+    if ns.json:
+        Path(ns.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""The journal after every verdict, at the cost of what changed (not of the whole campaign).
+
+Why: a week-long campaign reaches 1,000+ experiments and the journal is regenerated
+after each verdict; redrawing every section and plot each time is quadratic.  Each
+experiment's section, scoreboard cells and plot are content-addressed by a digest of
+the records they show (`Store.experiment_digests`, one indexed query), cached in
+`<journal>.d/index.json`, and re-rendered only when that digest changes.
+
+Layout: the main file holds the header, notes, baseline and its history, the
+scoreboard (the latest `SCOREBOARD_MAIN` rows when longer; the full one is
+`<journal>.d/scoreboard.md`), the dead ends and the latest `RECENT` experiments in full.
+Every experiment has its own page `<journal>.d/<key>.md`.  An experiment's notes block
+lives in the main file while it is among the latest, then moves to its page; edits in
+either place are kept (a page's notes are re-read when the file changed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from campaign.domain.errors import UserError
+from campaign.domain.records import CampaignView
+from campaign.journal import mdsafe
+from campaign.journal.format import (
+    dead_end_cells,
+    plot_file_name,
+    plot_workloads,
+    row_prefix,
+    scoreboard_cells,
+    scoreboard_table,
+)
+from campaign.journal.render import (
+    MainParts,
+    experiment_body,
+    experiment_keys,
+    notes_part,
+    parse_notes,
+    render_main,
+    write_journal,
+)
+
+__all__ = ["RECENT", "SCOREBOARD_MAIN", "publish"]
+
+RECENT = 20  # experiments shown in full in the main file
+SCOREBOARD_MAIN = 100  # scoreboard rows in the main file
+_INDEX_VERSION = 2
+_PLOTDIR = "PLOTDIR-5e1f"  # placeholder for the plot directory, resolved per file
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8") if path.exists() else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the existing journal ({exc}) "
+                        "(fix: restore the file or move it away; its notes blocks are kept only if readable)") from None
+
+
+def _load_index(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and data.get("v") == _INDEX_VERSION:
+            return data
+    except (OSError, ValueError):
+        pass
+    return {"v": _INDEX_VERSION, "stamp": "", "experiments": {}}
+
+
+def _stat(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size]
+
+
+def _page(view: CampaignView, number: int, body: str, notes: str | None, key: str, main_name: str,
+          plot_rel: str) -> str:
+    back = f"[{mdsafe.text(view.name)}](../{quote(main_name)})"
+    where = notes_part(key, notes or "") if notes is not None else \
+        f"_Notes on this experiment are in the main journal ({back}) while it is among the latest._\n"
+    return (f"# {mdsafe.text(view.name)}: experiment {number}\n\nPart of the journal {back}; "
+            f"edit only inside notes blocks, everything else is regenerated.\n\n"
+            f"{body.replace(f']({_PLOTDIR}/', f'](../{plot_rel}/')}{where}\n")
+
+
+def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plots: bool = True) -> Path:
+    """Bring the journal at `path` up to date with the store, re-rendering only what changed."""
+    from campaign.journal import plot_worker
+
+    target = Path(path)
+    pages = target.parent / f"{target.stem}.d"
+    plot_dir = target.parent / f"{target.stem}.plots"
+    plot_rel = plot_dir.name
+    digests = store.experiment_digests(campaign_id)
+    index_path = pages / "index.json"
+    stamp_base = f"{campaign_id}|{int(plots)}|{RECENT}"
+    index = _load_index(index_path)
+    entries: dict[str, Any] = index["experiments"]
+    changed = {i for i, d in digests.items() if entries.get(i, {}).get("digest") != d}
+    if plots:  # a plot lost with a killed worker is drawn again
+        changed |= {i for i, e in entries.items() if i in digests and e.get("plot")
+                    and not (plot_dir / e["plot"]).exists() and not plot_worker.is_pending(plot_dir / e["plot"])}
+    view = store.view(campaign_id, detail=changed if entries else None)
+    stamp = hashlib.sha1(repr((stamp_base, view.node, view.environment and view.environment.model_dump(),
+                               sorted(d.experiment_id for d in view.dead_ends if d.reopened))).encode()).hexdigest()
+    if index.get("stamp") != stamp:  # environment, node or renderer changed: everything is re-rendered
+        if entries:
+            view = store.view(campaign_id)
+        entries = {}
+        changed = set(digests)
+    keys = experiment_keys(view)
+    numbers = {e.id: n for n, e in enumerate(view.experiments, 1)}
+    ids = [e.id for e in view.experiments]
+    recent = set(ids[-RECENT:])
+    try:
+        pages.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{pages}: cannot create the journal's page directory ({exc.strerror}) "
+                        "(fix: make it writable, or set `journal:` in the playbook to a writable path)") from None
+    existing = _read(target)
+    main_notes = parse_notes(existing) if existing else {}
+    _remove_stale_temp_files(pages, plot_dir)
+
+    dead = {d.experiment_id: d for d in view.dead_ends if d.experiment_id in changed}
+    for exp in view.experiments:
+        if exp.id not in changed:
+            continue
+        key, number = keys[exp.id], numbers[exp.id]
+        plot = name = None
+        workloads = plot_workloads(exp) if plots else []
+        if workloads:
+            name = plot_file_name(view, exp.id)
+            plot = f"{_PLOTDIR}/{name}"
+            plot_worker.submit("experiment", (exp, workloads), plot_dir / name)
+        old = entries.get(exp.id, {})
+        entries[exp.id] = {"digest": digests.get(exp.id), "key": key, "number": number,
+                           "body": experiment_body(view, exp, number, key, plot),
+                           "row": row_prefix(scoreboard_cells(view, exp, number)), "plot": name,
+                           "dead": row_prefix(dead_end_cells(dead[exp.id])) if exp.id in dead else None,
+                           "in_main": old.get("in_main"), "notes": old.get("notes"),
+                           "page_stat": old.get("page_stat"), "dirty": True}
+    overview_path = plot_dir / "campaign-overview.png"
+    if plots and changed and not plot_worker.is_pending(overview_path) and \
+            (any(e.verdict is not None for e in view.experiments) or len(view.baseline_history) >= 2):
+        plot_worker.submit("overview", view, plot_dir / "campaign-overview.png")
+
+    notes_elsewhere: list[str] = []
+    for exp_id in ids:
+        entry, key = entries[exp_id], keys[exp_id]
+        page = pages / f"{key}.md"
+        if entry.get("page_stat") is not None and _stat(page) != entry["page_stat"]:
+            text = _read(page)  # a human edited the page: its notes block is theirs
+            entry["notes"] = parse_notes(text).get(key, "") if text else entry.get("notes")
+            entry["page_stat"] = None
+        if entry.get("in_main") is None and entry.get("notes") is None:  # first render: notes from anywhere
+            text = _read(page)
+            entry["notes"] = (parse_notes(text).get(key, "") if text else "") or main_notes.get(key, "")
+        elif entry.get("in_main"):
+            entry["notes"] = main_notes.get(key, "")
+        in_main = exp_id in recent
+        if in_main:
+            main_notes[key] = entry["notes"] or ""
+        else:
+            notes_elsewhere.append(key)
+        if entry.pop("dirty", False) or entry.get("page_stat") is None or entry.get("in_main") != in_main:
+            _write_page(page, _page(view, entry["number"], entry["body"], None if in_main else entry["notes"],
+                                      key, target.name, plot_rel))
+            entry["page_stat"] = _stat(page)
+        entry["in_main"] = in_main
+
+    links = {i: (f"#{keys[i]}" if i in recent else f"{pages.name}/{keys[i]}.md") for i in ids}
+    page_links = {i: f"{keys[i]}.md" for i in ids}
+    rows = {i: entries[i]["row"] for i in ids}
+    shown = ids[-SCOREBOARD_MAIN:] if len(ids) > SCOREBOARD_MAIN else None
+    full = f"{pages.name}/scoreboard.md"
+    if shown is not None or pages.joinpath("scoreboard.md").exists():
+        _write_page(pages / "scoreboard.md", f"# {mdsafe.text(view.name)}: scoreboard\n\n"
+                      f"Every experiment, in order; back to [the journal](../{target.name}).\n\n"
+                      f"{scoreboard_table([rows[i] for i in ids], page_links, ids)}\n")
+    parts = MainParts(
+        ids=ids, rows=rows, links=links,
+        dead_rows=[(i, entries[i]["dead"]) for i in ids if entries[i].get("dead")],
+        bodies={i: entries[i]["body"].replace(f"]({_PLOTDIR}/", f"]({plot_rel}/") for i in ids if i in recent},
+        scoreboard_ids=shown,
+        scoreboard_note=f"The latest {len(shown)} of {len(ids)} experiments; every one is in "
+                        f"[the full scoreboard]({full})." if shown is not None else None,
+        experiments_note=f"The latest {len(recent)} of {len(ids)} experiments in full; every experiment "
+                         "has its own page, linked from the scoreboard." if len(ids) > RECENT else None,
+        notes_elsewhere=notes_elsewhere,
+    )
+    has_overview = any(e.verdict is not None for e in view.experiments) or len(view.baseline_history) >= 2
+    overview = f"{plot_rel}/campaign-overview.png" if plots and has_overview else None
+    if overview and not (plot_dir / "campaign-overview.png").exists() and not changed:
+        plot_worker.submit("overview", view, plot_dir / "campaign-overview.png")
+    text = render_main(view, existing, parts, overview_plot=overview, db_label=db_label, notes=main_notes)
+    write_journal(target, text)
+    index["stamp"] = stamp
+    index["experiments"] = {i: entries[i] for i in ids}
+    _write_index(index_path, index)
+    return target
+
+
+def _remove_stale_temp_files(*dirs: Path) -> None:
+    """Temp files a killed writer left: a page's (older than a minute), a plot worker's (its
+    pid, in the name, is gone).  Live writers' files are left alone."""
+    import time
+
+    for d in dirs:
+        try:
+            temps = [p for p in d.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
+        except OSError:
+            continue
+        for tmp in temps:
+            pid = tmp.name[:-4].rsplit(".", 1)[-1]
+            try:
+                if pid.isdigit():
+                    try:
+                        os.kill(int(pid), 0)
+                        continue  # the worker is alive
+                    except ProcessLookupError:
+                        pass
+                    except PermissionError:
+                        continue
+                elif time.time() - tmp.stat().st_mtime < 60:
+                    continue
+                tmp.unlink()
+            except OSError:
+                pass
+
+
+def _write_page(path: Path, text: str) -> None:
+    """Atomic but not fsynced: a page is regenerated from the database whenever it is lost,
+    and 1,000 fsyncs would make a full render wait on the disk."""
+    tmp = path.parent / f".{path.name}.tmp"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write the journal page ({exc.strerror or exc}) "
+                        f"(fix: make {path.parent} writable)") from None
+
+
+def _write_index(path: Path, index: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,94 @@
+"""Plots are drawn in worker processes: the loop never waits on matplotlib.
+
+A journal update hands the plots whose records changed to a small process pool and
+returns; the Markdown already names each plot's path (its file appears a moment
+later).  Workers are started with "spawn" (never fork a threaded controller) and
+import matplotlib once.  `wait_idle()` blocks until every submitted plot is written:
+`campaign journal` and the tests call it; at interpreter exit the pool is drained too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+__all__ = ["draw_inline", "is_pending", "submit", "wait_idle"]
+
+_lock = threading.Lock()
+_pool: ProcessPoolExecutor | None = None
+_pending: list[Future[Any]] = []
+_paths: dict[str, Future[Any]] = {}
+
+
+def _workers() -> int:
+    return max(1, min(4, (os.cpu_count() or 1)))
+
+
+def _get_pool() -> ProcessPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ProcessPoolExecutor(max_workers=_workers(), mp_context=multiprocessing.get_context("spawn"))
+    return _pool
+
+
+def _draw(kind: str, payload: Any, path: str) -> str:
+    """In the worker: draw one figure and replace `path` atomically."""
+    from campaign.journal import plots
+
+    fig = plots.experiment_figure(*payload) if kind == "experiment" else plots.overview_figure(payload)
+    if fig is not None:
+        plots.save_figure(fig, Path(path))
+    return path
+
+
+def draw_inline(kind: str, payload: Any, path: str) -> str:
+    return _draw(kind, payload, path)
+
+
+def submit(kind: str, payload: Any, path: str | os.PathLike[str]) -> None:
+    """Queue one plot ("experiment": (ExperimentView, workloads); "overview": CampaignView)."""
+    global _pool
+    with _lock:
+        try:
+            fut = _get_pool().submit(_draw, kind, payload, str(path))
+            _pending.append(fut)
+            _paths[str(path)] = fut
+        except BrokenProcessPool:  # a worker died (or cannot start here): draw in this process
+            _pool = None
+            _draw(kind, payload, str(path))
+        _pending[:] = [f for f in _pending if not f.done() or f.exception() is not None]
+        for key in [k for k, f in _paths.items() if f.done()]:
+            del _paths[key]
+
+
+def is_pending(path: str | os.PathLike[str]) -> bool:
+    """Whether a plot for `path` is queued or being drawn."""
+    with _lock:
+        fut = _paths.get(str(path))
+        return fut is not None and not fut.done()
+
+
+def wait_idle(timeout: float | None = None) -> None:
+    """Block until every submitted plot is on disk; a worker's error is raised here."""
+    with _lock:
+        pending = list(_pending)
+        _pending.clear()
+    for fut in pending:
+        fut.result(timeout=timeout)
+
+
+@atexit.register
+def _drain() -> None:
+    global _pool
+    with contextlib.suppress(Exception):  # exiting: a failed plot only leaves its file missing
+        wait_idle()
+    if _pool is not None:
+        _pool.shutdown(wait=True)
+        _pool = None

@@ -1,0 +1,86 @@
+"""Schema migrations: an older campaign database is brought up to date when it is opened.
+
+Why in place, in one transaction: a campaign record is the only copy of what a week of
+node time measured.  Either the whole migration commits or the file is untouched, and a
+migrated database reads exactly as before (same runs, verdicts and artifacts).
+
+1 -> 2: per-level `runs` rows become one packed `run_sides` row per side and round;
+long verdict details and artifacts are compressed; indexes for every query the loop
+and the CLI make replace the single-column ones.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import inspect, text
+from sqlmodel import Session
+
+from campaign.domain.models import LevelResult
+from campaign.store.models import (
+    SCHEMA_VERSION,
+    ArtifactRow,
+    ExperimentRow,
+    HypothesisRow,
+    MetaRow,
+    RunSideRow,
+)
+from campaign.store.pack import PACK_TEXT_FROM, pack_levels, pack_text
+
+__all__ = ["migrate"]
+
+
+def _v1_to_v2(session: Session) -> None:
+    conn = session.connection()
+    RunSideRow.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
+    if inspect(conn).has_table("runs"):
+        sides: dict[tuple[str, str, int], list[tuple[str, LevelResult, str]]] = defaultdict(list)
+        info: dict[tuple[str, str, int], tuple[str, float]] = {}
+        rows = conn.execute(text("SELECT experiment_id, side, repeat, workload, metrics_json, prompt_set_hash, node, "
+                                 "recorded_at FROM runs ORDER BY id"))
+        for exp_id, side, repeat, workload, metrics, prompt_hash, node, recorded_at in rows:
+            key = (exp_id, side, int(repeat))
+            sides[key].append((workload, LevelResult.model_validate_json(metrics), prompt_hash))
+            info.setdefault(key, (node, recorded_at))
+        for (exp_id, side, repeat), levels in sides.items():
+            node, recorded_at = info[(exp_id, side, repeat)]
+            session.add(RunSideRow(experiment_id=exp_id, side=side, repeat=repeat, levels=pack_levels(levels),
+                                   node=node, recorded_at=recorded_at))
+        session.flush()
+        conn.execute(text("DROP TABLE runs"))
+    _add_column(conn, "verdicts", "detail_z")
+    _add_column(conn, "artifacts", "content_z")
+    for table, column, packed_column, keys in (("verdicts", "detail_json", "detail_z", "experiment_id"),
+                                               ("artifacts", "content", "content_z", "experiment_id, kind, seq")):
+        found = conn.execute(text(f"SELECT {keys}, {column} FROM {table} WHERE length({column}) >= {PACK_TEXT_FROM}")).all()
+        for *cols, plain in found:
+            where = " AND ".join(f"{k.strip()} = :k{i}" for i, k in enumerate(keys.split(",")))
+            conn.execute(text(f"UPDATE {table} SET {column} = '', {packed_column} = :z WHERE {where}"),
+                         {"z": pack_text(plain), **{f"k{i}": v for i, v in enumerate(cols)}})
+    conn.execute(text("DROP INDEX IF EXISTS ix_experiments_campaign_id"))
+    for model in (ExperimentRow, HypothesisRow, ArtifactRow):
+        for index in model.__table__.indexes:  # type: ignore[union-attr]
+            index.create(conn, checkfirst=True)
+
+
+def _add_column(conn: Any, table: str, column: str) -> None:
+    if column not in {c["name"] for c in inspect(conn).get_columns(table)}:
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} BLOB"))
+
+
+_STEPS = {"1": ("2", _v1_to_v2)}
+
+
+def migrate(session: Session, found: str) -> None:
+    """Run every step from `found` to SCHEMA_VERSION inside the caller's write transaction."""
+    version = found
+    while version != str(SCHEMA_VERSION):
+        nxt, step = _STEPS[version]
+        step(session)
+        version = nxt
+    row = session.get(MetaRow, "schema_version")
+    if row is None:
+        row = MetaRow(key="schema_version", value=version)
+    row.value = version
+    session.add(row)

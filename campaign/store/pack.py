@@ -1,0 +1,155 @@
+"""Compact storage of what a campaign measures: one packed row per side and round.
+
+Why: a week-long campaign holds 1,000+ experiments x 2 sides x 3 rounds x 16 levels.
+One row per level with its JSON cost ~100 KB per experiment (keys repeated in every
+row, two indexes over long text ids).  A side's round is written in one transaction
+and read as a whole, so it is stored as one row: the level summaries' numbers as
+exact IEEE doubles (nothing the verdict reads is rounded: every metric and its
+spread, per level) behind a small JSON header naming the fields once, compressed.
+Long text (greedy outputs, verdict details, logs) is compressed the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from typing import Any
+
+from campaign.domain.models import LevelResult
+
+__all__ = ["PACK_TEXT_FROM", "level_values", "pack_levels", "pack_text", "unpack_levels", "unpack_text"]
+
+PACK_TEXT_FROM = 256  # shorter text stays plain: compressing it saves nothing
+_FORMAT = 1
+
+
+def _flatten(dump: dict[str, Any]) -> tuple[list[str], list[float], dict[str, Any]]:
+    """Numeric leaves (one level of nesting: the latency stats) and everything else."""
+    paths: list[str] = []
+    values: list[float] = []
+    extras: dict[str, Any] = {}
+    for key, value in dump.items():
+        if isinstance(value, dict) and value and all(_numeric(v) for v in value.values()):
+            for sub, v in value.items():
+                paths.append(f"{key}.{sub}")
+                values.append(float(v))
+        elif _numeric(value):
+            paths.append(key)
+            values.append(float(value))
+        else:
+            extras[key] = value
+    return paths, values, extras
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def pack_levels(levels: list[tuple[str, LevelResult, str]]) -> bytes:
+    """(workload, result, prompt_set_hash) per level -> one compressed blob."""
+    fields: list[str] | None = None
+    header: list[list[Any]] = []
+    numbers: list[float] = []
+    for workload, result, prompt_hash in levels:
+        paths, values, extras = _flatten(result.model_dump(mode="json"))
+        if fields is None:
+            fields = paths
+        if paths != fields:  # a differently shaped result: kept whole, as JSON
+            header.append([workload, prompt_hash, {"json": result.model_dump(mode="json")}])
+            continue
+        header.append([workload, prompt_hash, extras])
+        numbers.extend(values)
+    head = json.dumps({"v": _FORMAT, "fields": fields or [], "levels": header}, separators=(",", ":")).encode()
+    width = len(fields or [])
+    rows = len(numbers) // width if width else 0
+    by_field = [numbers[r * width + f] for f in range(width) for r in range(rows)]  # like values side by side
+    raw = struct.pack(f"<{len(by_field)}d", *by_field)
+    shuffled = b"".join(raw[i::8] for i in range(8))  # byte planes: exponents compress, noise does not
+    return zlib.compress(struct.pack("<I", len(head)) + head + shuffled, 6)
+
+
+def _decode(blob: bytes) -> tuple[dict[str, Any], tuple[float, ...], int]:
+    """Header, the numbers field by field, and the number of packed (same-shape) levels."""
+    raw = zlib.decompress(blob)
+    (n,) = struct.unpack_from("<I", raw, 0)
+    head = json.loads(raw[4:4 + n])
+    if head.get("v") != _FORMAT:
+        raise ValueError(f"unknown packed-levels format {head.get('v')!r}")
+    planes = raw[4 + n:]
+    count = len(planes) // 8
+    raw_nums = bytearray(len(planes))
+    for i in range(8):
+        raw_nums[i::8] = planes[i * count:(i + 1) * count]
+    width = len(head["fields"])
+    return head, struct.unpack(f"<{count}d", bytes(raw_nums)), count // width if width else 0
+
+
+def level_values(blob: bytes, metric: str) -> list[tuple[str, int, float]]:
+    """(workload, concurrency, metric) per level, without building the level results:
+    what the journal and `show` read for 1,000+ experiments."""
+    head, by_field, rows = _decode(blob)
+    fields: list[str] = head["fields"]
+    if "concurrency" not in fields or metric not in fields:
+        return [(w, r.concurrency, float(getattr(r, metric))) for w, r, _ in unpack_levels(blob)]
+    cs = by_field[fields.index("concurrency") * rows:(fields.index("concurrency") + 1) * rows]
+    vs = by_field[fields.index(metric) * rows:(fields.index(metric) + 1) * rows]
+    out: list[tuple[str, int, float]] = []
+    i = 0
+    for workload, _hash, extras in head["levels"]:
+        if "json" in extras and len(extras) == 1:
+            out.append((workload, int(extras["json"]["concurrency"]), float(extras["json"][metric])))
+            continue
+        out.append((workload, int(cs[i]), vs[i]))
+        i += 1
+    return out
+
+
+def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
+    head, by_field, rows = _decode(blob)
+    fields: list[str] = head["fields"]
+    width = len(fields)
+    nums = [by_field[f * rows + r] for r in range(rows) for f in range(width)]
+    out: list[tuple[str, LevelResult, str]] = []
+    split = [path.partition(".") for path in fields]
+    i = 0
+    for workload, prompt_hash, extras in head["levels"]:
+        if "json" in extras and len(extras) == 1:
+            out.append((workload, LevelResult.model_validate(extras["json"]), prompt_hash))
+            continue
+        data: dict[str, Any] = dict(extras)
+        nested: dict[str, dict[str, float]] = {}
+        for (key, _, sub), value in zip(split, nums[i:i + len(fields)]):
+            if sub:
+                nested.setdefault(key, {})[sub] = value
+            else:
+                data[key] = value
+        i += len(fields)
+        out.append((workload, _level(data, nested), prompt_hash))
+    return out
+
+
+_INT_FIELDS = {name for name, f in LevelResult.model_fields.items() if f.annotation in (int, "int")}
+
+
+def _level(data: dict[str, Any], nested: dict[str, dict[str, float]]) -> LevelResult:
+    """Rebuild a result that was validated when it was recorded: constructed, not re-validated
+    (6,000 packed rows are read for a 1,000-experiment view)."""
+    for name in _INT_FIELDS & data.keys():
+        data[name] = int(data[name])
+    for key, values in nested.items():
+        annotation = LevelResult.model_fields[key].annotation
+        data[key] = annotation.model_construct(**values) if isinstance(annotation, type) else values
+    try:
+        return LevelResult.model_construct(**data)
+    except Exception:
+        return LevelResult.model_validate(data | nested)
+
+
+def pack_text(text: str) -> bytes | None:
+    """Compressed text, or None when it is short enough to stay plain."""
+    return zlib.compress(text.encode("utf-8"), 6) if len(text) >= PACK_TEXT_FROM else None
+
+
+def unpack_text(plain: str, packed: bytes | None) -> str:
+    return zlib.decompress(packed).decode("utf-8") if packed else plain

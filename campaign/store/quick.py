@@ -1,0 +1,69 @@
+"""Read-only answers that must be instant: `campaign status` at any campaign size.
+
+Why plain sqlite3: importing sqlmodel/sqlalchemy alone costs more than the 0.3 s a
+status line may take.  Only a database of the current schema version is read here;
+any other (older: to be migrated; unknown: to be refused) returns None and the caller
+opens the full `Store`, which migrates or names the fix.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+__all__ = ["campaign_list"]
+
+SCHEMA_VERSION = "2"  # campaign.store.models.SCHEMA_VERSION (checked by tests/campaign/store)
+
+
+def campaign_list(path: Path, *, busy_timeout_ms: int = 10_000) -> list[dict[str, Any]] | None:
+    """Every campaign, newest first (id, name, status, halt_reason), or None (see module doc)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_ms / 1000)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or row[0] != SCHEMA_VERSION:
+            return None
+        rows = conn.execute("SELECT id, name, status, halt_reason FROM campaigns ORDER BY created_at DESC").fetchall()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return [{"id": i, "name": n, "status": s, "halt_reason": h} for i, n, s, h in rows]
+
+
+def stale_journals(path: Path) -> set[str] | None:
+    """Campaigns whose journal file is older than their record (a kill between a record
+    write and its render), found without sqlmodel: the journal path is read from the
+    playbook's YAML.  None when that cannot be told cheaply (the caller then checks all)."""
+    import yaml
+
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        try:
+            rows = conn.execute("SELECT id, playbook_path, overrides_json, updated_at FROM campaigns").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    stale: set[str] = set()
+    for cid, playbook, overrides, updated in rows:
+        if "journal" in (overrides or ""):
+            return None  # an override may move the journal: let the full check decide
+        try:
+            with open(playbook, encoding="utf-8") as f:
+                journal = (yaml.safe_load(f) or {}).get("journal")
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue  # a moved playbook: `campaign journal` names the problem
+        if not journal:
+            return None
+        try:
+            if Path(journal).stat().st_mtime < float(updated):
+                stale.add(cid)
+        except OSError:
+            if Path(journal).parent.is_dir():
+                stale.add(cid)
+    return stale

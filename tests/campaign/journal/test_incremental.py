@@ -1,0 +1,178 @@
+"""The journal after every verdict re-renders only what changed; pages, notes and plots at any size."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from campaign.journal import incremental, plot_worker, render
+from campaign.journal.publish import publish_journal
+from campaign.journal.render import render_journal
+from campaign.store import Store
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _scale_build():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("scale_build", ROOT / "bench" / "scale_build.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["scale_build"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture()
+def campaign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Store, str]:
+    """10 experiments, the main file showing the latest 4 in full (20 in production)."""
+    monkeypatch.setattr(incremental, "RECENT", 4)
+    cid = _scale_build().build(tmp_path / "campaign.db", 10)
+    store = Store(tmp_path / "campaign.db")
+    yield store, cid
+    store.close()
+
+
+def add_one(store: Store, cid: str) -> str:
+    sb = sys.modules["scale_build"]
+    n = len(store.list_experiments(cid, role="candidate")) + 1
+    camp = store.get_campaign(cid)
+    exp_id, _ = sb.add_experiment(store, cid, random.Random(n), n, store.snapshot(cid).latest_fingerprint_id,
+                                  camp.baseline_experiment_id)
+    return exp_id
+
+
+@pytest.fixture()
+def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    counts = {"bodies": 0, "plots": 0}
+    real_body = render.experiment_body
+
+    def body(*args, **kwargs):  # type: ignore[no-untyped-def]
+        counts["bodies"] += 1
+        return real_body(*args, **kwargs)
+
+    def submit(kind, payload, path):  # type: ignore[no-untyped-def]
+        counts["plots"] += kind == "experiment"
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(b"")  # drawn (the drawing itself is the worker test's)
+
+    monkeypatch.setattr(incremental, "experiment_body", body)
+    monkeypatch.setattr(plot_worker, "submit", submit)
+    return counts
+
+
+def test_a_verdict_update_renders_only_the_new_experiment(campaign, tmp_path: Path, counted) -> None:
+    store, cid = campaign
+    journal = tmp_path / "j" / "scale.md"
+    publish_journal(store, cid, journal)
+    assert counted["bodies"] == 10
+    first_plots = counted["plots"]
+    assert first_plots >= 7  # every measured experiment has its plot
+    pages = journal.parent / "scale.d"
+    before = {p.name: p.stat().st_mtime_ns for p in pages.glob("*.md")}
+    new = add_one(store, cid)
+    publish_journal(store, cid, journal)
+    assert counted["bodies"] == 11  # the new one, nothing else
+    assert counted["plots"] == first_plots + 1
+    after = {p.name: p.stat().st_mtime_ns for p in pages.glob("*.md")}
+    rewritten = {name for name in after if before.get(name) != after[name]}
+    # the new page, and the page of the experiment that left the main file's latest
+    assert len(rewritten) == 2, rewritten
+    publish_journal(store, cid, journal)  # nothing changed: nothing re-rendered
+    assert counted["bodies"] == 11
+    assert new.split(".")[1] in journal.read_text()
+
+
+def test_main_file_holds_the_latest_and_every_experiment_has_a_page(campaign, tmp_path: Path) -> None:
+    store, cid = campaign
+    journal = tmp_path / "scale.md"
+    publish_journal(store, cid, journal, plots=False)
+    text = journal.read_text()
+    assert "The latest 4 of 10 experiments in full" in text
+    assert text.count("\n<a id=") == 4
+    pages = sorted(p.name for p in (tmp_path / "scale.d").glob("*.md"))
+    assert len(pages) == 10
+    old = store.list_experiments(cid, role="candidate")[0]
+    key = render.experiment_key(store.view(cid), old.id)
+    assert f"[details](scale.d/{key}.md)" in text  # scoreboard and dead ends link the page
+    page = (tmp_path / "scale.d" / f"{key}.md").read_text()
+    assert f"### 1. {old.hypothesis}" in page and f"<!-- notes:{key} -->" in page
+    assert "](../scale.md)" in page
+
+
+def test_small_campaign_main_file_reads_as_the_single_file_journal(tmp_path: Path) -> None:
+    """At the demo's size the main file is exactly today's journal."""
+    cid = _scale_build().build(tmp_path / "small.db", 5)
+    small = Store(tmp_path / "small.db")
+    journal = tmp_path / "small.md"
+    publish_journal(small, cid, journal, plots=False, db_label="small.db")
+    view = small.view(cid)
+    assert journal.read_text() == render_journal(view, db_label="small.db", generated_at=view.updated_at)
+    small.close()
+
+
+def test_notes_survive_wherever_they_are_written(campaign, tmp_path: Path) -> None:
+    store, cid = campaign
+    journal = tmp_path / "scale.md"
+    publish_journal(store, cid, journal, plots=False)
+    view = store.view(cid)
+    ids = [e.id for e in view.experiments]
+    old_key = render.experiment_key(view, ids[0])
+    edge_key = render.experiment_key(view, ids[-4])  # leaves the main file with the next experiment
+    text = journal.read_text()
+    text = text.replace(f"<!-- notes:{edge_key} -->\n", f"<!-- notes:{edge_key} -->\nmain-file note\n")
+    journal.write_text(text)
+    page = tmp_path / "scale.d" / f"{old_key}.md"
+    page.write_text(page.read_text().replace(f"<!-- notes:{old_key} -->\n", f"<!-- notes:{old_key} -->\npage note\n"))
+    publish_journal(store, cid, journal, plots=False)
+    assert "main-file note" in journal.read_text() and "page note" in page.read_text()
+    add_one(store, cid)
+    publish_journal(store, cid, journal, plots=False)
+    moved = (tmp_path / "scale.d" / f"{edge_key}.md").read_text()
+    assert "main-file note" in moved and "main-file note" not in journal.read_text()  # it moved home, once
+    assert "Orphaned notes" not in journal.read_text()
+    (tmp_path / "scale.d" / "index.json").unlink()  # cache lost: notes are read back from the files
+    publish_journal(store, cid, journal, plots=False)
+    assert "page note" in page.read_text()
+    assert "main-file note" in (tmp_path / "scale.d" / f"{edge_key}.md").read_text()
+
+
+def test_plots_are_drawn_by_a_worker_process_and_redrawn_when_lost(tmp_path: Path) -> None:
+    cid = _scale_build().build(tmp_path / "campaign.db", 2)
+    store = Store(tmp_path / "campaign.db")
+    journal = tmp_path / "scale.md"
+    publish_journal(store, cid, journal)
+    assert plot_worker.is_pending(tmp_path / "scale.plots" / "campaign-overview.png")  # not waited for
+    plot_worker.wait_idle(timeout=300)
+    plots = sorted((tmp_path / "scale.plots").glob("exp-*.png"))
+    assert len(plots) == 2 and (tmp_path / "scale.plots" / "campaign-overview.png").exists()
+    plots[0].unlink()
+    publish_journal(store, cid, journal)
+    plot_worker.wait_idle(timeout=300)
+    assert plots[0].exists()
+
+
+def test_temp_files_of_a_killed_writer_are_removed(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    cid = _scale_build().build(tmp_path / "campaign.db", 1)
+    store = Store(tmp_path / "campaign.db")
+    journal = tmp_path / "scale.md"
+    publish_journal(store, cid, journal, plots=False)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    plots = tmp_path / "scale.plots"
+    plots.mkdir(exist_ok=True)
+    (plots / f".exp-x.png.{dead.pid}.tmp").write_bytes(b"half")
+    (plots / f".exp-y.png.{os.getpid()}.tmp").write_bytes(b"being written")  # a live writer's
+    old_page = tmp_path / "scale.d" / ".x.md.tmp"
+    old_page.write_text("half")
+    os.utime(old_page, (0, 0))
+    publish_journal(store, cid, journal, plots=False)
+    left = sorted(p.name for p in [*plots.iterdir(), *(tmp_path / "scale.d").iterdir()] if p.name.endswith(".tmp"))
+    assert left == [f".exp-y.png.{os.getpid()}.tmp"]
+    store.close()

@@ -1,0 +1,63 @@
+"""Every artifact the loop writes is a kind the store accepts: a kind missing from the
+store's list only fails on the node kind that produces it (Slurm's queue wait)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import get_args
+
+from campaign.domain.measurement import Measurement
+from campaign.domain.models import EffectiveConfig, Failure, FailureClass
+from campaign.loop.experiment import node_seconds_of, queue_seconds_of, record_measurement
+from campaign.store import Store
+from campaign.store.models import ArtifactKind
+
+ROOT = Path(__file__).resolve().parents[3]
+PLAYBOOK = {"name": "demo", "workloads": {"single_stream": {"concurrency": [1]}}}
+
+
+def _kinds_written() -> set[str]:
+    """The literal kinds passed to `record_artifact(...)` anywhere in the core."""
+    kinds: set[str] = set()
+    for path in (ROOT / "campaign").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "record_artifact" and len(node.args) >= 2
+                    and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+                kinds.add(node.args[1].value)
+    return kinds
+
+
+def test_every_kind_the_core_writes_is_accepted() -> None:
+    written = _kinds_written()
+    assert {"queue_seconds", "node_seconds", "patch"} <= written  # the scan finds the writers
+    assert written - set(get_args(ArtifactKind)) == set()
+
+
+def test_a_slurm_measurement_records_its_queue_wait_apart_from_node_time(tmp_path: Path) -> None:
+    store = Store(tmp_path / "c.db")
+    cid = store.create_campaign("demo", playbook=PLAYBOOK, node="slurm-0").id
+    exp = store.start_experiment(cid, "h", config=EffectiveConfig(flags={}, env={}))
+    m = Measurement(command="serve", node_seconds=12.5, wall_seconds=40.0, queue_seconds=27.5,
+                    failure=Failure(failure_class=FailureClass.health_timeout, summary="no answer"))
+    record_measurement(store, exp.id, "candidate", 0, m, "slurm-0")
+    record_measurement(store, exp.id, "candidate", 0, m, "slurm-0")  # a resumed node writes it again
+    assert queue_seconds_of(store, exp.id) == 27.5
+    assert node_seconds_of(store, exp.id) == 12.5
+
+
+def test_a_long_patch_record_reads_back_from_the_packed_column(tmp_path: Path) -> None:
+    """Text over PACK_TEXT_FROM is stored compressed; every reader must unpack it."""
+    from campaign.domain.source import PatchRecord
+    from campaign.store.pack import PACK_TEXT_FROM
+
+    store = Store(tmp_path / "c.db")
+    cid = store.create_campaign("demo", playbook=PLAYBOOK, node="local").id
+    exp = store.start_experiment(cid, "h", config=EffectiveConfig(flags={}, env={}))
+    diff = "diff --git a/x.py b/x.py\n" + "+faster = True\n" * 40
+    rec = PatchRecord(sha="b" * 40, base="a" * 40, branch=f"campaign/{cid}/h", files=["x.py"], diff=diff)
+    assert len(rec.model_dump_json()) > PACK_TEXT_FROM
+    store.record_artifact(exp.id, "patch", rec.model_dump_json())
+    view = store.view(cid)
+    assert [e.patch for e in view.experiments if e.id == exp.id] == [rec]

@@ -1,0 +1,85 @@
+"""The engine profile is the one source of what a node launches: its command, its
+environment defaults, its health path and its metrics reader (a real simulated node)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from campaign.domain.models import EffectiveConfig, WorkloadSpec
+from tools.engines import engine_profile
+from tools.engines.base import EngineMetrics
+from tools.engines.simulated import PROFILE as SIMULATED
+from tools.executors.local import LocalExecutor
+from tools.node_runtime import NodeRuntime
+
+FAST = "{python} -m tools.simnode --host {host} --port {port} --model {model} --time-scale 40 --seed 3 {flags}"
+
+
+def _runtime(tmp_path: Path, **profile_update: object) -> NodeRuntime:
+    profile = SIMULATED.model_copy(update={"command": FAST, **profile_update})
+    return NodeRuntime("sim", LocalExecutor(), model="simulated-glm", workdir=str(tmp_path), profile=profile,
+                       fmt={"python": sys.executable, "host": "127.0.0.1"})
+
+
+WL = [WorkloadSpec(name="single", concurrency=[1], output_tokens=16, requests_per_level=2, prompt_tokens=32)]
+
+
+def test_the_profile_gives_the_command_and_its_env_defaults_reach_the_server(tmp_path: Path) -> None:
+    node = _runtime(tmp_path, env_defaults={"NCCL_MIN_NCHANNELS": "2"})  # no command from the playbook
+    m = node.measure(EffectiveConfig(), WL, label="profile-env")
+    assert m.failure is None, m.failure
+    assert "-m tools.simnode" in m.command and "--time-scale 40" in m.command
+    assert m.reported is not None and m.reported.env.get("NCCL_MIN_NCHANNELS") == "2"  # what the server itself says
+    assert m.time_scale == pytest.approx(40.0)  # read through the profile's metrics reader
+
+
+def test_the_config_overrides_a_profile_default(tmp_path: Path) -> None:
+    node = _runtime(tmp_path, env_defaults={"NCCL_MIN_NCHANNELS": "2"})
+    m = node.measure(EffectiveConfig(env={"NCCL_MIN_NCHANNELS": "4"}), WL, label="override")
+    assert m.failure is None and m.reported is not None and m.reported.env["NCCL_MIN_NCHANNELS"] == "4"
+
+
+def test_a_playbook_command_overrides_the_profile(tmp_path: Path) -> None:
+    profile = SIMULATED.model_copy(update={"command": "{python} -c 'raise SystemExit(3)'"})
+    node = NodeRuntime("sim", LocalExecutor(), model="simulated-glm", workdir=str(tmp_path), profile=profile,
+                       command=FAST, fmt={"python": sys.executable, "host": "127.0.0.1"})
+    assert node.measure(EffectiveConfig(), WL, label="override-cmd").failure is None
+
+
+def test_accept_length_per_window_follows_each_engines_definition() -> None:
+    before = EngineMetrics(engine="x", spec_drafts=10, spec_accepted_tokens=20)
+    after = EngineMetrics(engine="x", spec_drafts=30, spec_accepted_tokens=50)
+    # vLLM counts accepted draft tokens only: the bonus token adds one per verify step
+    assert engine_profile("vllm").accept_length_between(before, after) == pytest.approx(1 + 30 / 20)
+    # the simulated node (SGLang-style) counts every emitted token
+    assert SIMULATED.accept_length_between(before, after) == pytest.approx(30 / 20)
+    assert SIMULATED.accept_length_between(None, after) is None
+    assert SIMULATED.accept_length_between(after, after) is None  # nothing drafted in the window
+
+
+class QueuedLocal(LocalExecutor):
+    """A local executor whose jobs wait in a (pretend) scheduler queue before they run."""
+
+    QUEUE_S = 1.5
+
+    def start(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        import time
+
+        time.sleep(self.QUEUE_S)
+        return super().start(*args, **kwargs)
+
+    def queue_wait_s(self, handle: object) -> float:
+        return self.QUEUE_S
+
+
+def test_a_scheduler_queue_wait_is_recorded_apart_from_node_time(tmp_path: Path) -> None:
+    profile = SIMULATED.model_copy(update={"command": FAST.replace("--time-scale 40", "--time-scale 1")})
+    node = NodeRuntime("slurmish", QueuedLocal(), model="simulated-glm", workdir=str(tmp_path), profile=profile,
+                       fmt={"python": sys.executable, "host": "127.0.0.1"})
+    m = node.measure(EffectiveConfig(), WL, label="queued")
+    assert m.failure is None
+    assert m.queue_seconds == pytest.approx(1.5)
+    assert m.node_seconds == pytest.approx(m.wall_seconds - 1.5, abs=0.01)
