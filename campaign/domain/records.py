@@ -68,6 +68,8 @@ class WorkloadEffect(BaseModel):
     noise_pct: float | None = None  # one launch's spread at one level, baseline side
     candidate_noise_pct: float | None = None
     prior_overruled: bool = False  # the candidate was much noisier than the node
+    stalled_baseline: int = 0  # levels and launches screened as stalls (campaign.verdict.screen)
+    stalled_candidate: int = 0
 
 
 class CorrectnessResult(BaseModel):

@@ -59,7 +59,11 @@ class SimulatedNodeSpec(_NodeSpecBase):
     cuda: str = "12.8"
     seed: int = 0
     time_scale: float = Field(default=1.0, gt=0, description="node seconds per wall second")
-    noise_pct: float = Field(default=1.5, ge=0, le=20)
+    noise_pct: float = Field(default=1.5, ge=0, le=20, description="per-step jitter (%), seeded")
+    launch_offset_pct: float = Field(
+        default=1.5, ge=0, le=20,
+        description="each launch's speed offset (%, log-normal spread), drawn afresh per launch and shared "
+                    "by every level it serves, as on a real server; 0 turns it off")
 
     def simulated_node(self) -> SimulatedNodeSpec | None:
         return self

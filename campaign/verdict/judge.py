@@ -2,7 +2,10 @@
 
 Stopping rule (adaptive policy), checked after every interleaved round:
 1. fewer than `repeats.min` rounds: measure another;
-2. the verdict is decisive (WIN or DEAD END): stop at once;
+2. the verdict is decisive (WIN or DEAD END): stop at once, except a DEAD END that wins
+   nowhere yet while a projection (below) shows a level where the candidate could win:
+   that regime ("wins single stream, loses the sweep") is what the reader needs, so
+   measure on until it is shown or out of reach;
 3. `repeats.max` reached: stop;
 4. otherwise project to `repeats.max`: the same estimates, each side's variance over
    max launches and the df the pooled noise would then have (its real df: the node's
@@ -21,7 +24,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from campaign.domain.models import ConfigChange, Failure
-from campaign.domain.records import CorrectnessResult, LevelSamples, Verdict
+from campaign.domain.records import CorrectnessResult, LevelSamples, Verdict, WorkloadEffect
 from campaign.playbook.schema import VerdictSpec
 from campaign.verdict.launches import analyze
 from campaign.verdict.noise import NodeNoise
@@ -59,11 +62,15 @@ def judge(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise |
     return v
 
 
-def noise_phrase(noise: NodeNoise | None, effects: Sequence[object] = ()) -> str:
+def noise_phrase(noise: NodeNoise | None, effects: Sequence[WorkloadEffect] = ()) -> str:
     out = noise.describe() if noise is not None else "node noise unknown (no noise model)"
-    noisy = [e.workload for e in effects if getattr(e, "prior_overruled", False)]  # type: ignore[attr-defined]
+    noisy = [e.workload for e in effects if e.prior_overruled]
     if noisy:
         out += f"; the candidate was much noisier than the node on {', '.join(noisy)}: its own spread was used"
+    stalls = [f"{e.workload} {e.stalled_candidate} candidate, {e.stalled_baseline} baseline"
+              for e in effects if e.stalled_candidate or e.stalled_baseline]
+    if stalls:
+        out += f"; stalls screened ({'; '.join(stalls)})"
     return out
 
 
@@ -89,11 +96,19 @@ def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_do
     if a is None:
         return RoundDecision(more=rounds_done < n_max, why="no launch-level analysis possible: up to repeats.max")
     now = decide(a.comparisons, spec).kind
+    homog = {e.workload: e.common for e in a.effects}
+    rounds = f"{rounds_done} round{'s' if rounds_done > 1 else ''}"
+    if now == "dead_end" and rounds_done < n_max and not any(c.winner == "candidate" for c in a.comparisons):
+        # slower where it was measured so far: could more rounds show where it wins?
+        for shift in (0.0, PROJECTION_SHIFT_SE):
+            p = analyze(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog)
+            if p is not None and any(c.winner == "candidate" for c in p.comparisons):
+                return RoundDecision(more=True, why=f"round {rounds_done + 1}: a DEAD END after {rounds}, but a "
+                                                    f"regime where the candidate wins is within reach by round {n_max}")
     if now in ("win", "dead_end"):
-        return RoundDecision(more=False, why=f"decisive after {rounds_done} round{'s' if rounds_done > 1 else ''}")
+        return RoundDecision(more=False, why=f"decisive after {rounds}")
     if rounds_done >= n_max:
         return RoundDecision(more=False, why=f"repeats.max={n_max} reached without a decisive verdict")
-    homog = {e.workload: e.common for e in a.effects}
     for shift in (0.0, PROJECTION_SHIFT_SE, -PROJECTION_SHIFT_SE):
         if _decisive(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog):
             return RoundDecision(more=True, why=f"round {rounds_done + 1}: a verdict is within reach by round {n_max}")

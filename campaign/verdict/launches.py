@@ -2,12 +2,16 @@
 launch of a server draws its own speed offset, shared by all its levels.
 
 Each side (candidate, baseline) of a workload is an R x L table of log figures, one row
-per launch (`campaign.verdict.noise` has the model).  Per side, the variance components
-(rows: L s_o^2 + s_e^2; residual: s_e^2) are the node's prior updated by the side's
-own table: own and prior sums of squares, each over the prior's mean square, give a
-ratio rho = (own ratio SS + k) / (own df + k) that scales the prior, with k = the
-prior's df for the baseline (it is the node's config: full weight) and
-`CANDIDATE_PRIOR_DF` for the candidate (another config may be noisier).  When a side's
+per launch (`campaign.verdict.noise` has the model), screened for stalls first
+(`campaign.verdict.screen`: a level or a launch that interference slowed far beyond the
+noise is replaced by its prediction or dropped, on the node's scale).  Per side, the
+variance components (rows: L s_o^2 + s_e^2; residual: s_e^2) are the node's prior
+updated by the side's own table: own and prior sums of squares, each over the prior's
+mean square, give a ratio rho = (own ratio SS + k) / (own df + k) that scales the
+prior, with k = the prior's df for the baseline (it is the node's config: full weight)
+and `CANDIDATE_PRIOR_DF` for the candidate (another config may be noisier), both capped
+by the node's `prior_df` where its noise varies between experiments (a machine whose
+load comes and goes: the experiment's own spread then counts for more).  When a side's
 own spread is far above the prior (F test, p < `OVERRULE_P`: a slow launch, a noisy
 candidate) the prior's weight is dropped for that side (k = 0): the node's shape of the
 noise scaled by the side's own ratio, with the side's own df.
@@ -24,10 +28,13 @@ The no-loss bound of every level (the intersection-union half of a WIN) is the l
 one-sided bound at the playbook's confidence: its own where the levels differ, the
 common effect's where they do not (the model's effect at every level is then the
 common one; a level losing on its own is what the heterogeneity test looks for).
-Bonferroni over the tests that can declare a winner: one per homogeneous workload, and
-elsewhere the effective number of the levels' tests (Cheverud-Nyholt: levels sharing a
-launch offset are correlated, so 8 levels are not 8 independent tests), at Pocock's
-per-look level when the policy looks after every round (`look_alpha`).
+Multiplicity over the tests that can declare a winner: one per homogeneous workload, and
+elsewhere each level with weight M_eff / L (Cheverud-Nyholt: levels sharing a launch
+offset are correlated, so 8 levels are not 8 independent tests), by Holm's weighted
+step-down (`_holm`): the first test is at the Bonferroni level over all of them, and
+each decided test frees its share for the rest (a sweep that loses clearly at every
+level leaves the family's whole level to the single stream).  All at Pocock's per-look
+level when the policy looks after every round (`look_alpha`).
 """
 
 from __future__ import annotations
@@ -48,7 +55,9 @@ from campaign.verdict.noise import (
     decompose_cols,
     level_jitter,
     log_table,
+    prior_scale,
 )
+from campaign.verdict.screen import screen
 from campaign.verdict.stats import mean, quantile
 
 __all__ = ["CANDIDATE_PRIOR_DF", "Analysis", "analyze"]
@@ -67,6 +76,8 @@ class _Side:
     rows: Component
     res: Component
     cols: list[float]
+    stalled_cells: int = 0
+    stalled_launches: int = 0
 
     @property
     def r(self) -> int:
@@ -107,12 +118,15 @@ class Analysis:
     effects: list[WorkloadEffect]
 
 
-def _side(rows: list[list[float]]) -> _Side | None:
+def _side(rows: list[list[float]], prior: WorkloadNoise | None) -> _Side | None:
+    """One side's table, screened for stalls (`campaign.verdict.screen`) on the node's
+    scale; a replaced cell costs the residual one df."""
     logs = log_table(rows)
     if logs is None or not logs:
         return None
-    r, e, cols = decompose_cols(logs)
-    return _Side(logs, r, e, cols)
+    sc = screen(logs, prior_scale(prior))
+    r, e, cols = decompose_cols(sc.table)
+    return _Side(sc.table, r, Component(ss=e.ss, df=max(0, e.df - sc.cells)), cols, sc.cells, sc.launches)
 
 
 @dataclass
@@ -134,7 +148,7 @@ def _ratio(own: _Side, prior: WorkloadNoise | None, rounds: int) -> _Ratio | Non
     return _Ratio(ss=own.rows.ss / pa + (own.res.ss / pe if use_res else 0.0),  # type: ignore[operator]
                   now_df=own.rows.df + (own.res.df if use_res else 0),
                   prior_df=prior.rows.df + (prior.res.df if use_res else 0),
-                  proj_df=(rounds - 1) + ((rounds - 1) * (width - 1) if use_res else 0))
+                  proj_df=(rounds - 1) + (max(0, (rounds - 1) * (width - 1) - own.stalled_cells) if use_res else 0))
 
 
 def _scale(ratios: Sequence[_Ratio], k_max: float | None) -> tuple[float, float, bool]:
@@ -248,30 +262,35 @@ def _heterogeneity(b: _Side, c: _Side, vb: _Var, vc: _Var) -> float | None:
     return float(_scipy_stats.f.sf(q / (width - 1), width - 1, min(df2, 1e6)))
 
 
-def _sides(name: str, samples: list[LevelSamples], metric: str) -> tuple[_Side, _Side, int, int] | None:
+def _sides(name: str, samples: list[LevelSamples], metric: str,
+           prior: WorkloadNoise | None) -> tuple[_Side, _Side, int, int] | None:
+    """Both sides' screened tables, and the rounds each side measured."""
     rb = min(len(s.baseline) for s in samples)
     rc = min(len(s.candidate) for s in samples)
     if rb < 1 or rc < 1:
         return None
-    b = _side([[float(getattr(s.baseline[i], metric)) for s in samples] for i in range(rb)])
-    c = _side([[float(getattr(s.candidate[i], metric)) for s in samples] for i in range(rc)])
+    b = _side([[float(getattr(s.baseline[i], metric)) for s in samples] for i in range(rb)], prior)
+    c = _side([[float(getattr(s.candidate[i], metric)) for s in samples] for i in range(rc)], prior)
     return None if b is None or c is None else (b, c, rb, rc)
 
 
 def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeNoise | None,
                  project_to: int | None) -> list[_Workload] | None:
     """Every workload's sides and variances; None when one cannot be analysed."""
+    prior = {name: noise.get(name) if noise else None for name in by_wl}
     sides = {}
     for name, ss in by_wl.items():
-        got = _sides(name, ss, metric)
+        got = _sides(name, ss, metric, prior[name])
         if got is None:
             return None
         sides[name] = got
-    prior = {name: noise.get(name) if noise else None for name in sides}
-    rounds = {name: ((max(project_to, rb), max(project_to, rc)) if project_to else (rb, rc))
-              for name, (_, _, rb, rc) in sides.items()}
+    # launches each side holds after screening; a projection adds the rounds still to come
+    rounds = {name: ((b.r + max(0, project_to - rb), c.r + max(0, project_to - rc)) if project_to else (b.r, c.r))
+              for name, (b, c, rb, rc) in sides.items()}
     scales = []
-    for side, k_max in ((0, None), (1, float(CANDIDATE_PRIOR_DF))):
+    d0 = noise.prior_df if noise is not None else None  # the node's noise varies between experiments
+    for side, cap in ((0, None), (1, float(CANDIDATE_PRIOR_DF))):
+        k_max = min((x for x in (cap, d0) if x is not None), default=None)
         ratios = [r for name, sd in sides.items()
                   if (r := _ratio(sd[1] if side else sd[0], prior[name], rounds[name][side])) is not None]
         scales.append(_scale(ratios, k_max) if ratios else None)
@@ -286,6 +305,55 @@ def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeN
         vc = vc or _Var(vb.a, vb.e, vb.df, True, vb.e_cols)
         out.append(_Workload(name, by_wl[name], b, c, vb, vc, pb_, pc_, _heterogeneity(b, c, vb, vc)))
     return out
+
+
+
+@dataclass
+class _Unit:
+    """One test that can declare a winner: a homogeneous workload's common effect, or
+    one level of a workload whose levels differ (log scale).  `weight`: its share of the
+    multiplicity count (a level of a workload with L correlated levels counts
+    M_eff / L); `conf`: the confidence its interval is drawn at (`_holm`)."""
+
+    centre: float
+    se: float
+    df: float
+    weight: float
+    conf: float = 0.95
+
+
+def _p_decisive(u: _Unit, m: float) -> float:
+    """Two-sided p-value of "the effect lies beyond the band": the interval at 1 - p
+    just touches +m (or -m).  1 inside the band."""
+    if u.se <= 0:
+        return 0.0 if abs(u.centre) > math.log1p(m / 100.0) else 1.0
+    if u.centre > 0:
+        stat = (u.centre - math.log1p(m / 100.0)) / u.se
+    else:
+        stat = (math.log1p(-m / 100.0) - u.centre) / u.se
+    if stat <= 0:
+        return 1.0
+    return float(2.0 * _scipy_stats.t.sf(stat, min(u.df, 1e6)))
+
+
+def _holm(units: dict[tuple[str, int | None], _Unit], alpha: float, m: float) -> None:
+    """Weighted Holm step-down over the units (Holm 1979): in order of p / weight, a
+    unit is decided when p <= alpha * weight / (weight of the units not yet decided);
+    the first that is not stops the procedure, and it and the rest are drawn at that
+    step's level.  The first step is the Bonferroni (effective-tests) level; every
+    decided unit frees its share for the others, so one clear loss across a sweep does
+    not make a smaller single-stream win pay for eight tests.  Sets each unit's `conf`."""
+    order = sorted(units.values(), key=lambda u: _p_decisive(u, m) / u.weight)
+    left = math.fsum(u.weight for u in order)
+    for i, u in enumerate(order):
+        level = alpha * u.weight / max(left, u.weight)
+        if _p_decisive(u, m) <= level:
+            u.conf = 1.0 - level
+            left -= u.weight
+            continue
+        for rest in order[i:]:
+            rest.conf = 1.0 - alpha * rest.weight / max(left, rest.weight)
+        return
 
 
 def _meets(results: Sequence[LevelResult], spec: VerdictSpec) -> bool | None:
@@ -320,8 +388,6 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
     for w in works:
         if homogeneous is not None and w.name in homogeneous:
             w.p_differ = None if homogeneous[w.name] else 0.0
-    tests = sum(1.0 if w.homogeneous else w.effective_tests() for w in works)
-    conf = 1.0 - look_alpha(spec) / max(1.0, tests)
     one_sided = max(0.5, 1.0 - 2.0 * (1.0 - spec.confidence))
     now_se: dict[str, float] = {}
     level_se: dict[tuple[str, int], float] = {}
@@ -329,30 +395,43 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
         today = _prepare_all(by_wl, spec.metric, noise, None) or []
         now_se = {t.name: t.common()[1] for t in today}
         level_se = {(t.name, s.concurrency): t.level(j)[1] for t in today for j, s in enumerate(t.samples)}
-    comparisons, effects = [], []
     m = spec.min_effect_pct
+    # the units that can declare a winner, with the estimates they are tested on
+    units: dict[tuple[str, int | None], _Unit] = {}
     for w in works:
         centre, se, df = w.common()
-        shift = shift_se * now_se.get(w.name, se)
-        centre += shift
-        half = quantile(conf, df) * se
+        centre += shift_se * now_se.get(w.name, se)
+        if w.homogeneous:
+            units[(w.name, None)] = _Unit(centre, se, df, 1.0)
+            continue
+        weight = w.effective_tests() / w.b.width
+        for j, s in enumerate(w.samples):
+            lc, lse, ldf = w.level(j)
+            units[(w.name, s.concurrency)] = _Unit(lc + shift_se * level_se.get((w.name, s.concurrency), lse),
+                                                   lse, ldf, weight)
+    _holm(units, look_alpha(spec), m)
+    comparisons, effects = [], []
+    for w in works:
+        centre, se, df = w.common()
+        centre += shift_se * now_se.get(w.name, se)
+        wconf = units[(w.name, None)].conf if w.homogeneous else max(
+            units[(w.name, s.concurrency)].conf for s in w.samples)
+        half = quantile(wconf, df) * se
         effects.append(WorkloadEffect(
             workload=w.name, delta_pct=_pct(centre), low_pct=_pct(centre - half), high_pct=_pct(centre + half),
             se_log=se, df=df if math.isfinite(df) else None, levels_differ_p=w.p_differ,
             common=w.homogeneous, rounds_baseline=w.rb, rounds_candidate=w.rc,
             noise_pct=_pct(math.sqrt(w.vb.level(w.b.width))), candidate_noise_pct=_pct(math.sqrt(w.vc.level(w.b.width))),
             prior_overruled=w.vc.own and noise is not None and noise.get(w.name) is not None,
+            stalled_baseline=w.b.stalled_cells + w.b.stalled_launches,
+            stalled_candidate=w.c.stalled_cells + w.c.stalled_launches,
         ))
-        for j, s in enumerate(w.samples):
-            lc, lse, ldf = w.level(j)
-            lc += shift_se * level_se.get((w.name, s.concurrency), lse) if not w.homogeneous else shift
-            bound = lc - quantile(one_sided, ldf) * lse
-            if w.homogeneous:  # the model's effect at this level is the common one
-                bound = centre - quantile(one_sided, df) * se
-                d, lo, hi, used_df = centre, centre - half, centre + half, df
-            else:
-                lhalf = quantile(conf, ldf) * lse
-                d, lo, hi, used_df = lc, lc - lhalf, lc + lhalf, ldf
+        for s in w.samples:
+            u = units[(w.name, None if w.homogeneous else s.concurrency)]
+            half_u = quantile(u.conf, u.df) * u.se
+            d, lo, hi, used_df, conf = u.centre, u.centre - half_u, u.centre + half_u, u.df, u.conf
+            # the no-loss bound (intersection-union): the model's effect at this level
+            bound = u.centre - quantile(one_sided, u.df) * u.se
             winner = level_winner(_pct(d), _pct(lo), _pct(hi), m)
             b_ok, c_ok = _meets(s.baseline, spec), _meets(s.candidate, spec)
             if b_ok is not None and c_ok is not None and b_ok != c_ok:

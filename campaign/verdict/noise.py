@@ -18,7 +18,11 @@ R launches of one config form an R x L table.  Its two-way decomposition gives
     residual  MS of x - row mean - level mean + grand   E[MS] = s_e^2             df (R-1)(L-1)
 
 Sums of squares and their df add up over tables (each table's own means removed, so a
-slow drift between experiments is not counted as noise).  A table whose launches
+slow drift between experiments is not counted as noise).  Each table is screened for
+stalls first (`campaign.verdict.screen`: a level or a launch slowed far beyond the
+noise by something outside the config), on the robust scale of every table of the
+workload, so the prior describes the node's noise and not its hiccups; each replaced
+cell costs the residual one df, a dropped launch its row.  A table whose launches
 disagree far beyond the rest (p < 0.001 against the pool of the others, e.g. one slow
 launch) is left out of the node's estimate: that experiment's own analysis sees it.
 A new node or a changed environment has no tables yet and starts its own estimate.
@@ -30,13 +34,21 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, Field
+from scipy import special as _scipy_special
 from scipy import stats as _scipy_stats
 
-__all__ = ["Component", "NodeNoise", "WorkloadNoise", "decompose", "decompose_cols", "estimate", "log_table"]
+from campaign.verdict.screen import Scale, robust_scale, screen
+
+__all__ = ["Component", "NodeNoise", "WorkloadNoise", "decompose", "decompose_cols", "estimate", "log_table",
+           "prior_df", "prior_scale"]
 
 #: a table is an outlier of the node's history below this p-value (its launches
 #: disagree far more than every other table's).
 OUTLIER_P = 0.001
+#: the node's noise varies between experiments below this p-value (Bartlett).
+HETEROGENEITY_P = 0.001
+#: mean squares with fewer df are left out of the heterogeneity estimate when others exist.
+MIN_HETEROGENEITY_DF = 4
 #: weight (df) of the workload's mean jitter in each level's jitter estimate.
 JITTER_SHRINK_DF = 8
 
@@ -98,6 +110,11 @@ class NodeNoise(BaseModel):
     launches: int = 0
     tables: int = 0
     left_out: int = 0  # outlier tables kept out of the estimate
+    stalled_cells: int = 0  # levels of a launch screened as stalls (`campaign.verdict.screen`)
+    stalled_launches: int = 0
+    #: how many df the pooled noise is worth for one experiment (`prior_df`); None: as many
+    #: as it has (the node's noise did not vary between experiments beyond chance)
+    prior_df: float | None = None
 
     def get(self, workload: str) -> WorkloadNoise | None:
         w = self.workloads.get(workload)
@@ -113,8 +130,13 @@ class NodeNoise(BaseModel):
         if not parts:
             return "node noise unknown yet (no repeated launch on this node in this environment)"
         out = f"node noise {', '.join(parts)} from {self.launches} launches"
-        return out + (f" ({self.left_out} outlier group{'s' if self.left_out != 1 else ''} left out)"
-                      if self.left_out else "")
+        if self.left_out:
+            out += f" ({self.left_out} outlier group{'s' if self.left_out != 1 else ''} left out)"
+        if self.prior_df is not None:
+            out += f" (its noise varies between experiments: the prior counts as df {self.prior_df:.0f})"
+        if self.stalled_cells or self.stalled_launches:
+            out += f" ({self.stalled_cells} stalled levels, {self.stalled_launches} stalled launches screened)"
+        return out
 
 
 def level_jitter(cols: Sequence[float], res_df: int) -> list[float]:
@@ -178,7 +200,7 @@ def estimate(groups: Iterable[Mapping[str, Table]]) -> NodeNoise:
     """Pool the tables of every group (one experiment's launches of one config: a dict
     workload -> R x L table of log values).  A workload keeps the level count it was
     first seen with; a table with another count (a changed workload) is skipped."""
-    parts: dict[str, list[tuple[int, Component, Component, list[float]]]] = {}
+    tables: dict[str, list[Table]] = {}
     levels: dict[str, int] = {}
     for group in groups:
         for name, table in group.items():
@@ -187,8 +209,19 @@ def estimate(groups: Iterable[Mapping[str, Table]]) -> NodeNoise:
             width = levels.setdefault(name, len(table[0]))
             if len(table[0]) != width:
                 continue
-            parts.setdefault(name, []).append((len(table), *decompose_cols(table)))
-    out = NodeNoise()
+            tables.setdefault(name, []).append(table)
+    parts: dict[str, list[tuple[int, Component, Component, list[float]]]] = {}
+    stalled_cells = stalled_launches = 0
+    for name, ts in tables.items():
+        # the node's robust scale from every table (a median is not moved by a few stalls),
+        # then its classical scale from the tables screened on that: the final screen
+        scale = prior_scale(_pool(ts, levels[name], robust_scale(ts)))
+        for table in ts:
+            sc = screen(table, scale)
+            stalled_cells, stalled_launches = stalled_cells + sc.cells, stalled_launches + sc.launches
+            rows, res, cols = decompose_cols(sc.table)
+            parts.setdefault(name, []).append((len(sc.table), rows, _less_df(res, sc.cells), cols))
+    out = NodeNoise(stalled_cells=stalled_cells, stalled_launches=stalled_launches)
     launches, left_out = 0, 0
     for name, items in parts.items():
         w = WorkloadNoise(levels=levels[name])
@@ -207,4 +240,106 @@ def estimate(groups: Iterable[Mapping[str, Table]]) -> NodeNoise:
         launches = max(launches, w.launches)
     out.launches, out.tables = launches, sum(len(v) for v in parts.values()) // max(1, len(parts))
     out.left_out = left_out // max(1, len(parts))
+    # every table's residual standardized by the levels' jitter (one request at C=1
+    # jitters 16x as much as 250 at C=250: unstandardized, a table's residual mean square
+    # is a few noisy levels and looks heterogeneous between tables when it is not)
+    groups: list[list[Component]] = []
+    for name, items in parts.items():
+        jit = out.workloads[name].jitter()
+        mean_e = math.fsum(jit) / len(jit) if jit else 0.0
+        weights = [mean_e / x if x > 0 and mean_e > 0 else 1.0 for x in jit]
+        groups.append([rows for _, rows, _, _ in items])
+        groups.append([Component(ss=math.fsum(c * wt for c, wt in zip(cols, weights)), df=res.df)
+                       for _, _, res, cols in items])
+    out.prior_df = prior_df(groups)
     return out
+
+
+def _less_df(c: Component, cells: int) -> Component:
+    """A residual component with `cells` replaced by their prediction: one df each."""
+    return Component(ss=c.ss, df=max(0, c.df - cells))
+
+
+def _pool(tables: Sequence[Table], width: int, scale: Scale | None) -> WorkloadNoise:
+    """Every table's components summed, each table screened on `scale` (None: on its own)."""
+    w = WorkloadNoise(levels=width, cols=[0.0] * width)
+    for table in tables:
+        sc = screen(table, scale)
+        rows, res, cols = decompose_cols(sc.table)
+        w.rows, w.res = w.rows.plus(rows), w.res.plus(_less_df(res, sc.cells))
+        w.cols = [a + b for a, b in zip(w.cols, cols)]
+        w.launches += len(sc.table)
+    return w
+
+
+def prior_scale(w: WorkloadNoise | None) -> Scale | None:
+    """The node's scale for screening one side (`campaign.verdict.screen`): each level's
+    jitter and a launch mean's spread, with their df."""
+    if w is None or not w.usable:
+        return None
+    jit = [math.sqrt(max(0.0, v)) for v in w.jitter()]
+    # a level's jitter rests on its share of the residual df (plus the shrinkage's)
+    return Scale(jit, math.sqrt(max(0.0, w.rows.ms or 0.0) / w.levels),
+                 jitter_df=w.res.df / max(1, w.levels - 1) + JITTER_SHRINK_DF, launch_df=float(w.rows.df))
+
+
+def prior_df(groups: Sequence[Sequence[Component]]) -> float | None:
+    """How many df the node's pooled noise is worth for one experiment: the prior df d0 of
+    an empirical-Bayes (moderated) variance, estimated from how much the tables' mean
+    squares vary beyond what their own df explain (Smyth 2004, the moderated t of limma):
+    log ms_g minus its expectation under a common variance, centred per group (`groups`:
+    components that share one expected mean square, e.g. one workload's launch rows); the
+    excess of its variance over trigamma(d_g / 2) is trigamma(d0 / 2).  A node whose
+    noise is the same in every experiment gives no excess: None (the prior keeps all its
+    df).  A node whose noise moves with the load of the machine gives a small d0, and
+    each experiment's own spread counts for more.  A few tables say little about how much
+    their variances vary (the log of a 1-df mean square alone has variance 4.9), so d0 is
+    estimated only where Bartlett's test finds the mean squares heterogeneous
+    (p < `HETEROGENEITY_P`, summed over the groups); otherwise None."""
+    usable = [g for g in ([(c.ss / c.df, c.df) for c in group if c.df > 0 and c.ss > 0] for group in groups)
+              if len(g) >= 2]
+    # the log of a mean square with 1-3 df is mostly its own noise (variance 4.9 at 1 df):
+    # where better-founded ones exist (residuals, tables of 5+ launches), they alone speak
+    solid = [g for g in ([x for x in group if x[1] >= MIN_HETEROGENEITY_DF] for group in usable) if len(g) >= 2]
+    usable = solid or usable
+    if not usable or _bartlett_p(usable) >= HETEROGENEITY_P:
+        return None
+    excess, n = 0.0, 0
+    for g in usable:
+        z = [math.log(ms) - float(_scipy_special.digamma(d / 2)) + math.log(d / 2) for ms, d in g]
+        zbar = math.fsum(z) / len(z)
+        k = len(z) / (len(z) - 1)
+        excess += math.fsum(k * (x - zbar) ** 2 - float(_scipy_special.polygamma(1, d / 2)) for x, (_, d) in zip(z, g))
+        n += len(z)
+    if n < 4 or excess <= 0:
+        return None
+    return _trigamma_inverse(excess / n) * 2.0
+
+
+def _trigamma_inverse(y: float) -> float:
+    """x with trigamma(x) = y (Newton's method on 1/trigamma, as limma does)."""
+    if y > 1e7:
+        return 1.0 / math.sqrt(y)
+    if y < 1e-6:
+        return 1.0 / y
+    x = 0.5 + 1.0 / y
+    for _ in range(50):
+        tri = float(_scipy_special.polygamma(1, x))
+        dif = tri * (1.0 - tri / y) / float(_scipy_special.polygamma(2, x))
+        x += dif
+        if -dif / x < 1e-8:
+            break
+    return x
+
+
+def _bartlett_p(groups: Sequence[Sequence[tuple[float, int]]]) -> float:
+    """Bartlett's test that the mean squares of each group share one variance, the
+    groups' statistics summed (each group its own variance)."""
+    stat, dof = 0.0, 0
+    for g in groups:
+        n = sum(d for _, d in g)
+        pooled = math.fsum(ms * d for ms, d in g) / n
+        m = n * math.log(pooled) - math.fsum(d * math.log(ms) for ms, d in g)
+        c = 1.0 + (math.fsum(1.0 / d for _, d in g) - 1.0 / n) / (3.0 * (len(g) - 1))
+        stat, dof = stat + m / c, dof + len(g) - 1
+    return float(_scipy_stats.chi2.sf(stat, dof)) if dof > 0 else 1.0

@@ -13,6 +13,7 @@ import sys
 from campaign.domain.errors import UserError
 from tools.simnode.config import add_engine_args, from_namespace
 from tools.simnode.fingerprint import build_fingerprint
+from tools.simnode.launchnoise import DEFAULT_LAUNCH_OFFSET_PCT
 from tools.simnode.profiles import CUDA_STACKS, PROFILES, get_profile, get_stack
 
 
@@ -29,7 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_node_args(p)
     p.add_argument("--seed", type=int, default=None, help="noise seed (default: random per launch)")
     p.add_argument("--time-scale", type=float, default=1.0, help="node seconds per wall second")
-    p.add_argument("--noise-pct", type=float, default=1.5)
+    p.add_argument("--noise-pct", type=float, default=1.5, help="per-step jitter (%%, seeded)")
+    p.add_argument("--launch-offset-pct", type=float, default=DEFAULT_LAUNCH_OFFSET_PCT,
+                   help="this launch's speed offset, shared by every level it serves: log-normal with this "
+                        "spread (%%), drawn afresh at every launch (default %(default)s; 0: none)")
+    p.add_argument("--launch-seed", type=int, default=None,
+                   help="seed of the launch offset's draw (default: a fresh draw per launch)")
     p.add_argument("--model", dest="sim_model", default=None, help="model name served (default: the profile's)")
     p.add_argument("--max-events-per-s", type=float, default=6000.0,
                    help="SSE event budget; intermediate tokens coalesce beyond it (first/last never)")
@@ -55,9 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         ns = build_parser().parse_args(argv)
         if ns.time_scale <= 0:
             raise UserError("--time-scale: must be > 0 (fix: e.g. --time-scale 50)")
+        if not 0 <= ns.launch_offset_pct <= 20:
+            raise UserError("--launch-offset-pct: must be within 0..20 (fix: e.g. --launch-offset-pct 1.5)")
         cfg = from_namespace(ns, os.environ)
         opts = NodeOptions(host=ns.host, port=ns.port, profile=ns.profile, cuda=ns.cuda, seed=ns.seed,
                            time_scale=ns.time_scale, noise_pct=ns.noise_pct, model=ns.sim_model,
+                           launch_offset_pct=ns.launch_offset_pct, launch_seed=ns.launch_seed,
                            max_events_per_s=ns.max_events_per_s)
         return asyncio.run(serve(opts, cfg))
     except SystemExit as exc:  # argparse usage errors: exit 2 like a real server

@@ -1,6 +1,8 @@
 """The asyncio continuous-batching loop: runs `BatchCore` steps in node time.
 
-Each step's duration comes from the performance model times seeded noise; the loop
+Each step's duration comes from the performance model times this launch's speed offset
+(drawn once per launch by `SimNode`, shared by every request and concurrency level the
+launch serves, as a real server's run-to-run offset is) times seeded per-step noise; the loop
 sleeps until the step's wall deadline (node time / time scale) and then delivers the
 tokens.  To stay cheap at high concurrency under a large time scale, consecutive
 steps whose deadlines fall within one wall tick are computed back to back and their
@@ -38,12 +40,13 @@ class StreamState:
 
 class SimEngine:
     def __init__(self, core: BatchCore, *, time_scale: float, noise_pct: float, rng: random.Random,
-                 log: NodeLog, stream_interval: int = 1, max_events_per_s: float = 6000.0) -> None:
+                 log: NodeLog, stream_interval: int = 1, max_events_per_s: float = 6000.0,
+                 step_time_factor: float = 1.0) -> None:
         self.core = core
         self.scale = time_scale
         self.rng = rng
         self.sigma = noise_pct / 100.0
-        self.offset = max(0.5, 1.0 + rng.gauss(0.0, self.sigma))  # this launch's systematic speed
+        self.offset = step_time_factor  # this launch's systematic speed (step time multiplier)
         self.log = log
         self.stream_interval = max(1, stream_interval)
         self.max_events_per_s = max_events_per_s

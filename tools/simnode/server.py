@@ -24,6 +24,7 @@ from tools.simnode.engine import SimEngine
 from tools.simnode.failures import SIGQUIT_LINE, FailurePlan, plan_failure
 from tools.simnode.faults import FaultInjector
 from tools.simnode.fingerprint import build_fingerprint
+from tools.simnode.launchnoise import DEFAULT_LAUNCH_OFFSET_PCT, launch_step_factor
 from tools.simnode.nodelog import NodeLog
 from tools.simnode.perfmodel import accept_length, memory_plan, step_model
 from tools.simnode.profiles import get_profile, get_stack
@@ -39,6 +40,8 @@ class NodeOptions:
     seed: int | None = None
     time_scale: float = 1.0
     noise_pct: float = 1.5
+    launch_offset_pct: float = DEFAULT_LAUNCH_OFFSET_PCT
+    launch_seed: int | None = None
     model: str | None = None
     max_events_per_s: float = 6000.0
 
@@ -57,9 +60,13 @@ class SimNode:
         self.steps_model = step_model(cfg, self.profile, self.stack)
         self.core = BatchCore(self.steps_model, kv_capacity_tokens=self.mem.kv_capacity_tokens,
                               max_running=self.mem.max_running_requests, chunked_prefill_size=cfg.chunked_prefill_size)
+        # the launch's own draw: a fixed --seed repeats the per-step noise, never the offset
+        # (every launch of a real server lands somewhere else); --launch-seed pins it for tests
+        launch_rng = random.Random(opts.launch_seed) if opts.launch_seed is not None else random.SystemRandom()
+        self.step_time_factor = launch_step_factor(opts.launch_offset_pct, launch_rng)
         self.engine = SimEngine(self.core, time_scale=opts.time_scale, noise_pct=opts.noise_pct,
                                 rng=random.Random(self.seed), log=self.log, stream_interval=cfg.stream_interval,
-                                max_events_per_s=opts.max_events_per_s)
+                                max_events_per_s=opts.max_events_per_s, step_time_factor=self.step_time_factor)
         self.corrupts_greedy = cfg.kv_cache_dtype == "fp8_e4m3" and cfg.attention_backend == "triton"
         self.ready = False
         self.exit_code: asyncio.Future[int] | None = None
@@ -100,6 +107,7 @@ class SimNode:
             "engine": "sglang-sim", "version": self.stack.versions.get("sglang", ""), "model": self.model,
             "profile": self.profile.name, "cuda": self.stack.cuda, "time_scale": self.opts.time_scale,
             "noise_pct": self.opts.noise_pct, "seed": self.seed,
+            "launch_offset_pct": self.opts.launch_offset_pct, "launch_speed": round(1.0 / self.step_time_factor, 5),
             "status": "ready" if self.ready else "loading",
             "flags": self.effective_flags(), "env": dict(self.cfg.env),
             "spec_accept_length": spec,

@@ -50,7 +50,8 @@ def test_the_noise_model_recovers_offset_and_per_level_jitter():
     rng = random.Random(1)
     noise = estimate(_tables([_launch(rng) for _ in range(3)]) for _ in range(60))
     par = noise.get("parallel")
-    assert par is not None and par.rows.df == 120 and par.res.df == 120 * 7
+    # pure Gaussian noise: the stall screen takes a cell from about one table in a hundred
+    assert par is not None and par.rows.df == 120 and 120 * 7 - 3 <= par.res.df <= 120 * 7
     assert 1.3 < par.pct() < 1.8  # sqrt(1.5^2 + 0.5^2) = 1.58
     assert noise.launches == 180 and "from 180 launches" in noise.describe()
 

@@ -1,0 +1,93 @@
+"""Stalls screened, a node whose noise moves between experiments, Holm's step-down and
+the regime a DEAD END keeps measuring for (campaign/verdict/screen.py, noise.py,
+launches.py, judge.py), on synthetic launches with a shared per-launch offset."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from campaign.domain.models import LevelResult
+from campaign.domain.records import LevelSamples
+from campaign.verdict.judge import judge, round_decision
+from campaign.verdict.noise import Component, estimate, prior_df
+from campaign.verdict.screen import screen
+from tests.campaign.verdict.test_launches import SPEC, _history, _launch, _samples, _tables
+
+
+def _log_rows(rows):
+    return [[math.log(x) for x in r] for r in rows]
+
+
+def test_a_stalled_level_is_replaced_and_a_stalled_launch_dropped():
+    rng = random.Random(1)
+    rows = [[100.0 * c * math.exp(rng.gauss(0, 0.01)) for c in (1, 2, 5, 10, 30, 70, 100, 250)] for _ in range(4)]
+    rows[2][1] *= 0.45  # one level of one launch: a host stall
+    sc = screen(_log_rows(rows))
+    assert (sc.cells, sc.launches, sc.per_level[1]) == (1, 0, 1)
+    assert abs(math.exp(sc.table[2][1]) / (100.0 * 2) - 1) < 0.05  # back on its prediction
+    single = [[x] for x in (79.1, 78.4, 77.5, 78.1, 76.8, 27.0)]  # the demo's 27 tok/s launch
+    sc = screen(_log_rows(single))
+    assert sc.launches == 1 and len(sc.table) == 5
+
+
+def test_high_cells_two_launches_and_gaussian_noise_stay():
+    rows = [[100.0, 200.0, 500.0], [101.0, 260.0, 498.0], [99.0, 199.0, 502.0]]
+    assert not screen(_log_rows(rows)).any  # far above its prediction: not interference
+    assert not screen(_log_rows([[80.0], [40.0]])).any  # two launches: which one is off?
+    rng = random.Random(2)
+    flagged = sum(screen(_tables([_launch(rng) for _ in range(4)])["parallel"]).any for _ in range(300))
+    assert flagged <= 9  # STALL_P: about one table in a hundred
+
+
+def test_the_prior_counts_for_less_when_the_nodes_noise_moves():
+    rng = random.Random(3)
+    steady = [_tables([_launch(rng) for _ in range(2)]) for _ in range(30)]
+    assert estimate(steady).prior_df is None
+    moving = []  # the machine's load sets each experiment's noise: quiet or four times as loud
+    for _ in range(30):
+        loud = rng.random() < 0.5
+        moving.append(_tables([_launch(rng, offset=0.04 if loud else 0.01, jitter=0.02 if loud else 0.005)
+                               for _ in range(2)]))
+    d0 = estimate(moving).prior_df
+    assert d0 is not None and d0 < 10
+    assert prior_df([[Component(ss=1.0, df=1)]]) is None  # one table says nothing
+
+
+def test_holm_lets_a_clear_loss_free_the_single_stream_win():
+    # the seeds' EAGLE-3 after CUDA 13: +5.5% on the single stream, -15..-58% across the sweep
+    rng = random.Random(11)
+    noise = _history(rng, offset=0.012)
+    loss = {1: -15.7, 2: -24.2, 5: -37.6, 10: -46.0, 30: -54.5, 70: -57.5, 100: -57.3, 250: -58.2}
+    samples = _samples(rng, 6, lambda c: 5.5 if c == 0 else loss[c], offset=0.012, cand_offset=0.012)
+    v = judge(samples, SPEC, noise)
+    assert v.kind == "dead_end" and "single_stream" in v.reason and "parallel at every C" in v.reason, v.reason
+    single = next(c for c in v.levels if c.workload == "single_stream")
+    # decided at Holm's last step: the family's level, not the first step's 1/9 of it
+    assert single.winner == "candidate" and single.level_confidence is not None and single.level_confidence < 0.99
+
+
+def test_a_dead_end_keeps_measuring_while_a_regime_is_within_reach():
+    rng = random.Random(12)
+    noise = _history(rng, offset=0.012)
+    samples = _samples(rng, 2, lambda c: 5.5 if c == 0 else -40.0, offset=0.012, cand_offset=0.012)
+    now = judge(samples, SPEC, noise)
+    assert now.kind == "dead_end" and "single_stream" not in now.reason
+    d = round_decision(samples, SPEC, 2, confounded=False, noise=noise)
+    assert d.more and "regime" in d.why
+    slower = _samples(rng, 2, lambda c: -40.0, offset=0.012, cand_offset=0.012)
+    assert not round_decision(slower, SPEC, 2, confounded=False, noise=noise).more  # nothing to find
+
+
+def test_one_stalled_launch_no_longer_blinds_a_clear_win():
+    # the demo's smaller-cuda-graph: +8.8% everywhere, one candidate launch stalled on the single stream
+    rng = random.Random(13)
+    noise = _history(rng)
+    samples = _samples(rng, 4, lambda c: 8.8)
+    s = next(x for x in samples if x.workload == "single_stream")
+    stalled = s.candidate[1].output_tokens_per_s * 0.75
+    s.candidate[1] = LevelResult(concurrency=1, requests=1, output_tokens_per_s=stalled)
+    v = judge(samples, SPEC, noise)
+    assert v.kind == "win", v.reason
+    assert "stalls screened (single_stream 1 candidate, 0 baseline)" in v.noise
+    assert isinstance(samples[0], LevelSamples)
