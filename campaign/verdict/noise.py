@@ -243,15 +243,15 @@ def estimate(groups: Iterable[Mapping[str, Table]]) -> NodeNoise:
     # every table's residual standardized by the levels' jitter (one request at C=1
     # jitters 16x as much as 250 at C=250: unstandardized, a table's residual mean square
     # is a few noisy levels and looks heterogeneous between tables when it is not)
-    groups: list[list[Component]] = []
+    shared: list[list[Component]] = []
     for name, items in parts.items():
         jit = out.workloads[name].jitter()
         mean_e = math.fsum(jit) / len(jit) if jit else 0.0
         weights = [mean_e / x if x > 0 and mean_e > 0 else 1.0 for x in jit]
-        groups.append([rows for _, rows, _, _ in items])
-        groups.append([Component(ss=math.fsum(c * wt for c, wt in zip(cols, weights)), df=res.df)
+        shared.append([rows for _, rows, _, _ in items])
+        shared.append([Component(ss=math.fsum(c * wt for c, wt in zip(cols, weights)), df=res.df)
                        for _, _, res, cols in items])
-    out.prior_df = prior_df(groups)
+    out.prior_df = prior_df(shared)
     return out
 
 
