@@ -312,8 +312,9 @@ def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeN
 class _Unit:
     """One test that can declare a winner: a homogeneous workload's common effect, or
     one level of a workload whose levels differ (log scale).  `weight`: its share of the
-    multiplicity count (a level of a workload with L correlated levels counts
-    M_eff / L); `conf`: the confidence its interval is drawn at (`_holm`)."""
+    multiplicity count (1; a level of a workload whose L levels share launch offsets
+    counts M_eff / L, so its L levels count M_eff together); `conf`: the confidence its
+    interval is drawn at (`_holm`)."""
 
     centre: float
     se: float
@@ -337,22 +338,22 @@ def _p_decisive(u: _Unit, m: float) -> float:
 
 
 def _holm(units: dict[tuple[str, int | None], _Unit], alpha: float, m: float) -> None:
-    """Weighted Holm step-down over the units (Holm 1979): in order of p / weight, a
-    unit is decided when p <= alpha * weight / (weight of the units not yet decided);
+    """Holm's step-down over the units (Holm 1979), on the effective count: in order of
+    p, a unit is decided when p <= alpha / (the weight of the units not yet decided);
     the first that is not stops the procedure, and it and the rest are drawn at that
-    step's level.  The first step is the Bonferroni (effective-tests) level; every
-    decided unit frees its share for the others, so one clear loss across a sweep does
-    not make a smaller single-stream win pay for eight tests.  Sets each unit's `conf`."""
-    order = sorted(units.values(), key=lambda u: _p_decisive(u, m) / u.weight)
+    step's level.  The first step is the Bonferroni level over the effective number of
+    tests; every decided unit frees its share, so one clear loss across a sweep does not
+    make a smaller single-stream win pay for eight tests.  Sets each unit's `conf`."""
+    order = sorted(units.values(), key=lambda u: _p_decisive(u, m))
     left = math.fsum(u.weight for u in order)
     for i, u in enumerate(order):
-        level = alpha * u.weight / max(left, u.weight)
+        level = alpha / max(left, 1.0)
         if _p_decisive(u, m) <= level:
             u.conf = 1.0 - level
             left -= u.weight
             continue
         for rest in order[i:]:
-            rest.conf = 1.0 - alpha * rest.weight / max(left, rest.weight)
+            rest.conf = 1.0 - level
         return
 
 
