@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -171,3 +173,32 @@ def test_read_only_commands_import_no_heavy_stack(tmp_path: Path) -> None:
     import json
 
     assert len(json.loads(show.stdout)["experiments"]) == 2
+
+
+def test_the_console_script_answers_status_without_typer(tmp_path: Path) -> None:
+    """The `campaign` executable lands in campaign.cli.entry: `status` is answered from
+    sqlite3 before typer (most of a status line's time) is imported; anything else, or a
+    database it cannot read cheaply, goes to the full command line."""
+    import subprocess
+
+    db = tmp_path / "campaign.db"
+    cid = _scale_build().build(db, 2)
+    probe = ("import sys\nfrom campaign.cli.entry import main\ncode = 0\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "print('LOADED', sorted(m for m in ('typer', 'sqlmodel', 'yaml') if m in sys.modules), file=sys.stderr)\n"
+             "sys.exit(code)\n")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT,
+                              timeout=120, check=False, env={**os.environ, "COLUMNS": "200"})
+
+    table = run("status", "--db", str(db))
+    assert cid in table.stdout and "LOADED ['yaml']" in table.stderr, table.stderr
+    as_json = run("status", f"--db={db}", "--json")
+    assert json.loads(as_json.stdout)[0]["id"] == cid and "LOADED ['yaml']" in as_json.stderr
+    typo = run("status", "--jsn", "--db", str(db))  # the full command line names the mistake
+    assert typo.returncode == 2 and "--jsn" in typo.stderr and "'typer'" in typo.stderr
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    migrated = run("status", "--db", str(db), "--json")  # an older file: the Store migrates it
+    assert json.loads(migrated.stdout)[0]["id"] == cid and "'sqlmodel'" in migrated.stderr
