@@ -107,49 +107,55 @@ def pack_levels(levels: list[tuple[str, LevelResult, str]]) -> bytes:
     return zlib.compress(struct.pack("<I", len(head)) + head + shuffled, 6)
 
 
-def _decode(blob: bytes) -> tuple[dict[str, Any], list[float], int]:
-    """Header, the numbers field by field, and the number of packed (same-shape) levels."""
-    raw = zlib.decompress(blob)
-    (n,) = struct.unpack_from("<I", raw, 0)
-    head = json.loads(raw[4:4 + n])
-    version = head.get("v")
-    if version not in (1, _FORMAT):
-        raise ValueError(f"unknown packed-levels format {version!r}")
-    planes = raw[4 + n:]
-    count = len(planes) // 8
-    raw_nums = bytearray(len(planes))
-    for i in range(8):
-        raw_nums[i::8] = planes[i * count:(i + 1) * count]
-    fields: list[str] = head["fields"]
-    width = len(fields)
-    rows = count // width if width else 0
-    if version == 1:  # every number an exact double
-        return head, list(struct.unpack(f"<{count}d", bytes(raw_nums))), rows
-    out: list[float] = []
-    for f, (path, kind) in enumerate(zip(fields, head["kinds"])):
-        chunk = bytes(raw_nums[f * rows * 8:(f + 1) * rows * 8])
+class _Packed:
+    """One decoded blob: its header and its numbers, a column decoded only when asked
+    (the journal and `show` read two columns of 24 for 1,000+ experiments)."""
+
+    def __init__(self, blob: bytes) -> None:
+        raw = zlib.decompress(blob)
+        (n,) = struct.unpack_from("<I", raw, 0)
+        self.head: dict[str, Any] = json.loads(raw[4:4 + n])
+        self.version = self.head.get("v")
+        if self.version not in (1, _FORMAT):
+            raise ValueError(f"unknown packed-levels format {self.version!r}")
+        planes = raw[4 + n:]
+        count = len(planes) // 8
+        nums = bytearray(len(planes))
+        for i in range(8):
+            nums[i::8] = planes[i * count:(i + 1) * count]
+        self._nums = bytes(nums)
+        self.fields: list[str] = self.head["fields"]
+        self.rows = count // len(self.fields) if self.fields else 0
+
+    def column(self, f: int) -> list[float]:
+        rows = self.rows
+        chunk = self._nums[f * rows * 8:(f + 1) * rows * 8]
+        kind = "d" if self.version == 1 else self.head["kinds"][f]  # format 1: every number a double
         if kind == "d":
-            out.extend(struct.unpack(f"<{rows}d", chunk))
-        elif kind == "u":
-            scale = _scale_of(path)
-            out.extend(q / scale for q in struct.unpack(f"<{rows}q", chunk))
-        else:
-            out.extend(float(q) for q in struct.unpack(f"<{rows}q", chunk))
-    return head, out, rows
+            return list(struct.unpack(f"<{rows}d", chunk))
+        ints = struct.unpack(f"<{rows}q", chunk)
+        if kind == "u":
+            scale = _scale_of(self.fields[f])
+            return [q / scale for q in ints]
+        return [float(q) for q in ints]
+
+    def by_field(self) -> list[float]:
+        """Every number, field by field."""
+        return [v for f in range(len(self.fields)) for v in self.column(f)]
 
 
 def level_values(blob: bytes, metric: str) -> list[tuple[str, int, float]]:
     """(workload, concurrency, metric) per level, without building the level results:
     what the journal and `show` read for 1,000+ experiments."""
-    head, by_field, rows = _decode(blob)
-    fields: list[str] = head["fields"]
+    packed = _Packed(blob)
+    fields = packed.fields
     if "concurrency" not in fields or metric not in fields:
         return [(w, r.concurrency, float(getattr(r, metric))) for w, r, _ in unpack_levels(blob)]
-    cs = by_field[fields.index("concurrency") * rows:(fields.index("concurrency") + 1) * rows]
-    vs = by_field[fields.index(metric) * rows:(fields.index(metric) + 1) * rows]
+    cs = packed.column(fields.index("concurrency"))
+    vs = packed.column(fields.index(metric))
     out: list[tuple[str, int, float]] = []
     i = 0
-    for workload, _hash, extras in head["levels"]:
+    for workload, _hash, extras in packed.head["levels"]:
         if "json" in extras and len(extras) == 1:
             out.append((workload, int(extras["json"]["concurrency"]), float(extras["json"][metric])))
             continue
@@ -159,8 +165,9 @@ def level_values(blob: bytes, metric: str) -> list[tuple[str, int, float]]:
 
 
 def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
-    head, by_field, rows = _decode(blob)
-    fields: list[str] = head["fields"]
+    packed = _Packed(blob)
+    head, by_field, rows = packed.head, packed.by_field(), packed.rows
+    fields = packed.fields
     width = len(fields)
     nums = [by_field[f * rows + r] for r in range(rows) for f in range(width)]
     out: list[tuple[str, LevelResult, str]] = []
