@@ -34,8 +34,9 @@ def is_server(argv: list[str]) -> bool:
     return "tools.simnode" in argv and "--port" in argv
 
 
-def tagged_processes(trial_dir: Path, *, servers_only: bool = False) -> list[tuple[int, str]]:
-    """(pid, command) of every live process carrying this trial's tag."""
+def tagged_processes(trial_dir: Path, *, servers_only: bool = False,
+                     no_servers: bool = False) -> list[tuple[int, str]]:
+    """(pid, command) of every live process carrying this trial's tag (zombies have exited)."""
     tag = f"{TAG_ENV}={trial_dir}".encode()
     out = []
     for entry in os.listdir("/proc"):
@@ -44,16 +45,16 @@ def tagged_processes(trial_dir: Path, *, servers_only: bool = False) -> list[tup
         if tag not in _read(f"/proc/{entry}/environ").split(b"\0"):
             continue
         argv = cmdline(int(entry))
-        if not argv or (servers_only and not is_server(argv)):
+        if not argv or (servers_only and not is_server(argv)) or (no_servers and is_server(argv)):
             continue
         out.append((int(entry), " ".join(argv)[:160]))
     return out
 
 
-def wait_gone(trial_dir: Path, timeout_s: float) -> list[tuple[int, str]]:
+def wait_gone(trial_dir: Path, timeout_s: float, *, no_servers: bool = False) -> list[tuple[int, str]]:
     deadline = time.monotonic() + timeout_s
     while True:
-        left = tagged_processes(trial_dir)
+        left = tagged_processes(trial_dir, no_servers=no_servers)
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.1)

@@ -14,6 +14,7 @@ import contextlib
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -34,8 +35,22 @@ def _workers() -> int:
 def _get_pool() -> ProcessPoolExecutor:
     global _pool
     if _pool is None:
-        _pool = ProcessPoolExecutor(max_workers=_workers(), mp_context=multiprocessing.get_context("spawn"))
+        _pool = ProcessPoolExecutor(max_workers=_workers(), mp_context=multiprocessing.get_context("spawn"),
+                                    initializer=_follow_parent, initargs=(os.getpid(),))
     return _pool
+
+
+def _follow_parent(parent: int) -> None:
+    """In each worker: exit when the controller is gone.  A kill -9 of the controller
+    never runs its atexit drain, and an idle worker would wait on its queue forever,
+    holding the controller's stdout and ~100 MB of matplotlib."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="follow-parent", daemon=True).start()
 
 
 def _draw(kind: str, payload: Any, path: str) -> str:
