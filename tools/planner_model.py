@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"planner_model: {why}", file=sys.stderr)
         return 2
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, kill: stop the server's group, then exit
+        signal.signal(sig, lambda *_: stop.set())
     with tempfile.TemporaryDirectory(prefix="planner-model-") as tmp:
         print(f"planner_model: starting vLLM on 127.0.0.1:{args.port} (a minute or two on 2 cores); log in {tmp}",
               flush=True)
@@ -127,8 +128,6 @@ def main(argv: list[str] | None = None) -> int:
                       f"  export OPENAI_BASE_URL={server.url.rstrip('/')}/v1\n"
                       "planner_model: Ctrl-C stops it", flush=True)
                 stop.wait()
-        except KeyboardInterrupt:
-            pass
         except Exception as err:  # a launch failure: one line with its class and evidence
             print(f"planner_model: {err}", file=sys.stderr)
             return 1
