@@ -168,6 +168,7 @@ class CampaignView(BaseModel):
     halt_reason: str | None = None
     node: str = ""
     time_scale: float = 1.0
+    headline_workload: str | None = None  # the playbook's first workload: the scoreboard's figure
     baseline: BaselineView | None = None
     baseline_history: list[BaselineView] = Field(default_factory=list)
     experiments: list[ExperimentView] = Field(default_factory=list)

@@ -15,7 +15,6 @@ from campaign.journal.mdsafe import Md
 from campaign.domain.records import BaselineView, CampaignView, DeadEnd, ExperimentView, LevelRow
 
 UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}
-PRIMARY_WORKLOAD = "single_stream"
 
 
 class NotesSource(Protocol):
@@ -128,20 +127,25 @@ def marker(exp: ExperimentView) -> str:
     return f"INCONCLUSIVE ({reason[:48] + '...' if len(reason) > 48 else reason or 'noise'})"
 
 
-def _headline_row(rows: list[LevelRow]) -> LevelRow | None:
+def headline_of(names: list[str], preferred: str | None) -> str:
+    """The headline workload among those measured: the playbook's first workload
+    (`CampaignView.headline_workload`), else the first measured."""
+    return preferred if preferred in names else names[0]
+
+
+def _headline_row(rows: list[LevelRow], preferred: str | None) -> LevelRow | None:
     measured = [r for r in rows if r.candidate is not None]
     if not measured:
         return None
-    names = [r.workload for r in measured]
-    workload = PRIMARY_WORKLOAD if PRIMARY_WORKLOAD in names else names[0]
+    workload = headline_of([r.workload for r in measured], preferred)
     return min((r for r in measured if r.workload == workload), key=lambda r: r.concurrency)
 
 
-def headline(exp: ExperimentView) -> tuple[str, str]:
+def headline(exp: ExperimentView, preferred: str | None = None) -> tuple[str, str]:
     """The scoreboard's figure and its change vs the baseline."""
     if exp.failure is not None:  # what it measured before it crashed is evidence, not a figure
         return f"crashed ({exp.failure.phase})", "-"
-    row = _headline_row(exp.rows)
+    row = _headline_row(exp.rows, preferred)
     if row is None:
         return "-", "-"
     delta = exp.verdict.headline_delta_pct if exp.verdict and exp.verdict.headline_delta_pct is not None else None
@@ -326,7 +330,7 @@ def reopened_ids(view: CampaignView) -> set[str]:
 
 def scoreboard_cells(view: CampaignView, exp: ExperimentView, number: int) -> list[Any]:
     """One scoreboard row without its link: what an incremental update caches."""
-    figure, change = headline(exp)
+    figure, change = headline(exp, view.headline_workload)
     mark = marker(exp) + (", RE-OPENED" if exp.id in reopened_ids(view) else "")
     return [number, exp.hypothesis, mark, figure, change]
 
@@ -346,10 +350,10 @@ def scoreboard_rows(view: CampaignView, keys: dict[str, str]) -> Md:
 
 
 # ------------------------------------------------------------------ baseline, dead ends
-def baseline_headline(b: BaselineView) -> tuple[str, float] | None:
+def baseline_headline(b: BaselineView, preferred: str | None = None) -> tuple[str, float] | None:
     if not b.figures:
         return None
-    workload = PRIMARY_WORKLOAD if PRIMARY_WORKLOAD in b.figures else next(iter(b.figures))
+    workload = headline_of(list(b.figures), preferred)
     levels = b.figures[workload]
     if not levels:
         return None
@@ -373,7 +377,7 @@ def baseline_context(view: CampaignView) -> dict[str, Any] | None:
             figures.append(Md(f"**{mdsafe.text(wl)}** ({unit} by C): {by_c} (peak {fmt_num(levels[peak])} at C={peak})"))
     history, previous = [], None
     for h in view.baseline_history:
-        head = baseline_headline(h)
+        head = baseline_headline(h, view.headline_workload)
         fig = f"{fmt_num(head[1])} {unit} ({mdsafe.text(head[0])})" if head else "no figures"
         change = f", {fmt_pct((head[1] / previous - 1) * 100)}" if head and previous else ""
         history.append(Md(f"{mdsafe.text(h.reason or 'measured')}: {fig}{change}, "

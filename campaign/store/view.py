@@ -258,6 +258,7 @@ def build_view(snap: CampaignSnapshot) -> CampaignView:
         halt_reason=c.halt_reason,
         node=c.node,
         time_scale=c.time_scale,
+        headline_workload=next(iter(snap.workload_order()), None),
         baseline=next((b for b in history if current and b.experiment_id == current.id), None),
         baseline_history=history,
         experiments=[experiment_view(snap, e) for e in snap.experiments if e.role == "candidate"],

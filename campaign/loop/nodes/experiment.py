@@ -119,7 +119,7 @@ class ExperimentNodes(NodeFamily):
         revisit = revisit_components(failure.failure_class if failure else None, spec.revisit_on)
         v = verdict_logic.decide(comparisons, pb.verdict, failure=failure, confounded_by=confounded,
                                  correctness=correctness, revisit_on=revisit,
-                                 primary_workload=next(iter(pb.workloads)))
+                                 primary_workload=pb.headline_workload)
         if not failure:
             v.notes = provenance_notes(store, eid, pb, dict(v.regimes))
             v = gates.same_work(v, mismatched_prompt_sets(store, eid))
