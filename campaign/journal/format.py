@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from campaign.journal import mdsafe
 from campaign.journal.mdsafe import Md
+from campaign.domain.models import ConfigChange, ReportedChange
 from campaign.domain.records import BaselineView, CampaignView, DeadEnd, ExperimentView, LevelRow
 
 UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}
@@ -279,11 +280,9 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
                                                  if exp.rows else "")) if v else None,
         "regimes": regimes_sentence(exp),
         "verdict_notes": [mdsafe.text(n) for n in (exp.verdict.notes if exp.verdict else [])],
-        "confounded": Md("This run also changed " + ", ".join(
-            f"{mdsafe.code(c.key)} ({mdsafe.text(fmt_value(c.before))} -> {mdsafe.text(fmt_value(c.after))})"
-            for c in v.confounded_by) + ", which the hypothesis did not declare: its effect cannot be "
-            "attributed.") if v and v.confounded_by else None,
+        "confounded": confounded_sentence(v.confounded_by) if v and v.confounded_by else None,
         "diff": diff,
+        "reported": reported_table(v.reported_diff) if v and v.reported_diff else None,
         "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence)} for w in workloads],
         "plot": Md(f"![{mdsafe.text(exp.hypothesis)}: throughput vs concurrency]({quote(plot, safe='/._-')})")
         if plot else None,
@@ -299,6 +298,48 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         "notes": notes.block(key),
         "has_notes": notes.has(key),
     }
+
+
+def _moved(c: ConfigChange) -> str:
+    return f"{mdsafe.code(c.key)} ({mdsafe.text(fmt_value(c.before))} -> {mdsafe.text(fmt_value(c.after))})"
+
+
+def confounded_sentence(changes: list[ConfigChange]) -> Md:
+    """Why the effect cannot be attributed: undeclared changes (requested, then as the
+    servers report them), declared flags a server ignored or overrode."""
+    clauses = []
+    asked = [c for c in changes if not c.reported and c.change in ("added", "removed", "changed")]
+    seen = [c for c in changes if c.reported and c.change in ("added", "removed", "changed")]
+    if asked:
+        clauses.append("this run also changed " + ", ".join(_moved(c) for c in asked)
+                       + ", which the hypothesis did not declare")
+    if seen:
+        clauses.append("the servers report " + ", ".join(_moved(c) for c in seen)
+                       + ", which the hypothesis did not declare")
+    for c in changes:
+        if c.change in ("ignored", "overridden"):
+            ran = "as the baseline does" if c.change == "ignored" else "instead"
+            clauses.append(f"the candidate's server {c.change} {mdsafe.code(c.key)}: asked for "
+                           f"{mdsafe.text(fmt_value(c.requested))}, it reports {mdsafe.text(fmt_value(c.after))} {ran}")
+    text = "; ".join(clauses)
+    return Md(text[:1].upper() + text[1:] + ": its effect cannot be attributed.")
+
+
+_STATUS = {"declared": "declared", "ignored": "IGNORED by the server", "overridden": "OVERRIDDEN by the server",
+           "undeclared": "NOT DECLARED by the hypothesis"}
+
+
+def reported_table(rows: list[ReportedChange]) -> Md:
+    """What the two servers report differently (settings both report), and why each may differ."""
+    def status(r: ReportedChange) -> Md:
+        if r.status == "follows":
+            return Md("follows from " + ", ".join(mdsafe.code(f, in_table=True) for f in r.follows))
+        asked = f" (asked {fmt_value(r.requested)})" if r.status in ("ignored", "overridden") else ""
+        return Md(mdsafe.cell(_STATUS[r.status] + asked))
+
+    return table(["kind", "key", "baseline server", "candidate server", ""],
+                 [[r.kind, Md(mdsafe.code(r.key, in_table=True)), fmt_value(r.baseline), fmt_value(r.candidate),
+                   status(r)] for r in rows])
 
 
 def patch_line(exp: ExperimentView) -> Md | None:

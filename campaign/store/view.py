@@ -320,6 +320,9 @@ def experiment_json(e: ExperimentView) -> dict[str, Any]:
         "failure_class": (v.failure_class.value if v and v.failure_class else None)
         or (e.failure.failure_class.value if e.failure else None),
         "metrics": metrics,
+        # what the two servers reported differently, and what confounds the run
+        "reported_diff": [r.model_dump(mode="json") for r in v.reported_diff] if v else [],
+        "confounded_by": [c.model_dump(mode="json") for c in v.confounded_by] if v else [],
         "attempt": e.attempt,
         "node": e.node,
         "status": e.status,
