@@ -382,6 +382,11 @@ class Playbook(_Strict):
         self.journal = self.journal.replace("{name}", self.name)
         return self
 
+    @property
+    def headline_workload(self) -> str:
+        """The workload whose lowest level is the headline figure: the first one."""
+        return next(iter(self.workloads))
+
     def all_nodes(self) -> list[SimulatedNodeSpec | LocalNodeSpec | SshNodeSpec | SlurmNodeSpec]:
         return list(self.nodes) if self.nodes else [self.node]
 

@@ -7,6 +7,7 @@ picks everything engine-specific from `tools.engines.engine_profile(name)`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.domain import server_env
 from campaign.domain.config import render_argv
-from campaign.domain.models import EffectiveConfig, Failure
+from campaign.domain.models import EffectiveConfig, Failure, ReportedConfig
+from campaign.domain.redact import MASK, SECRET_FLAG, redact_env
 from tools.engines.startup_log import StartupConfig, read_startup
 from tools.server.launch import LaunchRequest
 from tools.server.triage import Phase, TriageRule, classify
@@ -62,6 +64,12 @@ class EngineProfile(BaseModel):
     metrics_parser: MetricsParser
     #: the engine counts the bonus token in its accepted tokens (SGLang-style), else +1 (vLLM)
     bonus_token_in_accepted: bool = False
+    #: reported setting -> the flags it follows from: the server resolves it from them
+    #: (a KV-derived request limit, a speculative default), so a hypothesis that declares
+    #: one of them expects it to move; the confound check reads this from the record
+    reported_derived: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: another spelling of a flag -> the name the server reports it under (`tp` -> `tp-size`)
+    reported_aliases: dict[str, str] = Field(default_factory=dict)
 
     def base_env_for(self, override: list[str] | None) -> list[str]:
         """A launch's base list: the playbook's `server.base_env` when set, else the
@@ -99,13 +107,22 @@ class EngineProfile(BaseModel):
             return None
         return round(accepted / drafts + (0.0 if self.bonus_token_in_accepted else 1.0), 3)
 
-    def reported_config(self, metrics: EngineMetrics) -> EffectiveConfig | None:
-        """The configuration the server says it runs (flags and env as the engine reports
-        them), for the confound check; None when the engine does not report it."""
+    def reported_config(self, metrics: EngineMetrics) -> ReportedConfig | None:
+        """The configuration the server says it runs, for the confound check; None when
+        the engine does not report it.  Flags are renamed to the command line's spelling
+        (`cuda_graph_max_bs` -> `cuda-graph-max-bs`), structured values kept as JSON text,
+        secret-named settings masked; the profile's derivations travel with it."""
         args = metrics.server_args
-        if args.get("flags") is None:
+        if not isinstance(args.get("flags"), dict):
             return None
-        return EffectiveConfig(flags=dict(args.get("flags") or {}), env=dict(args.get("env") or {}))
+        env = args.get("env") if isinstance(args.get("env"), dict) else {}
+        flags = {reported_flag(k): _scalar(v) for k, v in args["flags"].items()}
+        return ReportedConfig(
+            flags={k: (MASK if v is not None and SECRET_FLAG.match("--" + k) else v) for k, v in flags.items()},
+            env=redact_env({str(k): str(v) for k, v in env.items()}),
+            derived_from={k: list(v) for k, v in self.reported_derived.items()},
+            aliases=dict(self.reported_aliases),
+        )
 
     def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:
         return classify(exit_code, log_lines, phase=phase, extra_rules=self.triage_rules)
@@ -126,6 +143,21 @@ class EngineProfile(BaseModel):
                     break
         response.raise_for_status()
         return self.metrics_parser(response.text)
+
+
+def reported_flag(name: str) -> str:
+    """A reported setting's name in the command line's spelling: SGLang and vLLM report
+    their argparse destinations (`mem_fraction_static` for `--mem-fraction-static`)."""
+    return str(name).lstrip("-").replace("_", "-")
+
+
+def _scalar(value: Any) -> str | int | float | bool | None:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    try:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:

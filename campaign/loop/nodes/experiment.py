@@ -12,6 +12,7 @@ from campaign.loop.experiment import (
     baseline_noise,
     check_drift,
     confound_changes,
+    confound_check,
     correctness_of,
     hypothesis_config,
     mismatched_prompt_sets,
@@ -32,6 +33,12 @@ from campaign.verdict import rule as verdict_logic
 from campaign.verdict.revisit import revisit_components
 
 __all__ = ["ExperimentNodes"]
+
+
+def _reported_baseline(state: CampaignState) -> str | None:
+    """Whose reported config stands in for a round without an interleaved baseline side:
+    the campaign baseline's, unless the experiment compares with another config."""
+    return None if current_of(state).get("reference_config") else state.get("baseline_id")
 
 
 class ExperimentNodes(NodeFamily):
@@ -97,7 +104,7 @@ class ExperimentNodes(NodeFamily):
         if side == "candidate" and pb.verdict.interleave and not store.has_side(eid, "baseline", rnd):
             return {"current": {**cur, "side": "baseline"}}  # the other half of this round (C B, C B, ...)
         rounds = rnd + 1
-        confounded = bool(confound_changes(base, hypothesis_config(base, spec), spec))
+        confounded = bool(confound_check(store, eid, base, spec, _reported_baseline(state)).confounded_by)
         more = gates.continue_rounds(store.level_samples(eid), pb.verdict, rounds, confounded=confounded,
                                      **noise_floors(store, state.get("baseline_id"), pb.verdict.metric))
         nxt = "candidate" if more else ""
@@ -112,14 +119,14 @@ class ExperimentNodes(NodeFamily):
         spec = self._spec(cid, cur["hypothesis"])
         failure = recorded_failure(store, eid)
         base = reference_config(state)
-        confounded = confound_changes(base, hypothesis_config(base, spec), spec)
+        confound = confound_check(store, eid, base, spec, _reported_baseline(state))
         comparisons = [] if failure else verdict_logic.compare_levels(
             store.level_samples(eid), pb.verdict, **noise_floors(store, state.get("baseline_id"), pb.verdict.metric))
         correctness = None if failure else correctness_of(store, eid, state.get("baseline_id"), pb)
         revisit = revisit_components(failure.failure_class if failure else None, spec.revisit_on)
-        v = verdict_logic.decide(comparisons, pb.verdict, failure=failure, confounded_by=confounded,
+        v = verdict_logic.decide(comparisons, pb.verdict, failure=failure, confounded_by=confound.confounded_by,
                                  correctness=correctness, revisit_on=revisit,
-                                 primary_workload=next(iter(pb.workloads)))
+                                 primary_workload=pb.headline_workload, reported_diff=confound.reported_diff)
         if not failure:
             v.notes = provenance_notes(store, eid, pb, dict(v.regimes))
             v = gates.same_work(v, mismatched_prompt_sets(store, eid))
