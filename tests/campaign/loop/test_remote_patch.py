@@ -10,6 +10,7 @@ import os
 import shlex
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,8 @@ def test_a_patch_runs_on_the_remote_node(tmp_path: Path, kind: str) -> None:
     cluster = cluster_env()
     sim = {**FAST_NODE, "seed": 7401}
     if kind == "ssh":
-        workdir = f"{cluster['CAMPAIGN_CLUSTER_SHARED_DIR']}/patch-ssh-{tmp_path.name}"
+        # unique per run: tmp_path's name repeats across pytest sessions, the shared dir does not reset
+        workdir = f"{cluster['CAMPAIGN_CLUSTER_SHARED_DIR']}/patch-ssh-{uuid.uuid4().hex[:12]}"
         node = ssh_node(cluster, "ssh-node", workdir, sim, node_python(cluster))
     else:
         workdir = str(tmp_path / "slurm-node")
