@@ -82,7 +82,9 @@ def test_a_patch_runs_on_the_remote_node(tmp_path: Path, kind: str) -> None:
     [fast] = [e for e in show["experiments"] if e["hypothesis"] == "faster-steps"]
     branch = _on_node(kind, cluster, f"git -C {shlex.quote(repo)} rev-parse campaign/{cid}/faster-steps").strip()
     assert fast["patch"]["sha"] == fast["patch_sha"] == branch
-    assert fast["metrics"]["single_stream"]["1"]["delta_pct"] > 10  # 0.8x step time
+    # the patch makes steps 0.8x (+25% here on a quiet machine); the unpatched tree gives ~0%: a loaded
+    # machine shrinks time-scaled figures (+8.6% measured at load 10), so the bar only tells the two apart
+    assert fast["metrics"]["single_stream"]["1"]["delta_pct"] > 5
 
     logs = list(Path(workdir).rglob("*.log"))
     cand = [p for p in logs if p.name.startswith("faster-steps-candidate")]
