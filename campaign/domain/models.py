@@ -165,6 +165,9 @@ class ReportedConfig(EffectiveConfig):
 
     derived_from: dict[str, list[str]] = Field(default_factory=dict)
     aliases: dict[str, str] = Field(default_factory=dict)
+    #: settings reported as an object's text (`SpeculativeConfig(...)`), not in the request's
+    #: spelling: the two sides are compared, the request is not compared with them
+    opaque: list[str] = Field(default_factory=list)
 
 
 ReportedStatus = Literal["declared", "follows", "ignored", "overridden", "undeclared"]

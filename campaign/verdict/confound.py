@@ -12,6 +12,8 @@ Two sources, both checked:
   listed difference (`derived_from`).  A declared flag the candidate's server reports at
   the baseline's value was ignored; one it reports at another value than requested was
   overridden; any other difference is undeclared.  Each of the three confounds the run.
+  A request for `auto`, and a setting reported as an object's text (`opaque`), can only
+  be checked for moving, not for its value.
 
 A confounded run is INCONCLUSIVE (confounded) in `rule.decide`, and stops at
 `repeats.min` (`gates.continue_rounds`): no number of repeats attributes its effect.
@@ -55,6 +57,27 @@ def _same(kind: str, key: str, a: ConfigValue, b: ConfigValue) -> bool:
     return str(a) == str(b)
 
 
+def _negations(requested: Sequence[ConfigChange], reported: set[str]) -> list[ConfigChange]:
+    """argparse's `--no-X` (BooleanOptionalAction, as vLLM spells its switches) sets X
+    to False: the server reports X, so the request is read as X."""
+    out = []
+    for c in requested:
+        key = flag_name(c.key) if c.kind == "flag" else c.key
+        if c.kind == "flag" and key.startswith("no-") and key[3:] in reported and key not in reported:
+            c = c.model_copy(update={"key": key[3:], "before": _negated(c.before), "after": _negated(c.after)})
+        out.append(c)
+    return out
+
+
+def _negated(value: ConfigValue) -> ConfigValue:
+    """The value X runs at when `--no-X` is `value` (a bare switch renders as True)."""
+    return None if value is None else not (value is True or str(value).lower() in ("true", "1", ""))
+
+
+def _is_auto(value: ConfigValue) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "auto"
+
+
 def _pair_changes(base: ReportedConfig, cand: ReportedConfig, requested: Sequence[ConfigChange],
                   declared: set[str]) -> list[ReportedChange]:
     aliases = {flag_name(k): flag_name(v) for k, v in {**base.aliases, **cand.aliases}.items()}
@@ -64,9 +87,13 @@ def _pair_changes(base: ReportedConfig, cand: ReportedConfig, requested: Sequenc
         return aliases.get(name, name)
 
     declared_keys = {("flag", canon(d)) for d in declared} | {("env", d) for d in declared}
+    reported_keys = {canon(k) for k in (*base.flags, *cand.flags)}
     asked: dict[tuple[str, str], ConfigChange] = {
-        (c.kind, canon(c.key) if c.kind == "flag" else c.key): c for c in requested}
+        (c.kind, canon(c.key) if c.kind == "flag" else c.key): c for c in _negations(requested, reported_keys)}
+    declared_keys |= {("flag", k[3:]) for kind, k in declared_keys
+                      if kind == "flag" and k.startswith("no-") and k[3:] in reported_keys}
     derived = {canon(k): [canon(s) for s in v] for k, v in {**base.derived_from, **cand.derived_from}.items()}
+    opaque = {canon(k) for k in (*base.opaque, *cand.opaque)}
     sides: dict[Kind, tuple[dict[str, ConfigValue], dict[str, ConfigValue]]] = {
         "flag": ({canon(k): v for k, v in base.flags.items()}, {canon(k): v for k, v in cand.flags.items()}),
         "env": (dict(base.env), dict(cand.env))}
@@ -84,16 +111,20 @@ def _pair_changes(base: ReportedConfig, cand: ReportedConfig, requested: Sequenc
             status: ReportedStatus | None = None
             sources: list[str] = []
             if (kind, key) in declared_keys and ask is not None and wanted is not None:
+                # "auto" asks the server to resolve it, and an opaque report is not in the
+                # request's spelling: either way only "did it move" can be checked
+                loose = _is_auto(wanted) or (kind == "flag" and key in opaque)
                 if same:  # asked for a new value, runs the baseline's: the flag did nothing
-                    status = None if _same(kind, key, wanted, before) else "ignored"
+                    status = None if _is_auto(wanted) or _same(kind, key, wanted, before) else "ignored"
                 else:
-                    status = "declared" if _same(kind, key, wanted, after) else "overridden"
+                    status = "declared" if loose or _same(kind, key, wanted, after) else "overridden"
             elif same:
                 status = None
             elif (kind, key) in declared_keys:
                 status = "declared"
             else:
-                sources = [s for s in derived.get(key, []) if ("flag", s) in declared_keys or ("flag", s) in moved]
+                sources = [s for s in derived.get(key, [])
+                           if s != key and (("flag", s) in declared_keys or ("flag", s) in moved)]
                 status = "follows" if sources else "undeclared"
             if status is not None:
                 out.append(ReportedChange(kind=kind, key=key, baseline=before, candidate=after,

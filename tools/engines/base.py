@@ -7,8 +7,7 @@ picks everything engine-specific from `tools.engines.engine_profile(name)`.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -17,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from campaign.domain import server_env
 from campaign.domain.config import render_argv
 from campaign.domain.models import EffectiveConfig, Failure, ReportedConfig
-from campaign.domain.redact import MASK, SECRET_FLAG, redact_env
+from tools.engines.reported import from_server_args
 from tools.engines.startup_log import StartupConfig, read_startup
 from tools.server.launch import LaunchRequest
 from tools.server.triage import Phase, TriageRule, classify
@@ -70,6 +69,13 @@ class EngineProfile(BaseModel):
     reported_derived: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     #: another spelling of a flag -> the name the server reports it under (`tp` -> `tp-size`)
     reported_aliases: dict[str, str] = Field(default_factory=dict)
+    #: reported settings that differ per launch besides tools.engines.reported.PER_LAUNCH
+    reported_skip: tuple[str, ...] = ()
+    #: the metrics endpoint returns the server args at its top level (SGLang `/server_info`);
+    #: else the start-up log is read for them
+    reports_server_args: bool = False
+    #: the engine logs its resolved config at start-up (tools.engines.startup_log)
+    reports_in_log: bool = False
 
     def base_env_for(self, override: list[str] | None) -> list[str]:
         """A launch's base list: the playbook's `server.base_env` when set, else the
@@ -107,22 +113,23 @@ class EngineProfile(BaseModel):
             return None
         return round(accepted / drafts + (0.0 if self.bonus_token_in_accepted else 1.0), 3)
 
-    def reported_config(self, metrics: EngineMetrics) -> ReportedConfig | None:
+    def reported_config(self, metrics: EngineMetrics | None,
+                        log_lines: Iterable[str] | None = None) -> ReportedConfig | None:
         """The configuration the server says it runs, for the confound check; None when
-        the engine does not report it.  Flags are renamed to the command line's spelling
-        (`cuda_graph_max_bs` -> `cuda-graph-max-bs`), structured values kept as JSON text,
-        secret-named settings masked; the profile's derivations travel with it."""
-        args = metrics.server_args
-        if not isinstance(args.get("flags"), dict):
-            return None
-        env = args.get("env") if isinstance(args.get("env"), dict) else {}
-        flags = {reported_flag(k): _scalar(v) for k, v in args["flags"].items()}
-        return ReportedConfig(
-            flags={k: (MASK if v is not None and SECRET_FLAG.match("--" + k) else v) for k, v in flags.items()},
-            env=redact_env({str(k): str(v) for k, v in env.items()}),
-            derived_from={k: list(v) for k, v in self.reported_derived.items()},
-            aliases=dict(self.reported_aliases),
-        )
+        the engine reports none (tools.engines.reported: the sources by engine).  Flags are
+        in the command line's spelling, secret-named settings masked, per-launch fields
+        left out; the profile's derivations and aliases travel with it."""
+        args = metrics.server_args if metrics is not None else {}
+        known = {"derived": self.reported_derived, "aliases": self.reported_aliases, "skip": self.reported_skip}
+        if isinstance(args.get("flags"), dict):  # the simulated node: {"flags": ..., "env": ...}
+            env = args.get("env") if isinstance(args.get("env"), dict) else {}
+            return from_server_args(args["flags"], env=env, **known)  # type: ignore[arg-type]
+        if self.reports_server_args and args:
+            return from_server_args(args, **known)  # type: ignore[arg-type]
+        if self.reports_in_log and log_lines is not None:
+            startup = self.startup_config(log_lines)
+            return from_server_args(startup.resolved or startup.args, **known)  # type: ignore[arg-type]
+        return None
 
     def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:
         return classify(exit_code, log_lines, phase=phase, extra_rules=self.triage_rules)
@@ -143,21 +150,6 @@ class EngineProfile(BaseModel):
                     break
         response.raise_for_status()
         return self.metrics_parser(response.text)
-
-
-def reported_flag(name: str) -> str:
-    """A reported setting's name in the command line's spelling: SGLang and vLLM report
-    their argparse destinations (`mem_fraction_static` for `--mem-fraction-static`)."""
-    return str(name).lstrip("-").replace("_", "-")
-
-
-def _scalar(value: Any) -> str | int | float | bool | None:
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    try:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
