@@ -165,8 +165,10 @@ def run_trial(index: int, moment: str, seed: int, base: Path, calib: dict, timeo
         args = ["resume", cid, "--db", str(db), "--approve", "-q"] if cid else ["run", str(pb), "--db", str(db), "-q"]
         aimed = not t.hit and proc_index == t.process
         penv = {**env, KILL_ENV: t.target} if aimed and ":" in t.target else env
+        # output to a file, not a pipe: a process that outlives the controller must not hang the trial
+        log = open(trial_dir / f"process-{proc_index}.out", "w+", encoding="utf-8")  # noqa: SIM115
         proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", *args], cwd=trial_dir, env=penv,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                stdout=log, stderr=subprocess.STDOUT, text=True)
         if proc_index:
             t.resumes += 1
         sig = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT}.get(moment, signal.SIGKILL)
@@ -178,18 +180,25 @@ def run_trial(index: int, moment: str, seed: int, base: Path, calib: dict, timeo
                 if sent:
                     t.killed_at_s = round(time.monotonic() - t0, 2)
                     proc.send_signal(sig)
-            out, _ = proc.communicate(timeout=max(5.0, t0 + timeout_s - time.monotonic()))
+            proc.wait(timeout=max(5.0, t0 + timeout_s - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
-            out, _ = proc.communicate()
+            proc.wait()
             t.problems.append(f"process {proc_index} ({args[0]}) did not end in time")
             break
+        finally:
+            log.seek(0)
+            out = log.read()
+            log.close()
         rc = proc.returncode
         if aimed and rc == (-signal.SIGKILL if sig == signal.SIGKILL else 130):
             t.hit = True  # stopped by our signal, not ended by itself first
             t.killed_at_s = t.killed_at_s or round(time.monotonic() - t0, 2)
             if sig != signal.SIGKILL:
                 _check_clean_stop(t, rc, out or "", trial_dir)
+            stray = wait_gone(trial_dir, timeout_s=10, no_servers=True)  # servers wait for the reaper
+            if stray:
+                t.problems.append(f"{len(stray)} non-server process(es) outlived the killed controller: {stray[:2]}")
             t.orphans = len(tagged_processes(trial_dir, servers_only=True))
             t.unledgered = len(unledgered_servers(trial_dir, trial_dir / "state" / "ledger.jsonl"))
             if t.unledgered:

@@ -34,26 +34,48 @@ def is_server(argv: list[str]) -> bool:
     return "tools.simnode" in argv and "--port" in argv
 
 
-def tagged_processes(trial_dir: Path, *, servers_only: bool = False) -> list[tuple[int, str]]:
-    """(pid, command) of every live process carrying this trial's tag."""
+def _cwd(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + os.sep)
+
+
+def _zombie(pid: int) -> bool:
+    stat = _read(f"/proc/{pid}/stat")
+    return stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]
+
+
+def tagged_processes(trial_dir: Path, *, servers_only: bool = False,
+                     no_servers: bool = False) -> list[tuple[int, str]]:
+    """(pid, command) of every live process of the trial: carrying its tag, or running in
+    its directory.  Servers start from a minimal environment (no tag: the campaign drops
+    what they did not ask for), but the launcher starts them in the trial's directory."""
     tag = f"{TAG_ENV}={trial_dir}".encode()
+    root = str(trial_dir.resolve())
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
-        if tag not in _read(f"/proc/{entry}/environ").split(b"\0"):
+        if tag not in _read(f"/proc/{entry}/environ").split(b"\0") and not _inside(_cwd(int(entry)), root):
+            continue
+        if _zombie(int(entry)):
             continue
         argv = cmdline(int(entry))
-        if not argv or (servers_only and not is_server(argv)):
+        if not argv or (servers_only and not is_server(argv)) or (no_servers and is_server(argv)):
             continue
         out.append((int(entry), " ".join(argv)[:160]))
     return out
 
 
-def wait_gone(trial_dir: Path, timeout_s: float) -> list[tuple[int, str]]:
+def wait_gone(trial_dir: Path, timeout_s: float, *, no_servers: bool = False) -> list[tuple[int, str]]:
     deadline = time.monotonic() + timeout_s
     while True:
-        left = tagged_processes(trial_dir)
+        left = tagged_processes(trial_dir, no_servers=no_servers)
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.1)

@@ -24,6 +24,7 @@ from campaign.domain.models import (
     Failure,
     FailureClass,
     Fingerprint,
+    ReportedConfig,
     SweepResult,
     WorkloadSpec,
 )
@@ -31,9 +32,12 @@ from campaign.domain.redact import redact_argv, redact_text
 from tools.engines.base import EngineMetrics, EngineProfile
 from tools.engines.simulated import PROFILE as SIMULATED
 from tools.executors.base import Executor
-from tools.server.launch import LaunchFailed, LaunchRequest, ServerLauncher
+from tools.server.launch import LaunchFailed, LaunchRequest, RunningServer, ServerLauncher
 
 ProgressFn = Callable[[str, dict], None]
+#: how much of a server's log is read for its start-up config (vLLM logs ~100 lines before
+#: it serves; a tail this long holds them on any healthy start)
+STARTUP_LOG_LINES = 5000
 
 
 class NodeRuntime:
@@ -109,7 +113,7 @@ class NodeRuntime:
         with server:
             info = self._metrics(server.url)
             out.time_scale = float((info.server_args.get("time_scale") if info else None) or 1.0)
-            out.reported = self.profile.reported_config(info) if info else None
+            out.reported = self._reported(server, info)
             self.progress("ready", {"label": label, "url": server.url})
             timeout = request_timeout_s(out.time_scale)
             try:
@@ -148,6 +152,20 @@ class NodeRuntime:
         # a job waiting in the Slurm queue holds no node: the budget counts it apart
         out.node_seconds = max(0.0, out.wall_seconds - out.queue_seconds) * out.time_scale
         return out
+
+    def _reported(self, server: RunningServer, info: EngineMetrics | None) -> ReportedConfig | None:
+        """What the server says it runs: its metrics endpoint, else (vLLM) its start-up log.
+        A log that cannot be read is no report, never a failed measurement."""
+        lines: list[str] | None = None
+        if self.profile.reports_in_log:
+            try:
+                lines = server.log_excerpt(STARTUP_LOG_LINES)
+            except Exception:  # a node that lost the log file: no report
+                lines = None
+        try:
+            return self.profile.reported_config(info, lines)
+        except ValueError:  # a report in an unknown shape: no claim either way
+            return None
 
     def _metrics(self, url: str) -> EngineMetrics | None:
         """The engine's live counters through its profile; None when it does not answer."""

@@ -6,13 +6,13 @@ that `campaign --help` and `campaign validate` stay fast.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from campaign.cli.entry import print_status
 from campaign.domain.errors import UserError
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands
@@ -149,18 +149,7 @@ def status(db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"
             if stale is None or r.id in stale:
                 repair_journal(store, r.id, db_label=str(db or ".campaign/campaign.db"))
         items = [{"id": r.id, "name": r.name, "status": r.status, "halt_reason": r.halt_reason} for r in rows]
-    if as_json:
-        typer.echo(json.dumps(items, indent=2))
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    from campaign.cli.plain import plain
-
-    t = Table("id", "name", "status", "why")
-    for it in items:
-        t.add_row(*(plain(it[k] or "") for k in ("id", "name", "status", "halt_reason")))
-    Console(highlight=False).print(t)
+    print_status(items, as_json)
 
 
 @app.command()

@@ -6,8 +6,8 @@ from pydantic import BaseModel, Field
 
 from campaign.domain.models import (
     INFRASTRUCTURE_FAILURES,
-    EffectiveConfig,
     Failure,
+    ReportedConfig,
     SweepResult,
 )
 
@@ -20,7 +20,7 @@ class Measurement(BaseModel):
     sweeps: dict[str, SweepResult] = Field(default_factory=dict)
     failure: Failure | None = None
     outputs: list[str] | None = None  # greedy outputs for the correctness gate
-    reported: EffectiveConfig | None = None  # the config the server says it runs
+    reported: ReportedConfig | None = None  # the config the server says it runs (engine profile)
     command: str = ""
     log_excerpt: list[str] = Field(default_factory=list)
     node_seconds: float = 0.0

@@ -139,12 +139,58 @@ class EffectiveConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
 
 
+ConfigValue = str | int | float | bool | None
+
+
 class ConfigChange(BaseModel):
+    """One setting that differs.  `reported`: seen in what the servers report, not in the
+    requested configs; `ignored`/`overridden`: a declared flag the candidate's server ran at
+    the baseline's value / at a value other than `requested`."""
+
     kind: Literal["flag", "env"]
     key: str
-    before: str | int | float | bool | None = None
-    after: str | int | float | bool | None = None
-    change: Literal["added", "removed", "changed"]
+    before: ConfigValue = None
+    after: ConfigValue = None
+    change: Literal["added", "removed", "changed", "ignored", "overridden"]
+    reported: bool = False
+    requested: ConfigValue = None
+
+
+class ReportedConfig(EffectiveConfig):
+    """The configuration a server says it runs, in the command line's spelling (flags
+    without dashes), with what its engine profile knows about it: `derived_from` names
+    the flags a reported setting follows from (the server resolves it from them), and
+    `aliases` maps another spelling of a flag to the reported one (`tp` -> `tp-size`).
+    Recorded per side, so the confound check is a pure function of the record."""
+
+    derived_from: dict[str, list[str]] = Field(default_factory=dict)
+    aliases: dict[str, str] = Field(default_factory=dict)
+    #: settings reported as an object's text (`SpeculativeConfig(...)`), not in the request's
+    #: spelling: the two sides are compared, the request is not compared with them
+    opaque: list[str] = Field(default_factory=list)
+
+
+ReportedStatus = Literal["declared", "follows", "ignored", "overridden", "undeclared"]
+
+
+class ReportedChange(BaseModel):
+    """One line of the reported diff: a setting both servers report, as each reports it.
+    `declared`: the hypothesis changes it; `follows`: derived from the flags in `follows`
+    (declared, or themselves a listed difference); `ignored`: declared, but the candidate's
+    server reports the baseline's value; `overridden`: declared, but it runs another value
+    than `requested`; `undeclared`: nothing explains it (the run is confounded)."""
+
+    kind: Literal["flag", "env"]
+    key: str
+    baseline: ConfigValue = None
+    candidate: ConfigValue = None
+    requested: ConfigValue = None
+    status: ReportedStatus
+    follows: list[str] = Field(default_factory=list)
+
+    @property
+    def confounds(self) -> bool:
+        return self.status in ("ignored", "overridden", "undeclared")
 
 
 class Fingerprint(BaseModel):

@@ -16,6 +16,7 @@ from campaign.domain.models import (
     FailureClass,
     Fingerprint,
     LevelResult,
+    ReportedChange,
 )
 from campaign.domain.source import PatchRecord
 
@@ -89,6 +90,7 @@ class Verdict(BaseModel):
     levels: list[LevelComparison] = Field(default_factory=list)
     regimes: dict[str, Literal["candidate", "baseline", "mixed", "tie"]] = Field(default_factory=dict)
     confounded_by: list[ConfigChange] = Field(default_factory=list)
+    reported_diff: list[ReportedChange] = Field(default_factory=list)  # what the two servers report differently
     confidence: float = 0.95
     revisit_on: list[str] = Field(default_factory=list)
     correctness: CorrectnessResult | None = None
@@ -194,6 +196,7 @@ class CampaignView(BaseModel):
     halt_reason: str | None = None
     node: str = ""
     time_scale: float = 1.0
+    headline_workload: str | None = None  # the playbook's first workload: the scoreboard's figure
     baseline: BaselineView | None = None
     baseline_history: list[BaselineView] = Field(default_factory=list)
     experiments: list[ExperimentView] = Field(default_factory=list)

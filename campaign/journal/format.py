@@ -12,10 +12,10 @@ from urllib.parse import quote
 
 from campaign.journal import mdsafe
 from campaign.journal.mdsafe import Md
+from campaign.domain.models import ConfigChange, ReportedChange
 from campaign.domain.records import BaselineView, CampaignView, DeadEnd, ExperimentView, LevelRow
 
 UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}
-PRIMARY_WORKLOAD = "single_stream"
 
 
 class NotesSource(Protocol):
@@ -128,20 +128,25 @@ def marker(exp: ExperimentView) -> str:
     return f"INCONCLUSIVE ({reason[:48] + '...' if len(reason) > 48 else reason or 'noise'})"
 
 
-def _headline_row(rows: list[LevelRow]) -> LevelRow | None:
+def headline_of(names: list[str], preferred: str | None) -> str:
+    """The headline workload among those measured: the playbook's first workload
+    (`CampaignView.headline_workload`), else the first measured."""
+    return preferred if preferred in names else names[0]
+
+
+def _headline_row(rows: list[LevelRow], preferred: str | None) -> LevelRow | None:
     measured = [r for r in rows if r.candidate is not None]
     if not measured:
         return None
-    names = [r.workload for r in measured]
-    workload = PRIMARY_WORKLOAD if PRIMARY_WORKLOAD in names else names[0]
+    workload = headline_of([r.workload for r in measured], preferred)
     return min((r for r in measured if r.workload == workload), key=lambda r: r.concurrency)
 
 
-def headline(exp: ExperimentView) -> tuple[str, str]:
+def headline(exp: ExperimentView, preferred: str | None = None) -> tuple[str, str]:
     """The scoreboard's figure and its change vs the baseline."""
     if exp.failure is not None:  # what it measured before it crashed is evidence, not a figure
         return f"crashed ({exp.failure.phase})", "-"
-    row = _headline_row(exp.rows)
+    row = _headline_row(exp.rows, preferred)
     if row is None:
         return "-", "-"
     delta = exp.verdict.headline_delta_pct if exp.verdict and exp.verdict.headline_delta_pct is not None else None
@@ -275,11 +280,9 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
                                                  if exp.rows else "")) if v else None,
         "regimes": regimes_sentence(exp),
         "verdict_notes": [mdsafe.text(n) for n in (exp.verdict.notes if exp.verdict else [])],
-        "confounded": Md("This run also changed " + ", ".join(
-            f"{mdsafe.code(c.key)} ({mdsafe.text(fmt_value(c.before))} -> {mdsafe.text(fmt_value(c.after))})"
-            for c in v.confounded_by) + ", which the hypothesis did not declare: its effect cannot be "
-            "attributed.") if v and v.confounded_by else None,
+        "confounded": confounded_sentence(v.confounded_by) if v and v.confounded_by else None,
         "diff": diff,
+        "reported": reported_table(v.reported_diff) if v and v.reported_diff else None,
         "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence)} for w in workloads],
         "plot": Md(f"![{mdsafe.text(exp.hypothesis)}: throughput vs concurrency]({quote(plot, safe='/._-')})")
         if plot else None,
@@ -295,6 +298,48 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         "notes": notes.block(key),
         "has_notes": notes.has(key),
     }
+
+
+def _moved(c: ConfigChange) -> str:
+    return f"{mdsafe.code(c.key)} ({mdsafe.text(fmt_value(c.before))} -> {mdsafe.text(fmt_value(c.after))})"
+
+
+def confounded_sentence(changes: list[ConfigChange]) -> Md:
+    """Why the effect cannot be attributed: undeclared changes (requested, then as the
+    servers report them), declared flags a server ignored or overrode."""
+    clauses = []
+    asked = [c for c in changes if not c.reported and c.change in ("added", "removed", "changed")]
+    seen = [c for c in changes if c.reported and c.change in ("added", "removed", "changed")]
+    if asked:
+        clauses.append("this run also changed " + ", ".join(_moved(c) for c in asked)
+                       + ", which the hypothesis did not declare")
+    if seen:
+        clauses.append("the servers report " + ", ".join(_moved(c) for c in seen)
+                       + ", which the hypothesis did not declare")
+    for c in changes:
+        if c.change in ("ignored", "overridden"):
+            ran = "as the baseline does" if c.change == "ignored" else "instead"
+            clauses.append(f"the candidate's server {c.change} {mdsafe.code(c.key)}: asked for "
+                           f"{mdsafe.text(fmt_value(c.requested))}, it reports {mdsafe.text(fmt_value(c.after))} {ran}")
+    text = "; ".join(clauses)
+    return Md(text[:1].upper() + text[1:] + ": its effect cannot be attributed.")
+
+
+_STATUS = {"declared": "declared", "ignored": "IGNORED by the server", "overridden": "OVERRIDDEN by the server",
+           "undeclared": "NOT DECLARED by the hypothesis"}
+
+
+def reported_table(rows: list[ReportedChange]) -> Md:
+    """What the two servers report differently (settings both report), and why each may differ."""
+    def status(r: ReportedChange) -> Md:
+        if r.status == "follows":
+            return Md("follows from " + ", ".join(mdsafe.code(f, in_table=True) for f in r.follows))
+        asked = f" (asked {fmt_value(r.requested)})" if r.status in ("ignored", "overridden") else ""
+        return Md(mdsafe.cell(_STATUS[r.status] + asked))
+
+    return table(["kind", "key", "baseline server", "candidate server", ""],
+                 [[r.kind, Md(mdsafe.code(r.key, in_table=True)), fmt_value(r.baseline), fmt_value(r.candidate),
+                   status(r)] for r in rows])
 
 
 def patch_line(exp: ExperimentView) -> Md | None:
@@ -326,7 +371,7 @@ def reopened_ids(view: CampaignView) -> set[str]:
 
 def scoreboard_cells(view: CampaignView, exp: ExperimentView, number: int) -> list[Any]:
     """One scoreboard row without its link: what an incremental update caches."""
-    figure, change = headline(exp)
+    figure, change = headline(exp, view.headline_workload)
     mark = marker(exp) + (", RE-OPENED" if exp.id in reopened_ids(view) else "")
     return [number, exp.hypothesis, mark, figure, change]
 
@@ -346,10 +391,10 @@ def scoreboard_rows(view: CampaignView, keys: dict[str, str]) -> Md:
 
 
 # ------------------------------------------------------------------ baseline, dead ends
-def baseline_headline(b: BaselineView) -> tuple[str, float] | None:
+def baseline_headline(b: BaselineView, preferred: str | None = None) -> tuple[str, float] | None:
     if not b.figures:
         return None
-    workload = PRIMARY_WORKLOAD if PRIMARY_WORKLOAD in b.figures else next(iter(b.figures))
+    workload = headline_of(list(b.figures), preferred)
     levels = b.figures[workload]
     if not levels:
         return None
@@ -373,7 +418,7 @@ def baseline_context(view: CampaignView) -> dict[str, Any] | None:
             figures.append(Md(f"**{mdsafe.text(wl)}** ({unit} by C): {by_c} (peak {fmt_num(levels[peak])} at C={peak})"))
     history, previous = [], None
     for h in view.baseline_history:
-        head = baseline_headline(h)
+        head = baseline_headline(h, view.headline_workload)
         fig = f"{fmt_num(head[1])} {unit} ({mdsafe.text(head[0])})" if head else "no figures"
         change = f", {fmt_pct((head[1] / previous - 1) * 100)}" if head and previous else ""
         history.append(Md(f"{mdsafe.text(h.reason or 'measured')}: {fig}{change}, "

@@ -91,9 +91,15 @@ def text(value: object) -> Md:
     return Md(_escape_line_start(_escape_inline(_one_line(value))))
 
 
+_PLAIN_CELL = re.compile(r"[A-Za-z0-9 .,:;+\-%=/()]*[A-Za-z0-9.%)]\Z")  # nothing to escape: numbers, words
+
+
 def cell(value: object) -> Md:
     """Escape untrusted text for a table cell: one line, pipes escaped, never empty.
     Block syntax (headings, lists) means nothing inside a cell, so it is left alone."""
+    plain = value if isinstance(value, str) else str(value)
+    if _PLAIN_CELL.match(plain):  # most cells of a 1,000-experiment journal are figures
+        return Md(plain)
     s = _escape_inline(_one_line(value))
     return Md(s if s.strip() else "-")
 

@@ -89,7 +89,8 @@ def experiment_figure(exp: ExperimentView, workloads: list[str]) -> Figure:
 
 def overview_figure(view: CampaignView) -> Figure | None:
     scored = [(n, e) for n, e in enumerate(view.experiments, 1) if e.verdict is not None][-OVERVIEW_LAST:]
-    history = [(h, head[1]) for h in view.baseline_history if (head := baseline_headline(h)) is not None]
+    history = [(h, head[1]) for h in view.baseline_history
+               if (head := baseline_headline(h, view.headline_workload)) is not None]
     if not scored and len(history) < 2:
         return None
     panels = 2 if len(history) >= 2 else 1

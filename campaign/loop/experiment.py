@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from campaign.domain.config import diff, merge, undeclared
+from campaign.domain.config import diff, merge
 from campaign.domain.measurement import Measurement
-from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, WorkloadSpec
+from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, ReportedConfig, WorkloadSpec
 from campaign.domain.records import CorrectnessResult
 from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.verdict import confound
+from campaign.verdict.confound import ConfoundCheck
 from campaign.verdict.noise import NodeNoise, estimate, log_table
 
 
@@ -23,12 +25,39 @@ def hypothesis_config(baseline: EffectiveConfig, spec: HypothesisSpec) -> Effect
 
 def confound_changes(baseline: EffectiveConfig, candidate: EffectiveConfig,
                      spec: HypothesisSpec | None) -> list[ConfigChange]:
-    """With a spec: the changes the hypothesis did not declare (a confounded run).
-    Without: the whole diff (for the record)."""
-    changes = diff(baseline, candidate)
+    """With a spec: the requested changes the hypothesis did not declare (what the
+    configs alone tell; `confound_check` adds what the servers report).  Without: the
+    whole diff (for the record)."""
     if spec is None:
-        return changes
-    return undeclared(changes, spec.declared_keys())
+        return diff(baseline, candidate)
+    return confound.check(baseline, candidate, spec.declared_keys()).confounded_by
+
+
+def reported_pairs(store: Any, experiment: str, baseline_id: str | None) -> list[tuple[ReportedConfig, ReportedConfig]]:
+    """(baseline, candidate) as each side's server reported its config, per round: the
+    interleaved baseline of the same round, else the campaign baseline's first round."""
+    reported: dict[int, ReportedConfig] = {}
+    for kind, seq, content in store.list_artifacts(experiment):
+        if kind == "reported_config":
+            reported[seq] = ReportedConfig.model_validate_json(content)
+    fallback = None
+    if baseline_id:
+        text = store.get_artifact(baseline_id, "reported_config", seq=side_seq("baseline", 0))
+        fallback = ReportedConfig.model_validate_json(text) if text else None
+    pairs = []
+    for seq in sorted(s for s in reported if s % 2 == 1):
+        base = reported.get(seq - 1, fallback)
+        if base is not None:
+            pairs.append((base, reported[seq]))
+    return pairs
+
+
+def confound_check(store: Any, experiment: str, baseline: EffectiveConfig, spec: HypothesisSpec,
+                   baseline_id: str | None) -> ConfoundCheck:
+    """The confound rule (`campaign.verdict.confound`) on the requested configs and on
+    what the servers of this experiment reported."""
+    return confound.check(baseline, hypothesis_config(baseline, spec), spec.declared_keys(),
+                          reported_pairs(store, experiment, baseline_id))
 
 
 def side_seq(side: str, repeat: int) -> int:

@@ -39,7 +39,6 @@ from campaign.planner.prompt import (
 )
 from campaign.planner.schemas import (
     ANALYSIS_MAX_WORDS,
-    ANALYSIS_SCHEMA,
     TRIAGE_SCHEMA,
     AnalysisAnswer,
     CallPurpose,
@@ -47,8 +46,10 @@ from campaign.planner.schemas import (
     Proposal,
     Rejection,
     TriageAnswer,
+    analysis_schema,
     proposal_schema,
     response_format,
+    with_reopened,
 )
 from campaign.planner.vetting import vet_proposal
 from campaign.planner.wire import (
@@ -110,10 +111,11 @@ class LlmPlanner:
     ) -> None:
         self.spec = spec
         self.knobs = knobs
-        self.proposal_schema = proposal_schema(knobs, allowed_flags)
+        self.proposal_schema = proposal_schema(knobs, allowed_flags, spec.text_max_chars, spec.max_changes)
+        self.analysis_schema = analysis_schema(spec.text_max_chars)
         self.base_url = base_url
         self._secrets = [api_key] if api_key else []
-        self._structured = True
+        self._structured = spec.structured
         self.client = openai.OpenAI(
             base_url=base_url,
             api_key=api_key or NO_KEY,
@@ -163,8 +165,9 @@ class LlmPlanner:
     def _complete(
         self, purpose: CallPurpose, messages: Messages, schema_name: str, schema: dict[str, Any],
         calls: list[LlmCallRecord],
-    ) -> tuple[str, LlmCallRecord]:
-        """One answer's text and its (not yet appended) record; failed calls go to `calls`.
+    ) -> tuple[str, LlmCallRecord, bool]:
+        """One answer's text, its (not yet appended) record and whether the endpoint cut it off at
+        its length limit (finish_reason "length"); failed calls go to `calls`.
 
         A 200 whose body is not a chat completion counts against `max_retries` like a
         transport error (the client's own retries cover those)."""
@@ -172,6 +175,10 @@ class LlmPlanner:
         bad = 0
         while True:
             args: dict[str, Any] = {"model": self.spec.model, "messages": messages, "temperature": self.spec.temperature}
+            if self.spec.max_tokens is not None:
+                args["max_tokens"] = self.spec.max_tokens
+            if self.spec.seed is not None:
+                args["seed"] = self.spec.seed
             if self._structured:
                 args["response_format"] = response_format(schema_name, schema)
             record = LlmCallRecord(purpose=purpose, model=self.spec.model, prompt_hash=prompt_hash,
@@ -211,14 +218,17 @@ class LlmPlanner:
             record.prompt_tokens = completion.prompt_tokens
             record.completion_tokens = completion.completion_tokens
             # redacted before anything reads it: a key echoed by the model is never recorded or run
-            return self._redact(completion.content), record
+            return self._redact(completion.content), record, completion.finish_reason == "length"
 
-    def _answer(self, content: str, model: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+    def _answer(self, content: str, model: type[BaseModel], cut: bool = False) -> tuple[BaseModel | None, str | None]:
         try:
             return model.model_validate(parse_json_object(content)), None
         except ValidationError as err:
             return None, _validation_summary(err)
         except ValueError as err:
+            if cut:
+                limit = f"planner.max_tokens ({self.spec.max_tokens})" if self.spec.max_tokens else "the endpoint's limit"
+                return None, f"answer cut off at {limit} before its JSON closed (fix: a shorter answer)"
             return None, str(err)
 
     # --------------------------------------------------------------- propose
@@ -229,12 +239,13 @@ class LlmPlanner:
                                    note=f"planner.max_proposals ({self.spec.max_proposals}) LLM hypotheses already run")
         rejections: list[Rejection] = []
         calls: list[LlmCallRecord] = []
+        schema = with_reopened(self.proposal_schema, sorted(ctx.reopened_names()))
         for _ in range(self.spec.max_rejections + 1):
             messages = proposal_messages(ctx, self.knobs, rejections, self.spec.context_tokens)
-            content, record = self._complete("propose", messages, "proposal", self.proposal_schema, calls)
-            proposal, reason = self._answer(content, Proposal)
+            content, record, cut = self._complete("propose", messages, "proposal", schema, calls)
+            proposal, reason = self._answer(content, Proposal, cut)
             if isinstance(proposal, Proposal):
-                hypothesis, problems = vet_proposal(proposal, ctx, self.knobs)
+                hypothesis, problems = vet_proposal(proposal, ctx, self.knobs, self.spec.max_changes)
                 reason = "; ".join(problems) if hypothesis is None else None
                 if hypothesis is not None:
                     record.output_json = self._redact(proposal.model_dump_json())
@@ -259,10 +270,10 @@ class LlmPlanner:
         calls: list[LlmCallRecord] = []
         try:
             messages = analysis_messages(ctx, experiment, self.spec.context_tokens)
-            content, record = self._complete("analyze", messages, "analysis", ANALYSIS_SCHEMA, calls)
+            content, record, cut = self._complete("analyze", messages, "analysis", self.analysis_schema, calls)
         except PlannerUnavailable as err:
             return AnalysisOutcome(calls=err.calls)
-        answer, reason = self._answer(content, AnalysisAnswer)
+        answer, reason = self._answer(content, AnalysisAnswer, cut)
         if not isinstance(answer, AnalysisAnswer):
             record.rejection = self._redact(reason or "rejected")
             return AnalysisOutcome(calls=calls + [record])
@@ -275,11 +286,11 @@ class LlmPlanner:
         calls: list[LlmCallRecord] = []
         lines = [self._redact(line) for line in log_lines]
         try:
-            content, record = self._complete("triage", triage_messages(lines, self.spec.context_tokens),
-                                             "triage", TRIAGE_SCHEMA, calls)
+            content, record, cut = self._complete("triage", triage_messages(lines, self.spec.context_tokens),
+                                                  "triage", TRIAGE_SCHEMA, calls)
         except PlannerUnavailable as err:
             return TriageOutcome(calls=err.calls)
-        answer, reason = self._answer(content, TriageAnswer)
+        answer, reason = self._answer(content, TriageAnswer, cut)
         value = answer.failure_class if isinstance(answer, TriageAnswer) else None
         known = {c.value for c in FailureClass} - {FailureClass.exited.value}
         if value in known:

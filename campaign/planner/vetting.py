@@ -113,8 +113,10 @@ def history_problems(p: Proposal, change: Change, ctx: PlannerContext) -> list[s
     return []
 
 
-def vet_proposal(p: Proposal, ctx: PlannerContext, knobs: KnobSpace) -> tuple[HypothesisSpec | None, list[str]]:
-    """The runnable hypothesis, or None and every reason it was refused."""
+def vet_proposal(p: Proposal, ctx: PlannerContext, knobs: KnobSpace,
+                 max_changes: int | None = None) -> tuple[HypothesisSpec | None, list[str]]:
+    """The runnable hypothesis, or None and every reason it was refused (`max_changes`: the
+    most settings it may change, planner.max_changes)."""
     problems: list[str] = []
     if not HYPOTHESIS_NAME.match(p.name):
         problems.append(f"name {p.name!r} must be lowercase letters, digits, '.', '_' or '-' (at most 80)")
@@ -122,6 +124,9 @@ def vet_proposal(p: Proposal, ctx: PlannerContext, knobs: KnobSpace) -> tuple[Hy
         p.flags, p.env, p.unset_flags, knobs, ctx.playbook.server.allowed_flags
     )
     problems += setting_problems
+    changes = len(p.flags) + len(p.env) + len(p.unset_flags)
+    if max_changes is not None and changes > max_changes:
+        problems.append(f"changes {changes} settings; planner.max_changes allows {max_changes}")
     if p.patch is not None:
         problems += patch_problems(p.patch, knobs.patches, ctx.source)
     if problems:

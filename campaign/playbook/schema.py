@@ -287,6 +287,23 @@ class PlannerSpec(_Strict):
     max_proposals: int = Field(default=5, ge=0)
     context_tokens: int = Field(default=6000, ge=500)
     analyze: bool = True
+    #: the cap on each answer's tokens sent to the endpoint (None: the endpoint's own); an answer
+    #: cut off there is refused like any other invalid one
+    max_tokens: int | None = Field(default=None, ge=16)
+    #: send the answer's JSON schema as `response_format` (json_schema, strict), so an endpoint
+    #: with constrained decoding can only produce a schema-valid answer; false: ask for plain JSON
+    structured: bool = True
+    #: sent as the request's `seed` (OpenAI, vLLM): with a temperature above 0, the same prompt
+    #: then gets the same answer from an endpoint that honours it; None: no seed
+    seed: int | None = None
+    #: the longest rationale, expected effect and analysis the schema allows (`maxLength`), so a
+    #: small model under constrained decoding ends its answer within max_tokens; None: unbounded
+    #: (OpenAI's strict mode documents no string lengths)
+    text_max_chars: int | None = Field(default=None, ge=20)
+    #: the most settings one proposal may change (flags set, env vars set, flags unset): the
+    #: schema bounds each list to it (a constrained decoder cannot repeat a knob in a list of
+    #: one) and validation counts them all; None: any number
+    max_changes: int | None = Field(default=None, ge=1)
 
 
 # --------------------------------------------------------------------- hypotheses
@@ -368,6 +385,11 @@ class Playbook(_Strict):
                                  "(each candidate is compared with its own node's baseline): set it to true")
         self.journal = self.journal.replace("{name}", self.name)
         return self
+
+    @property
+    def headline_workload(self) -> str:
+        """The workload whose lowest level is the headline figure: the first one."""
+        return next(iter(self.workloads))
 
     def all_nodes(self) -> list[SimulatedNodeSpec | LocalNodeSpec | SshNodeSpec | SlurmNodeSpec]:
         return list(self.nodes) if self.nodes else [self.node]

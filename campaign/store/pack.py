@@ -3,15 +3,16 @@
 Why: a week-long campaign holds 1,000+ experiments x 2 sides x 3 rounds x 16 levels.
 One row per level with its JSON cost ~100 KB per experiment (keys repeated in every
 row, two indexes over long text ids).  A side's round is written in one transaction
-and read as a whole, so it is stored as one row: the level summaries' numbers as
-exact IEEE doubles (nothing the verdict reads is rounded: every metric and its
-spread, per level) behind a small JSON header naming the fields once, compressed.
+and read as a whole, so it is stored as one row: the level summaries' numbers column
+by column (counts as exact integers, times as integer microseconds, rates as exact
+IEEE doubles) behind a small JSON header naming the fields once, compressed.
 Long text (greedy outputs, verdict details, logs) is compressed the same way.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
 import zlib
 from typing import Any
@@ -21,7 +22,7 @@ from campaign.domain.models import LevelResult
 __all__ = ["PACK_TEXT_FROM", "level_values", "pack_levels", "pack_text", "unpack_levels", "unpack_text"]
 
 PACK_TEXT_FROM = 256  # shorter text stays plain: compressing it saves nothing
-_FORMAT = 1
+_FORMAT = 2  # 1: every number a double (still read)
 
 
 def _flatten(dump: dict[str, Any]) -> tuple[list[str], list[float], dict[str, Any]]:
@@ -46,6 +47,34 @@ def _numeric(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+_INT64 = 2 ** 53  # larger magnitudes are kept as doubles (exact integers stop there)
+
+
+def _scale_of(path: str) -> float:
+    """Microseconds for a time: latency stats in ms and `duration_s`.  Finer digits are
+    clock noise (an HTTP round trip jitters by tens of microseconds) and, as doubles, they
+    do not compress: stored as integer microseconds a level costs half as much."""
+    if path == "duration_s":
+        return 1e6
+    if "_ms." in path:
+        return 1e3
+    return 0.0
+
+
+def _column_kinds(fields: list[str], columns: list[list[float]]) -> str:
+    """Per field: `i` an integer field (exact), `u` a time in integer microseconds, `d` a double."""
+    kinds = []
+    for path, values in zip(fields, columns):
+        scale = _scale_of(path)
+        if path in _INT_FIELDS and all(v == int(v) and abs(v) < _INT64 for v in values):
+            kinds.append("i")
+        elif scale and all(math.isfinite(v) and abs(v * scale) < _INT64 for v in values):
+            kinds.append("u")
+        else:
+            kinds.append("d")
+    return "".join(kinds)
+
+
 def pack_levels(levels: list[tuple[str, LevelResult, str]]) -> bytes:
     """(workload, result, prompt_set_hash) per level -> one compressed blob."""
     fields: list[str] | None = None
@@ -60,43 +89,73 @@ def pack_levels(levels: list[tuple[str, LevelResult, str]]) -> bytes:
             continue
         header.append([workload, prompt_hash, extras])
         numbers.extend(values)
-    head = json.dumps({"v": _FORMAT, "fields": fields or [], "levels": header}, separators=(",", ":")).encode()
-    width = len(fields or [])
+    fields = fields or []
+    width = len(fields)
     rows = len(numbers) // width if width else 0
-    by_field = [numbers[r * width + f] for f in range(width) for r in range(rows)]  # like values side by side
-    raw = struct.pack(f"<{len(by_field)}d", *by_field)
-    shuffled = b"".join(raw[i::8] for i in range(8))  # byte planes: exponents compress, noise does not
+    columns = [[numbers[r * width + f] for r in range(rows)] for f in range(width)]  # like values side by side
+    kinds = _column_kinds(fields, columns)
+    head = json.dumps({"v": _FORMAT, "fields": fields, "kinds": kinds, "levels": header},
+                      separators=(",", ":")).encode()
+    raw = bytearray()
+    for path, kind, column in zip(fields, kinds, columns):
+        if kind == "d":
+            raw += struct.pack(f"<{rows}d", *column)
+        else:
+            scale = _scale_of(path) if kind == "u" else 1.0
+            raw += struct.pack(f"<{rows}q", *(round(v * scale) for v in column))
+    shuffled = b"".join(raw[i::8] for i in range(8))  # byte planes: high bytes compress, noise does not
     return zlib.compress(struct.pack("<I", len(head)) + head + shuffled, 6)
 
 
-def _decode(blob: bytes) -> tuple[dict[str, Any], tuple[float, ...], int]:
-    """Header, the numbers field by field, and the number of packed (same-shape) levels."""
-    raw = zlib.decompress(blob)
-    (n,) = struct.unpack_from("<I", raw, 0)
-    head = json.loads(raw[4:4 + n])
-    if head.get("v") != _FORMAT:
-        raise ValueError(f"unknown packed-levels format {head.get('v')!r}")
-    planes = raw[4 + n:]
-    count = len(planes) // 8
-    raw_nums = bytearray(len(planes))
-    for i in range(8):
-        raw_nums[i::8] = planes[i * count:(i + 1) * count]
-    width = len(head["fields"])
-    return head, struct.unpack(f"<{count}d", bytes(raw_nums)), count // width if width else 0
+class _Packed:
+    """One decoded blob: its header and its numbers, a column decoded only when asked
+    (the journal and `show` read two columns of 24 for 1,000+ experiments)."""
+
+    def __init__(self, blob: bytes) -> None:
+        raw = zlib.decompress(blob)
+        (n,) = struct.unpack_from("<I", raw, 0)
+        self.head: dict[str, Any] = json.loads(raw[4:4 + n])
+        self.version = self.head.get("v")
+        if self.version not in (1, _FORMAT):
+            raise ValueError(f"unknown packed-levels format {self.version!r}")
+        planes = raw[4 + n:]
+        count = len(planes) // 8
+        nums = bytearray(len(planes))
+        for i in range(8):
+            nums[i::8] = planes[i * count:(i + 1) * count]
+        self._nums = bytes(nums)
+        self.fields: list[str] = self.head["fields"]
+        self.rows = count // len(self.fields) if self.fields else 0
+
+    def column(self, f: int) -> list[float]:
+        rows = self.rows
+        chunk = self._nums[f * rows * 8:(f + 1) * rows * 8]
+        kind = "d" if self.version == 1 else self.head["kinds"][f]  # format 1: every number a double
+        if kind == "d":
+            return list(struct.unpack(f"<{rows}d", chunk))
+        ints = struct.unpack(f"<{rows}q", chunk)
+        if kind == "u":
+            scale = _scale_of(self.fields[f])
+            return [q / scale for q in ints]
+        return [float(q) for q in ints]
+
+    def by_field(self) -> list[float]:
+        """Every number, field by field."""
+        return [v for f in range(len(self.fields)) for v in self.column(f)]
 
 
 def level_values(blob: bytes, metric: str) -> list[tuple[str, int, float]]:
     """(workload, concurrency, metric) per level, without building the level results:
     what the journal and `show` read for 1,000+ experiments."""
-    head, by_field, rows = _decode(blob)
-    fields: list[str] = head["fields"]
+    packed = _Packed(blob)
+    fields = packed.fields
     if "concurrency" not in fields or metric not in fields:
         return [(w, r.concurrency, float(getattr(r, metric))) for w, r, _ in unpack_levels(blob)]
-    cs = by_field[fields.index("concurrency") * rows:(fields.index("concurrency") + 1) * rows]
-    vs = by_field[fields.index(metric) * rows:(fields.index(metric) + 1) * rows]
+    cs = packed.column(fields.index("concurrency"))
+    vs = packed.column(fields.index(metric))
     out: list[tuple[str, int, float]] = []
     i = 0
-    for workload, _hash, extras in head["levels"]:
+    for workload, _hash, extras in packed.head["levels"]:
         if "json" in extras and len(extras) == 1:
             out.append((workload, int(extras["json"]["concurrency"]), float(extras["json"][metric])))
             continue
@@ -106,8 +165,9 @@ def level_values(blob: bytes, metric: str) -> list[tuple[str, int, float]]:
 
 
 def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
-    head, by_field, rows = _decode(blob)
-    fields: list[str] = head["fields"]
+    packed = _Packed(blob)
+    head, by_field, rows = packed.head, packed.by_field(), packed.rows
+    fields = packed.fields
     width = len(fields)
     nums = [by_field[f * rows + r] for r in range(rows) for f in range(width)]
     out: list[tuple[str, LevelResult, str]] = []

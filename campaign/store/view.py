@@ -258,6 +258,7 @@ def build_view(snap: CampaignSnapshot) -> CampaignView:
         halt_reason=c.halt_reason,
         node=c.node,
         time_scale=c.time_scale,
+        headline_workload=next(iter(snap.workload_order()), None),
         baseline=next((b for b in history if current and b.experiment_id == current.id), None),
         baseline_history=history,
         experiments=[experiment_view(snap, e) for e in snap.experiments if e.role == "candidate"],
@@ -319,6 +320,9 @@ def experiment_json(e: ExperimentView) -> dict[str, Any]:
         "failure_class": (v.failure_class.value if v and v.failure_class else None)
         or (e.failure.failure_class.value if e.failure else None),
         "metrics": metrics,
+        # what the two servers reported differently, and what confounds the run
+        "reported_diff": [r.model_dump(mode="json") for r in v.reported_diff] if v else [],
+        "confounded_by": [c.model_dump(mode="json") for c in v.confounded_by] if v else [],
         "attempt": e.attempt,
         "node": e.node,
         "status": e.status,

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from campaign.domain.models import ConfigChange, Failure
+from campaign.domain.models import ConfigChange, Failure, ReportedChange
 from campaign.domain.records import CorrectnessResult, LevelSamples, Verdict, WorkloadEffect
 from campaign.playbook.schema import VerdictSpec
 from campaign.verdict.launches import analyze
@@ -44,7 +44,7 @@ class RoundDecision(BaseModel):
 def judge(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise | None, *,
           failure: Failure | None = None, confounded_by: Sequence[ConfigChange] = (),
           correctness: CorrectnessResult | None = None, revisit_on: Sequence[str] = (),
-          primary_workload: str | None = None) -> Verdict:
+          primary_workload: str | None = None, reported_diff: Sequence[ReportedChange] = ()) -> Verdict:
     """`decide` on the launch-aware comparisons, with the noise used and the common
     effects recorded on the verdict."""
     effects = []
@@ -56,7 +56,7 @@ def judge(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise |
         else:
             comparisons = compare_levels(list(samples), spec)
     v = decide(comparisons, spec, failure=failure, confounded_by=confounded_by, correctness=correctness,
-               revisit_on=revisit_on, primary_workload=primary_workload)
+               revisit_on=revisit_on, primary_workload=primary_workload, reported_diff=reported_diff)
     v.effects = effects
     v.noise = noise_phrase(noise, effects)
     return v

@@ -63,10 +63,27 @@ def setting_phrase(ch: ConfigChange) -> str:
     return f"{ch.key} ({ch.before} -> {ch.after})"
 
 
+def _v(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def confound_reason(changes: Sequence[ConfigChange]) -> str:
-    names = ", ".join(setting_phrase(c) for c in changes)
-    verb, obj = ("differs", "it") if len(changes) == 1 else ("differ", "them")
-    return f"confounded: {names} {verb} from the baseline but the hypothesis does not declare {obj}"
+    """One clause per kind of confounder: undeclared changes (requested, then reported by
+    the servers), then declared flags a server ignored or overrode."""
+    clauses = []
+    for reported, lead in ((False, ""), (True, "the servers report ")):
+        group = [c for c in changes if c.reported == reported and c.change in ("added", "removed", "changed")]
+        if group:
+            names = ", ".join(setting_phrase(c) for c in group)
+            verb, obj = ("differs", "it") if len(group) == 1 else ("differ", "them")
+            clauses.append(f"{lead}{names} {verb} from the baseline but the hypothesis does not declare {obj}")
+    for c in changes:
+        if c.change == "ignored":
+            clauses.append(f"the server ignored {c.key}: asked for {_v(c.requested)}, it reports {_v(c.after)} "
+                           f"as on the baseline")
+        elif c.change == "overridden":
+            clauses.append(f"the server overrode {c.key}: asked for {_v(c.requested)}, it reports {_v(c.after)}")
+    return "confounded: " + "; ".join(clauses)
 
 
 def noise_reason(comparisons: Sequence[LevelComparison], spec: VerdictSpec) -> str:

@@ -26,8 +26,9 @@ alone at it, so that check uses each level's one-sided lower bound at c
 
 Experiment rule (`decide`), first match wins: a launch/serving failure -> dead end with
 its class (infrastructure failures -> inconclusive, they are retried); failed
-correctness -> dead end `incorrect`; undeclared config differences -> inconclusive
-(confounded); candidate wins some level, loses none and no level's interval reaches
+correctness -> dead end `incorrect`; undeclared config differences, requested or
+reported by the servers, and declared flags a server ignored or overrode -> inconclusive
+(confounded, `campaign.verdict.confound`); candidate wins some level, loses none and no level's interval reaches
 below -m (one-sided bound, see above) -> WIN (a possible loss beyond m -> inconclusive,
 naming the levels); it wins
 some and loses some -> dead end naming the regimes each side wins; it loses some and wins none -> dead
@@ -40,7 +41,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from campaign.domain.models import INFRASTRUCTURE_FAILURES, ConfigChange, Failure, FailureClass, LevelResult
+from campaign.domain.models import (
+    INFRASTRUCTURE_FAILURES,
+    ConfigChange,
+    Failure,
+    FailureClass,
+    LevelResult,
+    ReportedChange,
+)
 from campaign.domain.records import CorrectnessResult, LevelComparison, LevelSamples, Verdict, Winner
 from campaign.playbook.schema import VerdictSpec
 from campaign.verdict.reasons import UNBOUNDED_PCT, confound_reason, latency_note, noise_reason, side_phrase
@@ -171,14 +179,17 @@ def decide(
     correctness: CorrectnessResult | None = None,
     revisit_on: Sequence[str] = (),
     primary_workload: str | None = None,
+    reported_diff: Sequence[ReportedChange] = (),
 ) -> Verdict:
-    """Turn per-level comparisons into one verdict (rules in the module doc)."""
+    """Turn per-level comparisons into one verdict (rules in the module doc); the
+    confounders come from `campaign.verdict.confound.check`."""
     levels = list(comparisons)
     groups = _by_workload(levels)
     regimes = {w: regime(cs) for w, cs in groups.items()}
     common = dict(
         levels=levels, regimes=regimes, confidence=spec.confidence, correctness=correctness,
         confounded_by=list(confounded_by), headline_delta_pct=headline(levels, primary_workload),
+        reported_diff=list(reported_diff),
     )
     if failure is not None:
         cls = failure.failure_class

@@ -82,4 +82,10 @@ def test_campaign_reaches_verdicts(vllm_setup: VllmSetup, tmp_path: Path) -> Non
     levels = ngram["metrics"]["sweep"]
     assert set(levels) == {"1", "16"}
     assert all(lv["candidate"] and lv["baseline"] for lv in levels.values())
+    # what the servers reported (vLLM's start-up log): the speculative config moved, as
+    # declared, and nothing the hypothesis does not declare confounds the run
+    reported = {r["key"]: r for r in ngram["reported_diff"]}
+    assert reported["speculative-config"]["status"] == "declared", ngram["reported_diff"]
+    assert "ngram" in reported["speculative-config"]["candidate"]
+    assert ngram["confounded_by"] == [], ngram["confounded_by"]
     assert took < 480

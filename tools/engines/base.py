@@ -7,7 +7,7 @@ picks everything engine-specific from `tools.engines.engine_profile(name)`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.domain import server_env
 from campaign.domain.config import render_argv
-from campaign.domain.models import EffectiveConfig, Failure
+from campaign.domain.models import EffectiveConfig, Failure, ReportedConfig
+from tools.engines.reported import from_server_args
 from tools.engines.startup_log import StartupConfig, read_startup
 from tools.server.launch import LaunchRequest
 from tools.server.triage import Phase, TriageRule, classify
@@ -62,6 +63,19 @@ class EngineProfile(BaseModel):
     metrics_parser: MetricsParser
     #: the engine counts the bonus token in its accepted tokens (SGLang-style), else +1 (vLLM)
     bonus_token_in_accepted: bool = False
+    #: reported setting -> the flags it follows from: the server resolves it from them
+    #: (a KV-derived request limit, a speculative default), so a hypothesis that declares
+    #: one of them expects it to move; the confound check reads this from the record
+    reported_derived: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: another spelling of a flag -> the name the server reports it under (`tp` -> `tp-size`)
+    reported_aliases: dict[str, str] = Field(default_factory=dict)
+    #: reported settings that differ per launch besides tools.engines.reported.PER_LAUNCH
+    reported_skip: tuple[str, ...] = ()
+    #: the metrics endpoint returns the server args at its top level (SGLang `/server_info`);
+    #: else the start-up log is read for them
+    reports_server_args: bool = False
+    #: the engine logs its resolved config at start-up (tools.engines.startup_log)
+    reports_in_log: bool = False
 
     def base_env_for(self, override: list[str] | None) -> list[str]:
         """A launch's base list: the playbook's `server.base_env` when set, else the
@@ -99,13 +113,23 @@ class EngineProfile(BaseModel):
             return None
         return round(accepted / drafts + (0.0 if self.bonus_token_in_accepted else 1.0), 3)
 
-    def reported_config(self, metrics: EngineMetrics) -> EffectiveConfig | None:
-        """The configuration the server says it runs (flags and env as the engine reports
-        them), for the confound check; None when the engine does not report it."""
-        args = metrics.server_args
-        if args.get("flags") is None:
-            return None
-        return EffectiveConfig(flags=dict(args.get("flags") or {}), env=dict(args.get("env") or {}))
+    def reported_config(self, metrics: EngineMetrics | None,
+                        log_lines: Iterable[str] | None = None) -> ReportedConfig | None:
+        """The configuration the server says it runs, for the confound check; None when
+        the engine reports none (tools.engines.reported: the sources by engine).  Flags are
+        in the command line's spelling, secret-named settings masked, per-launch fields
+        left out; the profile's derivations and aliases travel with it."""
+        args = metrics.server_args if metrics is not None else {}
+        known = {"derived": self.reported_derived, "aliases": self.reported_aliases, "skip": self.reported_skip}
+        if isinstance(args.get("flags"), dict):  # the simulated node: {"flags": ..., "env": ...}
+            env = args.get("env") if isinstance(args.get("env"), dict) else {}
+            return from_server_args(args["flags"], env=env, **known)  # type: ignore[arg-type]
+        if self.reports_server_args and args:
+            return from_server_args(args, **known)  # type: ignore[arg-type]
+        if self.reports_in_log and log_lines is not None:
+            startup = self.startup_config(log_lines)
+            return from_server_args(startup.resolved or startup.args, **known)  # type: ignore[arg-type]
+        return None
 
     def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:
         return classify(exit_code, log_lines, phase=phase, extra_rules=self.triage_rules)

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from campaign.domain.models import FailureClass as FC
+from tools.engines import simulated
 from tools.engines.base import EngineMetrics, EngineProfile
 from tools.server.triage import TriageRule, rule
 
@@ -72,8 +73,25 @@ def parse_metrics(body: str) -> EngineMetrics:
     )
 
 
+#: what SGLang resolves at start-up from other flags (its ServerArgs post-init and the
+#: scheduler's memory plan, both in `/server_info`): the simulated node models the same
+#: rules (tools/engines/simulated.py), plus the scheduler's token budget.
+_MEMORY = (*simulated.REPORTED_DERIVED["max-running-requests"], "context-length", "max-running-requests",
+           "page-size", "attention-backend")
+REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
+    **simulated.REPORTED_DERIVED,
+    "max-running-requests": _MEMORY,
+    "max-total-num-tokens": _MEMORY,
+    "max-req-input-len": ("context-length", *_MEMORY),
+    "cuda-graph-max-bs": ("tp-size", "speculative-algorithm", "mem-fraction-static", "disable-cuda-graph"),
+    "chunked-prefill-size": ("tp-size", "mem-fraction-static"),
+    "mem-fraction-static": ("tp-size", "speculative-algorithm", "chunked-prefill-size", "cuda-graph-max-bs"),
+}
+
 PROFILE = EngineProfile(
     name="sglang", command=COMMAND, env_defaults=ENV_DEFAULTS, metrics_path="/server_info",
     metrics_fallback_paths=("/get_server_info",),
     startup_timeout_s=900.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
+    reports_server_args=True, reports_in_log=True, reported_derived=REPORTED_DERIVED,
+    reported_aliases=simulated.REPORTED_ALIASES,
 )

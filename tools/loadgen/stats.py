@@ -22,7 +22,8 @@ MAX_ERROR_SAMPLES = 5
 
 @dataclass(slots=True)
 class RequestOutcome:
-    """What one streamed request measured, in wall seconds."""
+    """What one streamed request measured: in wall seconds, or in node seconds when the
+    server stamped every event with its own clock (`clock="node"`, the simulated node)."""
 
     ok: bool
     ttft_s: float = 0.0
@@ -32,6 +33,9 @@ class RequestOutcome:
     input_tokens: int = 0
     usage: bool = False  # the server streamed a usage block (else tokens = counted chunks)
     error: str = ""
+    clock: str = "wall"  # "node": the times below and start/end are the node's clock
+    start_s: float = 0.0  # node clock only: the request's arrival and its last event
+    end_s: float = 0.0
 
 
 _BINOPS = {
@@ -123,10 +127,15 @@ def summarize_level(concurrency: int, outcomes: list[RequestOutcome], duration_s
     """One level's figures from its measured requests (warm-ups excluded).
 
     ``duration_s`` is wall time from dispatching the first request to the end of the
-    last; every figure is converted to node time (durations x K, rates / K).
+    last; every figure is converted to node time (durations x K, rates / K).  When every
+    measured request carries the node's own clock, that clock is used instead: duration
+    from the first arrival to the last event, times as stamped (no scaling).
     """
     good = [o for o in outcomes if o.ok]
     node_duration = duration_s * time_scale
+    if good and all(o.clock == "node" for o in good):
+        node_duration = max(o.end_s for o in good) - min(o.start_s for o in good)
+        time_scale = 1.0
     output_tokens = sum(o.output_tokens for o in good)
     tpots = [(o.e2e_s - o.ttft_s) / (o.output_tokens - 1) for o in good if o.output_tokens > 1]
     itls = [gap for o in good for gap in o.itl_s]

@@ -35,6 +35,9 @@ _COMPLETION_CONTENT = re.compile(rb'"text"\s*:\s*"[^"]')
 _CHAT_CONTENT = re.compile(rb'"(?:content|reasoning_content)"\s*:\s*"[^"]')
 #: a usage block that is an object (``"usage": null`` rides on every SGLang chunk).
 _USAGE_OBJECT = re.compile(rb'"usage"\s*:\s*\{')
+#: the simulated node's clock on each event (tools/simnode/engine.py): the request's
+#: arrival and the event's step, in node seconds.  Real engines send neither.
+_NODE_CLOCK = re.compile(rb'"node_t0"\s*:\s*(-?[0-9.eE+-]+)\s*,\s*"node_t"\s*:\s*(-?[0-9.eE+-]+)')
 
 
 def _decoded_content(event: dict, chat: bool) -> bool:
@@ -59,7 +62,8 @@ class SseTimer:
     does not start with ``{`` is a bad event.
     """
 
-    __slots__ = ("buf", "chat", "chunks", "content", "done", "end", "itl", "last", "st", "ttft", "usage")
+    __slots__ = ("buf", "chat", "chunks", "content", "done", "end", "itl", "last", "node", "node_events",
+                 "node_first", "node_itl", "node_last", "node_t0", "st", "ttft", "usage")
 
     def __init__(self, chat: bool, st: float) -> None:
         self.chat = chat
@@ -71,6 +75,10 @@ class SseTimer:
         self.chunks = 0
         self.usage: dict | None = None
         self.done = False
+        # the node's clock, when every event carries it (see _NODE_CLOCK)
+        self.node = self.node_t0 = self.node_first = self.node_last = 0.0
+        self.node_events = 0
+        self.node_itl: list[float] = []
 
     def feed(self, raw: bytes, now: float) -> None:
         buf = self.buf + raw if self.buf else raw
@@ -88,6 +96,12 @@ class SseTimer:
                 self.done, self.end = True, now
                 return
             raise ValueError(f"not a JSON object: {payload[:60]!r}")
+        clock = _NODE_CLOCK.search(payload)
+        node_t = 0.0
+        if clock is not None:
+            self.node_events += 1
+            self.node_t0, node_t = float(clock[1]), float(clock[2])
+            self.node = max(self.node, node_t)
         has_content = self.content(payload) is not None
         if _USAGE_OBJECT.search(payload) or (has_content and not self.chunks):
             event = json.loads(payload)
@@ -99,9 +113,12 @@ class SseTimer:
         if has_content:
             if self.chunks:
                 self.itl.append(now - self.last)
+                self.node_itl.append(node_t - self.node_last)
             else:
                 self.ttft = now - self.st
+                self.node_first = node_t
             self.last = now
+            self.node_last = node_t
             self.chunks += 1
 
     def outcome(self) -> RequestOutcome:
@@ -112,6 +129,13 @@ class SseTimer:
         usage = self.usage or {}
         tokens = usage.get("completion_tokens")
         counted = isinstance(tokens, int) and not isinstance(tokens, bool)
+        if self.node_events and self.node_events >= self.chunks:  # every content event carried the clock
+            return RequestOutcome(
+                ok=True, ttft_s=self.node_first - self.node_t0, e2e_s=self.node - self.node_t0,
+                itl_s=self.node_itl, output_tokens=tokens if counted else self.chunks,
+                input_tokens=int(usage.get("prompt_tokens") or 0), usage=counted,
+                clock="node", start_s=self.node_t0, end_s=self.node,
+            )
         return RequestOutcome(
             ok=True,
             ttft_s=self.ttft,

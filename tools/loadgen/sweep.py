@@ -43,6 +43,10 @@ Per level (failed requests contribute nothing but their error):
   JSON, no content), timeouts; a few distinct messages are kept as samples.
 Node time: a simulated node runs K node seconds per wall second (``time_scale`` from
 ``/server_info``, 1.0 when absent), so durations are multiplied by K and rates divided.
+The bundled simulated node also stamps every event with its own clock (``node_t0``: the
+request's arrival, ``node_t``: the event's step; tools/simnode/engine.py); when every
+measured request carries it, times and the level's duration come from that clock, so a
+host stall, which would count K times over in wall time, does not move the figures.
 """
 
 from __future__ import annotations

@@ -8,6 +8,14 @@ tokens.  To stay cheap at high concurrency under a large time scale, consecutive
 steps whose deadlines fall within one wall tick are computed back to back and their
 tokens delivered together (first and last tokens are always delivered at their own
 step), so per-step work stays O(batch).
+
+The node keeps its own clock (`clock()`): it advances by each step's modelled duration,
+so a step that ran late on a busy host CPU (the loop woke after its deadline) is not
+longer in node time; while the node is idle the clock advances by the wall time that
+passed, unscaled, since the gap between requests is the client's real time, not GPU
+work.  Every streamed chunk carries that clock (`node_t0`: the request's arrival,
+`node_t`: the chunk's step), and the load generator measures node time from it, so the
+figures of a simulated node measure the model and its seeded noise, not the host's load.
 """
 
 from __future__ import annotations
@@ -33,7 +41,9 @@ class StreamState:
     delivered: int = 0
     finished: bool = False
     first_token_node_s: float | None = None
-    chunks: list[tuple[int, bool]] = field(default_factory=list)  # (tokens, finished) ready for the handler
+    arrival_node_s: float = 0.0
+    # (tokens, finished, node time of the step that produced them) ready for the handler
+    chunks: list[tuple[int, bool, float]] = field(default_factory=list)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     error: str | None = None
 
@@ -54,13 +64,30 @@ class SimEngine:
         self._dirty: set[StreamState] = set()
         self.node_s = 0.0
         self._wall0 = 0.0
+        self._idle_since: float | None = 0.0  # wall time the node went idle; None while busy
+        self._step_node = 0.0  # node time at the start of the step in progress
+        self._step_wall = 0.0
         self.steps = 0
         self.generated_tokens = 0
         self._last_log = 0.0
         self._log_tokens = 0
 
-    def node_now(self) -> float:
-        return max(self.node_s, (time.monotonic() - self._wall0) * self.scale)
+    def clock(self) -> float:
+        """The node's time now (see the module docstring): while a step runs, its start
+        plus the scaled wall time since, never past its end."""
+        now = time.monotonic()
+        if self._idle_since is not None:
+            return self.node_s + (now - self._idle_since)
+        return min(self.node_s, self._step_node + (now - self._step_wall) * self.scale)
+
+    def _wake_from_idle(self) -> None:
+        """Advance by the idle wall time and re-anchor deadlines at now, so lateness of the
+        busy period before (a host stall) is neither charged to nor sprinted off later."""
+        now = time.monotonic()
+        if self._idle_since is not None:
+            self.node_s += now - self._idle_since
+        self._idle_since = None
+        self._wall0 = now - self.node_s / self.scale
 
     def submit(self, seq: Seq) -> None:
         self.core.submit(seq)
@@ -80,25 +107,33 @@ class SimEngine:
             if st.finished or st.delivered == 0 or n >= self.stream_interval:
                 st.pending = 0
                 st.delivered += n
-                st.chunks.append((n, st.finished))
+                st.chunks.append((n, st.finished, self.node_s))
                 st.wake.set()
         self._dirty = {st for st in self._dirty if st.pending}
 
     async def run(self) -> None:
         self._wall0 = time.monotonic()
+        self._idle_since = self._wall0
         last_flush_wall = self._wall0
         while True:
             if self.core.idle:
+                if self._idle_since is None:
+                    self._idle_since = time.monotonic()
                 self._wake.clear()
                 await self._wake.wait()
-                self.node_s = self.node_now()
             step = self.core.plan()
             if step is None:
+                if self._idle_since is None:
+                    self._idle_since = time.monotonic()
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            if self._idle_since is not None:
+                self._wake_from_idle()
             if self.steps == 0:
                 self._last_log = self.node_s
+            self._step_node = self.node_s
+            self._step_wall = self._wall0 + self.node_s / self.scale  # when it is due to start
             self.node_s += step.duration_s * kernels.STEP_TIME_FACTOR * self._noise()
             self.steps += 1
             urgent = step.kind == "prefill"

@@ -114,7 +114,7 @@ class Routes:
         greedy = temperature == 0.0
         text = TextStream(prompt, greedy=greedy, sample_seed=int(body.get("seed") or node.engine.rng.getrandbits(32)),
                           corrupt=node.corrupts_greedy)
-        state = StreamState(text)
+        state = StreamState(text, arrival_node_s=node.engine.clock())
         tps = accept_length(prompt_predictability(prompt, repeated=repeated), node.cfg)
         seq = Seq(node.next_rid, prompt_tokens, gen_tokens, tps, cached_tokens=cached, payload=state)
         node.next_rid += 1
@@ -127,7 +127,7 @@ class Routes:
             if body.get("stream"):
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 return await self._stream(request, seq, meta, chat, finish, usage if include_usage else None)
-            pieces = [text_piece async for text_piece, _ in self._pieces(state)]
+            pieces = [text_piece async for text_piece, _, _ in self._pieces(state)]
         except (asyncio.CancelledError, ConnectionResetError):
             node.engine.abort(seq)
             raise
@@ -146,13 +146,13 @@ class Routes:
             self.node.spec_requests += 1
 
     async def _pieces(self, state: StreamState):
-        """Yields (text, finished) per delivered chunk."""
+        """Yields (text, finished, node time of its step) per delivered chunk."""
         while True:
             await state.wake.wait()
             state.wake.clear()
             chunks, state.chunks = state.chunks, []
-            for n, fin in chunks:
-                yield state.text.take(n), fin
+            for n, fin, node_t in chunks:
+                yield state.text.take(n), fin, node_t
                 if fin:
                     return
 
@@ -163,11 +163,14 @@ class Routes:
         await resp.prepare(request)
         obj = "chat.completion.chunk" if chat else "text_completion"
 
-        def event(choices: list, use: dict | None = None) -> bytes:
-            return b"data: " + json.dumps({**meta, "object": obj, "choices": choices, "usage": use}).encode() + b"\n\n"
+        def event(choices: list, node_t: float, use: dict | None = None) -> bytes:
+            # the node's clock (engine.py): the load generator measures node time from it
+            clock = {"node_t0": round(state.arrival_node_s, 6), "node_t": round(node_t, 6)}
+            return b"data: " + json.dumps({**meta, "object": obj, "choices": choices, "usage": use,
+                                           **clock}).encode() + b"\n\n"
 
         first = True
-        async for piece, fin in self._pieces(state):
+        async for piece, fin, node_t in self._pieces(state):
             if chat:
                 delta: dict[str, Any] = {"content": piece}
                 if first:
@@ -176,9 +179,9 @@ class Routes:
             else:
                 choice = {"index": 0, "text": piece, "finish_reason": finish if fin else None, "logprobs": None}
             first = False
-            out = event([choice])
+            out = event([choice], node_t)
             if fin and usage is not None:
-                out += event([], usage)
+                out += event([], node_t, usage)
             if fin:
                 out += b"data: [DONE]\n\n"
             await resp.write(out)

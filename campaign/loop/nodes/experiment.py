@@ -11,6 +11,7 @@ from campaign.loop import source
 from campaign.loop.experiment import (
     check_drift,
     confound_changes,
+    confound_check,
     correctness_of,
     hypothesis_config,
     mismatched_prompt_sets,
@@ -32,6 +33,12 @@ from campaign.verdict.noise import NodeNoise
 from campaign.verdict.revisit import revisit_components
 
 __all__ = ["ExperimentNodes"]
+
+
+def _reported_baseline(state: CampaignState) -> str | None:
+    """Whose reported config stands in for a round without an interleaved baseline side:
+    the campaign baseline's, unless the experiment compares with another config."""
+    return None if current_of(state).get("reference_config") else state.get("baseline_id")
 
 
 class ExperimentNodes(NodeFamily):
@@ -97,7 +104,7 @@ class ExperimentNodes(NodeFamily):
         if side == "candidate" and pb.verdict.interleave and not store.has_side(eid, "baseline", rnd):
             return {"current": {**cur, "side": "baseline"}}  # the other half of this round (C B, C B, ...)
         rounds = rnd + 1
-        confounded = bool(confound_changes(base, hypothesis_config(base, spec), spec))
+        confounded = bool(confound_check(store, eid, base, spec, _reported_baseline(state)).confounded_by)
         decision = round_decision(store.level_samples(eid), pb.verdict, rounds, confounded=confounded,
                                   noise=self._noise(state, exclude=eid))
         nxt = "candidate" if decision.more else ""
@@ -118,12 +125,13 @@ class ExperimentNodes(NodeFamily):
         spec = self._spec(cid, cur["hypothesis"])
         failure = recorded_failure(store, eid)
         base = reference_config(state)
-        confounded = confound_changes(base, hypothesis_config(base, spec), spec)
+        confound = confound_check(store, eid, base, spec, _reported_baseline(state))
         samples = [] if failure else store.level_samples(eid)
         correctness = None if failure else correctness_of(store, eid, state.get("baseline_id"), pb)
         revisit = revisit_components(failure.failure_class if failure else None, spec.revisit_on)
-        v = judge(samples, pb.verdict, self._noise(state, exclude=eid), failure=failure, confounded_by=confounded,
-                  correctness=correctness, revisit_on=revisit, primary_workload=next(iter(pb.workloads)))
+        v = judge(samples, pb.verdict, self._noise(state, exclude=eid), failure=failure,
+                  confounded_by=confound.confounded_by, correctness=correctness, revisit_on=revisit,
+                  primary_workload=pb.headline_workload, reported_diff=confound.reported_diff)
         v.stopped = store.get_artifact(eid, "stop_reason") or ""
         if not failure:
             v.notes = [n for n in (v.noise, f"rounds: {v.stopped}" if v.stopped else "") if n]

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 import struct
-import time
 from pathlib import Path
 
-from campaign.journal.plots import OVERVIEW_KEY, render_plots
 from campaign.domain.records import CampaignView
+from campaign.journal.plots import OVERVIEW_KEY, render_plots
 from tests.campaign.seed_campaign import CID, seed_view
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -36,14 +35,11 @@ def test_no_plot_for_failed_launches_or_single_level_runs(tmp_path):
     assert set(made) == {OVERVIEW_KEY}
 
 
-def test_plots_are_deterministic_and_fast(tmp_path):
+def test_plots_are_deterministic(tmp_path):
+    """Their speed is bench/scale.py's to measure (README "Scale"), not a timed test's."""
     view = seed_view()
-    render_plots(view, tmp_path / "warm")  # font cache and imports
-    start = time.perf_counter()
     first = render_plots(view, tmp_path / "a", relative_to=tmp_path)
-    elapsed = time.perf_counter() - start
     second = render_plots(view, tmp_path / "b", relative_to=tmp_path)
-    assert elapsed / len(first) < 0.5
     for key in first:
         assert (tmp_path / first[key]).read_bytes() == (tmp_path / second[key]).read_bytes()
 

@@ -87,7 +87,7 @@ def _candidate_launched(node_workdir: Path) -> bool:
 
 def test_ssh_campaign_end_to_end(tmp_path):
     cluster = cluster_env()
-    workdir = f"{cluster['CAMPAIGN_CLUSTER_SHARED_DIR']}/e2e-ssh-{tmp_path.name}"
+    workdir = f"{cluster['CAMPAIGN_CLUSTER_SHARED_DIR']}/e2e-ssh-{tmp_path.name}-{os.getpid()}"
     node = ssh_node(cluster, "ssh-node", workdir, {**FAST_NODE, "seed": 7301}, node_python(cluster))
     remote_playbook(tmp_path, HYPS, node=node, workloads=SINGLE)
     t0 = time.monotonic()

@@ -10,6 +10,7 @@ import os
 import shlex
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,8 @@ def test_a_patch_runs_on_the_remote_node(tmp_path: Path, kind: str) -> None:
     cluster = cluster_env()
     sim = {**FAST_NODE, "seed": 7401}
     if kind == "ssh":
-        workdir = f"{cluster['CAMPAIGN_CLUSTER_SHARED_DIR']}/patch-ssh-{tmp_path.name}"
+        # unique per run: tmp_path's name repeats across pytest sessions, the shared dir does not reset
+        workdir = f"{cluster['CAMPAIGN_CLUSTER_SHARED_DIR']}/patch-ssh-{uuid.uuid4().hex[:12]}"
         node = ssh_node(cluster, "ssh-node", workdir, sim, node_python(cluster))
     else:
         workdir = str(tmp_path / "slurm-node")
@@ -80,7 +82,9 @@ def test_a_patch_runs_on_the_remote_node(tmp_path: Path, kind: str) -> None:
     [fast] = [e for e in show["experiments"] if e["hypothesis"] == "faster-steps"]
     branch = _on_node(kind, cluster, f"git -C {shlex.quote(repo)} rev-parse campaign/{cid}/faster-steps").strip()
     assert fast["patch"]["sha"] == fast["patch_sha"] == branch
-    assert fast["metrics"]["single_stream"]["1"]["delta_pct"] > 10  # 0.8x step time
+    # the patch makes steps 0.8x (+25% here on a quiet machine); the unpatched tree gives ~0%: a loaded
+    # machine shrinks time-scaled figures (+8.6% measured while other campaigns shared the CPU), so the bar only tells the two apart
+    assert fast["metrics"]["single_stream"]["1"]["delta_pct"] > 5
 
     logs = list(Path(workdir).rglob("*.log"))
     cand = [p for p in logs if p.name.startswith("faster-steps-candidate")]

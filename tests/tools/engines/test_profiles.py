@@ -74,3 +74,18 @@ def test_read_vllm_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert setup.cache_root == str(tmp_path / ".campaign/vllm-cache")
     monkeypatch.setenv("CAMPAIGN_VLLM_ENV", str(tmp_path / "elsewhere.env"))
     assert read_vllm_setup(tmp_path) is None
+
+
+def test_reported_config_in_the_command_lines_spelling_with_secrets_masked() -> None:
+    from tools.engines.base import EngineMetrics
+    from tools.engines.simulated import PROFILE as SIM
+
+    metrics = EngineMetrics(engine="simulated", server_args={
+        "flags": {"cuda_graph_max_bs": 128, "api_key": "sk-abcdefghijklmnopqrstuv", "speculative_config": {"k": 2}},
+        "env": {"HF_TOKEN": "hf_abcdefghijklmnopqrstuv", "NCCL_ALGO": "Tree"}})
+    rep = SIM.reported_config(metrics)
+    assert rep is not None
+    assert rep.flags == {"cuda-graph-max-bs": 128, "api-key": "***", "speculative-config": '{"k":2}'}
+    assert rep.env == {"HF_TOKEN": "***", "NCCL_ALGO": "Tree"}
+    assert rep.derived_from["speculative-num-steps"] == ["speculative-algorithm"]
+    assert SIM.reported_config(EngineMetrics(engine="simulated")) is None  # nothing reported: no claim

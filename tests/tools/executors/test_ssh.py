@@ -4,6 +4,7 @@ covers the Protocol; these cover what is ssh-specific)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -152,7 +153,7 @@ def test_ssh_config_alias_is_honoured(tmp_path: Path) -> None:
     config.write_text(f"Host ci-node\n  HostName 127.0.0.1\n  Port {env['CAMPAIGN_CLUSTER_SSH_PORT']}\n"
                       f"  User {env['CAMPAIGN_CLUSTER_SSH_USER']}\n  IdentityFile {env['CAMPAIGN_CLUSTER_SSH_KEY']}\n"
                       f"  UserKnownHostsFile {env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}\n")
-    workdir = f"{env['CAMPAIGN_CLUSTER_SHARED_DIR']}/alias-{tmp_path.name}"
+    workdir = f"{env['CAMPAIGN_CLUSTER_SHARED_DIR']}/alias-{tmp_path.name}-{os.getpid()}"
     with SshExecutor("ci-node", ssh_options=["-F", str(config)], workdir=workdir) as ex:
         assert ex.host == "127.0.0.1"
         assert ex.run(["whoami"]).stdout.strip() == env["CAMPAIGN_CLUSTER_SSH_USER"]

@@ -29,6 +29,7 @@ def test_kernel_arrival_is_when_the_bytes_arrived_not_when_they_were_read() -> N
     server.setsockopt(socket.SOL_SOCKET, reference_server.SO_TIMESTAMPNS, 1)
     sent = time.perf_counter()
     client.sendall(b"request")
+    returned = time.perf_counter()  # the bytes arrived between these two (a loaded machine may pause here)
     time.sleep(0.05)
     data, ancillary, _, _ = server.recvmsg(64, reference_server.ANCILLARY_SPACE)
     read = time.perf_counter()
@@ -36,7 +37,7 @@ def test_kernel_arrival_is_when_the_bytes_arrived_not_when_they_were_read() -> N
     for s in (client, server, listener):
         s.close()
     assert data == b"request" and arrived is not None
-    assert sent - 0.002 <= arrived <= sent + 0.02 and read - arrived >= 0.03
+    assert sent - 0.002 <= arrived <= returned + 0.002 and read - arrived >= 0.03
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_streams_follow_the_schedule_and_records_bracket_the_first_token(url: st
                 text = "".join(resp.iter_text())
             elapsed = time.perf_counter() - sent
             assert resp.status_code == 200 and text.count(key) == 6 and text.endswith("data: [DONE]\n\n")
-            assert '"completion_tokens": 6' in text and 0.04 + 5 * 0.005 <= elapsed < 0.5
+            assert '"completion_tokens": 6' in text and 0.04 + 5 * 0.005 <= elapsed < 5  # the schedule's floor; a loaded machine adds
         records = client.get(url + "/records").json()
         assert len(records["arrivals"]) == len(records["reads"]) == len(records["first_tokens"]) == 2
         for arrived, read, first in zip(records["arrivals"], records["reads"], records["first_tokens"]):

@@ -1,0 +1,74 @@
+"""The `campaign` executable: answers `campaign status` before the command-line stack loads.
+
+Why a module of its own: importing typer alone costs more than the 0.3 s a status line
+may take, so the console script lands here, answers `status` from plain sqlite3 when it
+can, and hands everything else (and every case it cannot answer) to `campaign.cli.main`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+__all__ = ["main", "print_status"]
+
+
+def _status_args(argv: list[str]) -> tuple[str | None, bool] | None:
+    """`status [--db PATH] [--json]` parsed by hand, or None for anything else (help, typos)."""
+    if not argv or argv[0] != "status":
+        return None
+    db: str | None = None
+    as_json = False
+    rest = argv[1:]
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--json" and not as_json:
+            as_json = True
+        elif arg == "--db" and rest and db is None:
+            db = rest.pop(0)
+        elif arg.startswith("--db=") and db is None:
+            db = arg[len("--db="):]
+        else:
+            return None
+    return db, as_json
+
+
+def _quick_status(db: str | None, as_json: bool) -> bool:
+    """`campaign status` without importing typer, sqlmodel or langgraph: a status line must
+    be instant at any campaign size.  False when the full path must answer (no database
+    yet, an older schema to migrate, a journal to repair)."""
+    from pathlib import Path
+
+    from campaign.store.quick import campaign_list, stale_journals
+
+    path = Path(db or ".campaign/campaign.db")
+    items = campaign_list(path) if path.is_file() else None
+    if items is None or stale_journals(path) != set():
+        return False
+    print_status(items, as_json)
+    return True
+
+
+def print_status(items: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(items, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    from campaign.cli.plain import plain
+
+    t = Table("id", "name", "status", "why")
+    for it in items:
+        t.add_row(*(plain(it[k] or "") for k in ("id", "name", "status", "halt_reason")))
+    Console(highlight=False).print(t)
+
+
+def main() -> None:
+    quick = _status_args(sys.argv[1:])
+    if quick is not None and _quick_status(*quick):
+        sys.exit(0)
+    from campaign.cli.main import main as full_main
+
+    full_main()

@@ -1,0 +1,53 @@
+"""A kill -9 of the controller leaves no plot worker behind: the workers notice their
+parent is gone and exit, so nothing holds the controller's stdout or memory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+CHILD = """
+import os, sys, time
+from campaign.journal import plot_worker
+pool = plot_worker._get_pool()
+pool.submit(os.getpid).result(timeout=120)  # the pool's workers are up
+from multiprocessing import resource_tracker
+pids = sorted(pool._processes) + [resource_tracker._resource_tracker._pid]
+print(" ".join(str(p) for p in pids if p), flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+def test_plot_workers_exit_when_the_controller_is_killed() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", CHILD], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert pids and all(_alive(p) for p in pids)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [p for p in pids if _alive(p)] == []
+        assert proc.stdout.read() == ""  # EOF: no orphan holds the controller's stdout
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
