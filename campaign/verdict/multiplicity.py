@@ -1,0 +1,99 @@
+"""Multiplicity of the verdict's tests: how many chances to declare a winner one
+experiment takes, and the level each test is drawn at.
+
+* Levels of one workload share each launch's speed offset, so they are correlated
+  tests: `effective_tests` counts them as Cheverud and Nyholt do, M_eff = 1 + (L - 1)
+  (1 - mean pairwise correlation^2), not as L independent ones.
+* `holm`: Holm's weighted step-down over the tests that can declare a winner (one per
+  homogeneous workload; elsewhere each level with weight M_eff / L): the first at the
+  Bonferroni level over all of them, each decided test freeing its share for the rest.
+* `look_alpha`: the adaptive policy looks after every round, so each look spends
+  Pocock's nominal level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats as _scipy_stats
+
+from campaign.playbook.schema import VerdictSpec
+
+__all__ = ["Unit", "effective_tests", "holm", "look_alpha", "p_decisive"]
+
+#: Pocock's nominal level per look for an overall 0.05 over K equally spaced looks.
+_POCOCK_05 = {1: 0.05, 2: 0.0294, 3: 0.0221, 4: 0.0182, 5: 0.0158, 6: 0.0142, 7: 0.0130, 8: 0.0120}
+
+
+def look_alpha(spec: VerdictSpec) -> float:
+    """The family error rate each look may spend: the adaptive policy looks after every
+    round from repeats.min to repeats.max and stops at the first decisive one, so each
+    look uses Pocock's nominal level (scaled to the playbook's 1 - confidence); the
+    fixed policy looks once."""
+    alpha = 1.0 - spec.confidence
+    looks = 1 if spec.policy == "fixed" else spec.repeats.max - spec.repeats.min + 1
+    return alpha * _POCOCK_05.get(looks, 0.0120 * 8 / looks) / 0.05
+
+
+def effective_tests(offset: float, level_vars: Sequence[float]) -> float:
+    """Cheverud-Nyholt: levels that share a launch offset are correlated tests,
+    M_eff = 1 + (L - 1)(1 - mean pairwise correlation^2)."""
+    width = len(level_vars)
+    if width < 2:
+        return 1.0
+    cors = [offset / math.sqrt(level_vars[i] * level_vars[j]) for i in range(width) for j in range(i + 1, width)
+            if level_vars[i] > 0 and level_vars[j] > 0]
+    rho = min(1.0, math.fsum(cors) / len(cors)) if cors else 0.0
+    return 1.0 + (width - 1) * (1.0 - rho * rho)
+
+
+
+@dataclass
+class Unit:
+    """One test that can declare a winner: a homogeneous workload's common effect, or
+    one level of a workload whose levels differ (log scale).  `weight`: its share of the
+    multiplicity count (1; a level of a workload whose L levels share launch offsets
+    counts M_eff / L, so its L levels count M_eff together); `conf`: the confidence its
+    interval is drawn at (`holm`)."""
+
+    centre: float
+    se: float
+    df: float
+    weight: float
+    conf: float = 0.95
+
+
+def p_decisive(u: Unit, m: float) -> float:
+    """Two-sided p-value of "the effect lies beyond the band": the interval at 1 - p
+    just touches +m (or -m).  1 inside the band."""
+    if u.se <= 0:
+        return 0.0 if abs(u.centre) > math.log1p(m / 100.0) else 1.0
+    if u.centre > 0:
+        stat = (u.centre - math.log1p(m / 100.0)) / u.se
+    else:
+        stat = (math.log1p(-m / 100.0) - u.centre) / u.se
+    if stat <= 0:
+        return 1.0
+    return float(2.0 * _scipy_stats.t.sf(stat, min(u.df, 1e6)))
+
+
+def holm(units: dict[tuple[str, int | None], Unit], alpha: float, m: float) -> None:
+    """Holm's step-down over the units (Holm 1979), on the effective count: in order of
+    p, a unit is decided when p <= alpha / (the weight of the units not yet decided);
+    the first that is not stops the procedure, and it and the rest are drawn at that
+    step's level.  The first step is the Bonferroni level over the effective number of
+    tests; every decided unit frees its share, so one clear loss across a sweep does not
+    make a smaller single-stream win pay for eight tests.  Sets each unit's `conf`."""
+    order = sorted(units.values(), key=lambda u: p_decisive(u, m))
+    left = math.fsum(u.weight for u in order)
+    for i, u in enumerate(order):
+        level = alpha / max(left, 1.0)
+        if p_decisive(u, m) <= level:
+            u.conf = 1.0 - level
+            left -= u.weight
+            continue
+        for rest in order[i:]:
+            rest.conf = 1.0 - level
+        return
