@@ -14,6 +14,7 @@ import json
 import math
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +39,15 @@ ProgressFn = Callable[[str, dict], None]
 #: how much of a server's log is read for its start-up config (vLLM logs ~100 lines before
 #: it serves; a tail this long holds them on any healthy start)
 STARTUP_LOG_LINES = 5000
+
+
+def launch_seed(base: object, label: str) -> int:
+    """A simulated launch's `{launch_seed}`: from the node's seed and the launch's name
+    (hypothesis, side, round), so a seeded campaign replays its launch offsets; -1 (a
+    fresh draw) without a base."""
+    if base is None:
+        return -1
+    return zlib.crc32(f"{base}/{label}".encode()) & 0x7FFFFFFF
 
 
 class NodeRuntime:
@@ -89,7 +99,8 @@ class NodeRuntime:
         from tools.loadgen.sweep import run_sweep
 
         port = self.executor.free_port()
-        fmt = {**self.fmt, "port": port, "model": self.model, "python": self.fmt.get("python", sys.executable)}
+        fmt = {**self.fmt, "port": port, "model": self.model, "python": self.fmt.get("python", sys.executable),
+               "launch_seed": launch_seed(self.fmt.get("launch_seed_base"), label)}
         if source is not None:
             fmt["source"] = source
         argv = render_argv(self.command, config, **fmt)

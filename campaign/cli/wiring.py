@@ -52,7 +52,8 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
     fingerprint_argv = None
     if sim is not None:
         fmt.update(profile=sim.profile, cuda=sim.cuda, seed=sim.seed, time_scale=sim.time_scale,
-                   noise_pct=sim.noise_pct, launch_offset_pct=sim.launch_offset_pct)
+                   noise_pct=sim.noise_pct, launch_offset_pct=sim.launch_offset_pct,
+                   launch_seed_base=sim.seed if sim.launch_offsets == "seeded" else None)
         fingerprint_argv = [python, "-m", "tools.simnode", "fingerprint", "--profile", sim.profile,
                             "--cuda", sim.cuda]
     progress = (lambda kind, data: events(kind, {**data, "node": spec.name})) if events else None

@@ -64,6 +64,11 @@ class SimulatedNodeSpec(_NodeSpecBase):
         default=1.5, ge=0, le=20,
         description="each launch's speed offset (%, log-normal spread), drawn afresh per launch and shared "
                     "by every level it serves, as on a real server; 0 turns it off")
+    launch_offsets: Literal["fresh", "seeded"] = Field(
+        default="fresh",
+        description="fresh: each launch draws its offset from OS entropy, as a real server lands; seeded: from "
+                    "`seed` and the launch's name (hypothesis, side, round), so a campaign replays the same offsets "
+                    "(a reproducible demo); the command template passes it as --launch-seed {launch_seed}")
 
     def simulated_node(self) -> SimulatedNodeSpec | None:
         return self

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="this launch's speed offset, shared by every level it serves: log-normal with this "
                         "spread (%%), drawn afresh at every launch (default %(default)s; 0: none)")
     p.add_argument("--launch-seed", type=int, default=None,
-                   help="seed of the launch offset's draw (default: a fresh draw per launch)")
+                   help="seed of the launch offset's draw (default, or negative: a fresh draw per launch)")
     p.add_argument("--model", dest="sim_model", default=None, help="model name served (default: the profile's)")
     p.add_argument("--max-events-per-s", type=float, default=6000.0,
                    help="SSE event budget; intermediate tokens coalesce beyond it (first/last never)")
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = from_namespace(ns, os.environ)
         opts = NodeOptions(host=ns.host, port=ns.port, profile=ns.profile, cuda=ns.cuda, seed=ns.seed,
                            time_scale=ns.time_scale, noise_pct=ns.noise_pct, model=ns.sim_model,
-                           launch_offset_pct=ns.launch_offset_pct, launch_seed=ns.launch_seed,
+                           launch_offset_pct=ns.launch_offset_pct, launch_seed=ns.launch_seed if ns.launch_seed is not None and ns.launch_seed >= 0 else None,
                            max_events_per_s=ns.max_events_per_s)
         return asyncio.run(serve(opts, cfg))
     except SystemExit as exc:  # argparse usage errors: exit 2 like a real server

@@ -44,3 +44,24 @@ def test_server_info_reports_the_offset(launch):
     ia, ib = httpx.get(a.url + "/server_info").json(), httpx.get(b.url + "/server_info").json()
     assert ia["launch_offset_pct"] == 2.0 and ia["launch_speed"] != 1.0
     assert ib["launch_offset_pct"] == 0.0 and ib["launch_speed"] == 1.0
+
+
+def test_seeded_launch_offsets_replay_per_launch_name_and_fresh_ones_do_not():
+    from tools.node_runtime import launch_seed
+
+    names = ["baseline0-r0", "baseline0-r1", "smaller-cuda-graph-candidate-r0", "smaller-cuda-graph-baseline-r0"]
+    seeds = [launch_seed(7, n) for n in names]
+    assert seeds == [launch_seed(7, n) for n in names]  # a second run of the campaign replays them
+    assert len(set(seeds)) == len(names) and all(s >= 0 for s in seeds)  # every launch its own offset
+    assert launch_seed(8, names[0]) != seeds[0]
+    assert launch_seed(None, names[0]) == -1  # fresh
+
+
+def test_a_negative_launch_seed_on_the_command_line_is_a_fresh_draw(launch):
+    speeds = []
+    for seed in ("-1", "-1", "11", "11"):
+        node = launch("--launch-offset-pct", "2.0", "--launch-seed", seed)
+        assert node.wait_healthy()
+        speeds.append(httpx.get(node.url + "/server_info").json()["launch_speed"])
+        node.stop()
+    assert speeds[0] != speeds[1] and speeds[2] == speeds[3]
