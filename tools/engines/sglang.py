@@ -44,7 +44,10 @@ TRIAGE_RULES: tuple[TriageRule, ...] = (
          65, "engine rejected the configuration"),
 )
 
-_INFO_ONLY = {"internal_states", "version"}
+#: `/server_info` is `{**asdict(server_args), **scheduler_info, "internal_states", "version"}`
+#: (+ "kv_events" since 2025; sglang/srt/entrypoints/http_server.py); the scheduler's part is
+#: {"status": "ready", "max_total_num_tokens", "max_req_input_len"}.  What is not a setting:
+_INFO_ONLY = {"internal_states", "version", "kv_events", "status"}
 
 
 def _mean(values: list[float]) -> float | None:

@@ -105,24 +105,28 @@ def test_sglang_reports_its_server_args_from_the_log(name: str) -> None:
 
 
 def test_sglang_reports_its_server_args_over_http() -> None:
-    """`/server_info` as SGLang returns it: the ServerArgs fields at the top level, the
-    scheduler's figures beside them, `internal_states` and `version` apart."""
+    """`/server_info` as SGLang builds it (sglang/srt/entrypoints/http_server.py):
+    `{**asdict(server_args), **scheduler_info, "internal_states", "version", "kv_events"}`,
+    scheduler_info being `{"status": "ready", "max_total_num_tokens", "max_req_input_len"}`."""
     body = {"model_path": "/m", "port": 30000, "random_seed": 711975287, "tp_size": 8, "mem_fraction_static": 0.85,
-            "cuda_graph_max_bs": 128, "max_total_num_tokens": 917504, "api_key": "sk-secret",
-            "internal_states": [{"avg_spec_accept_length": 3.1}], "version": "0.5.0rc2"}
+            "cuda_graph_max_bs": 128, "api_key": "sk-secret",
+            "status": "ready", "max_total_num_tokens": 917504, "max_req_input_len": 917503,
+            "internal_states": [{"avg_spec_accept_length": 3.1}], "version": "0.5.0rc2", "kv_events": None}
     rep = SGLANG.reported_config(SGLANG.parse_metrics(json.dumps(body)))
     assert rep is not None
-    assert rep.flags == {"tp-size": 8, "mem-fraction-static": 0.85, "cuda-graph-max-bs": 128,
-                         "max-total-num-tokens": 917504, "api-key": "***"}  # a secret is masked
+    assert rep.flags == {"tp-size": 8, "mem-fraction-static": 0.85, "cuda-graph-max-bs": 128, "api-key": "***",
+                         "max-total-num-tokens": 917504, "max-req-input-len": 917503}  # a secret is masked
     # a memory flag moved the token budget: it follows, as the profile says
     moved = SGLANG.reported_config(SGLANG.parse_metrics(json.dumps({**body, "mem_fraction_static": 0.8,
-                                                                    "max_total_num_tokens": 800000})))
+                                                                    "max_total_num_tokens": 800000,
+                                                                    "max_req_input_len": 799999})))
     assert moved is not None
     res = check(EffectiveConfig(flags={"mem-fraction-static": 0.85}), EffectiveConfig(flags={"mem-fraction-static": 0.8}),
                 {"mem-fraction-static"}, [(rep, moved)])
     assert res.confounded_by == []
     assert {r.key: r.status for r in res.reported_diff} == {"mem-fraction-static": "declared",
-                                                            "max-total-num-tokens": "follows"}
+                                                            "max-total-num-tokens": "follows",
+                                                            "max-req-input-len": "follows"}
 
 
 def test_metrics_without_server_args_and_no_log_are_no_report() -> None:
