@@ -14,6 +14,6 @@ set -e
 cid=$(campaign status --db c.db --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 campaign resume "$cid" --db c.db --approve --set node.cuda=13.0 --note "node upgraded to CUDA 13" --quiet
 mkdir -p "$root/journal/example"      # the vLLM example beside it stays
-rm -rf "$root/journal/example/eagle-fast-verify.md" "$root/journal/example/eagle-fast-verify.plots"
+rm -rf "$root/journal/example/eagle-fast-verify.md" "$root/journal/example/eagle-fast-verify.plots" "$root/journal/example/eagle-fast-verify.d"
 cp -r journal/. "$root/journal/example/"
 echo "journal/example/ regenerated from campaign $cid"
