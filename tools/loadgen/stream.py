@@ -96,8 +96,10 @@ class SseTimer:
                 self.done, self.end = True, now
                 return
             raise ValueError(f"not a JSON object: {payload[:60]!r}")
-        clock = _NODE_CLOCK.search(payload)
         node_t = 0.0
+        # events up to the first content one say whether the server stamps its clock: a real
+        # engine's later events are never searched (its hot path stays as it was)
+        clock = _NODE_CLOCK.search(payload) if self.node_events or not (self.chunks or self.usage) else None
         if clock is not None:
             self.node_events += 1
             self.node_t0, node_t = float(clock[1]), float(clock[2])
@@ -113,7 +115,8 @@ class SseTimer:
         if has_content:
             if self.chunks:
                 self.itl.append(now - self.last)
-                self.node_itl.append(node_t - self.node_last)
+                if clock is not None:
+                    self.node_itl.append(node_t - self.node_last)
             else:
                 self.ttft = now - self.st
                 self.node_first = node_t
