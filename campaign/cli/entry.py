@@ -1,8 +1,9 @@
-"""The `campaign` executable: answers `campaign status` before the command-line stack loads.
+"""The `campaign` executable: answers `status` and `show --json` before the command-line stack loads.
 
-Why a module of its own: importing typer alone costs more than the 0.3 s a status line
-may take, so the console script lands here, answers `status` from plain sqlite3 when it
-can, and hands everything else (and every case it cannot answer) to `campaign.cli.main`.
+Why a module of its own: importing typer and sqlmodel alone costs about a second, more
+than a status line may take, so the console script lands here, answers `status` and a
+fully cached `show ID --json` (campaign.store.showcache) from plain sqlite3 when it can,
+and hands everything else (and every case it cannot answer) to `campaign.cli.main`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,41 @@ def _status_args(argv: list[str]) -> tuple[str | None, bool] | None:
         else:
             return None
     return db, as_json
+
+
+def _show_args(argv: list[str]) -> tuple[str, str | None] | None:
+    """`show ID --json [--db PATH]` (options in any order) parsed by hand, or None."""
+    if not argv or argv[0] != "show":
+        return None
+    cid: str | None = None
+    db: str | None = None
+    as_json = False
+    rest = argv[1:]
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--json" and not as_json:
+            as_json = True
+        elif arg == "--db" and rest and db is None:
+            db = rest.pop(0)
+        elif arg.startswith("--db=") and db is None:
+            db = arg[len("--db="):]
+        elif not arg.startswith("-") and cid is None:
+            cid = arg
+        else:
+            return None
+    return (cid, db) if cid and as_json else None
+
+
+def _quick_show(cid: str, db: str | None) -> bool:
+    """`campaign show ID --json` from the stored text of every piece, without sqlmodel;
+    False (nothing printed) when anything must be built (the full path then stores it)."""
+    from pathlib import Path
+
+    from campaign.store.quick import SCHEMA_VERSION
+    from campaign.store.showcache import quick_show
+
+    path = Path(db or ".campaign/campaign.db")
+    return path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout)
 
 
 def _quick_status(db: str | None, as_json: bool) -> bool:
@@ -69,6 +105,13 @@ def main() -> None:
     quick = _status_args(sys.argv[1:])
     if quick is not None and _quick_status(*quick):
         sys.exit(0)
+    shown = _show_args(sys.argv[1:])
+    if shown is not None and _quick_show(*shown):
+        sys.exit(0)
     from campaign.cli.main import main as full_main
 
     full_main()
+
+
+if __name__ == "__main__":  # `python -m campaign.cli.entry ...`: the console script's path
+    main()

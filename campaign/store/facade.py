@@ -273,8 +273,31 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         from one read transaction (campaign.store.show)."""
         from campaign.store.show import show_json_chunks
 
+        fresh: dict[str, tuple[str, str]] = {}
         with read_session(self._engine) as s:
-            yield from show_json_chunks(s, campaign_id)
+            yield from show_json_chunks(s, campaign_id, fresh=fresh)
+        self._store_show_pieces(campaign_id, fresh)
+
+    def refresh_show_cache(self, campaign_id: str) -> None:
+        """Build and store the `show --json` text of what changed since the last call (the
+        loop calls it after each verdict, so `show --json` reads stored text at any size)."""
+        for _ in self.show_json_text(campaign_id):
+            pass
+
+    def _store_show_pieces(self, campaign_id: str, fresh: dict[str, tuple[str, str]]) -> None:
+        """Best effort: the cache is not a record, so a read-only or busy database skips it."""
+        if not fresh:
+            return
+        from sqlalchemy.exc import DBAPIError
+
+        from campaign.store.show import DriverConn
+        from campaign.store.showcache import store_rows
+
+        try:
+            with write_session(self._engine) as s:
+                store_rows(DriverConn(s), campaign_id, fresh)
+        except DBAPIError:
+            pass
 
     # ----------------------------------------------------------------- run lock
     def acquire_run_lock(self, campaign_id: str, owner: str, *, force: bool = False) -> None:

@@ -2,9 +2,11 @@
 
 Why: at 5,000 experiments the whole view (every run of every experiment) would be
 built in memory before the first byte is printed.  Here one read transaction (a
-consistent WAL snapshot) reads the campaign's outline once, then the runs and
-verdicts of one chunk of experiments at a time; the text is exactly what
-`json.dumps(Store.show_json(id), indent=2)` gives.
+consistent WAL snapshot) reads the cached text of every piece whose records did not
+change (campaign.store.showcache), and builds the others from the records, one chunk
+of experiments at a time; the text is exactly what
+`json.dumps(Store.show_json(id), indent=2)` gives.  The pieces built here are handed
+back in `fresh` for the caller to store once the read transaction is over.
 """
 
 from __future__ import annotations
@@ -12,37 +14,80 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Iterator
+from typing import Any
 
 from sqlmodel import Session
 
+from campaign.store.ops import require_campaign
+from campaign.store.showcache import HEAD, digests, load, pieces
 from campaign.store.snapshot import read_runs, read_snapshot, read_verdicts
-from campaign.store.view import build_view, experiment_json, experiment_view, show_json
+from campaign.store.view import CampaignSnapshot, build_view, experiment_json, experiment_view, show_json
 
-__all__ = ["show_json_chunks"]
+__all__ = ["DriverConn", "show_json_chunks"]
 
 CHUNK = 200
 
 
-def show_json_chunks(s: Session, campaign_id: str, *, chunk: int | None = None) -> Iterator[str]:
+class DriverConn:
+    """A session's connection with sqlite3's `execute(sql, params)`, for showcache's SQL."""
+
+    def __init__(self, s: Session) -> None:
+        self._conn = s.connection()
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self._conn.exec_driver_sql(sql, params)
+
+    def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> Any:
+        return self._conn.exec_driver_sql(sql, rows) if rows else None
+
+
+def show_json_chunks(s: Session, campaign_id: str, *, chunk: int | None = None,
+                     fresh: dict[str, tuple[str, str]] | None = None) -> Iterator[str]:
     chunk = chunk or CHUNK
-    snap = read_snapshot(s, campaign_id, detail=set())
-    head = show_json(build_view(snap))  # outline: every experiment without rows
-    head["experiments"] = []
-    text = json.dumps(head, indent=2, default=str)
-    tail = "[]\n}"
-    assert text.endswith(tail)
-    yield text[: -len(tail)] + "["
-    candidates = [e for e in snap.experiments if e.role == "candidate"]
-    baselines = {e.id for e in snap.experiments if e.role == "baseline"}
-    for start in range(0, len(candidates), chunk):
-        part = candidates[start:start + chunk]
-        ids = [e.id for e in part]
-        snap.runs.update(read_runs(s, ids, snap.metric()))
-        snap.verdicts.update(read_verdicts(s, ids))
-        snap.detail = set(ids) | baselines
-        for n, exp in enumerate(part, start):
-            item = json.dumps(experiment_json(experiment_view(snap, exp)), indent=2, default=str)
-            yield ("," if n else "") + "\n" + textwrap.indent(item, "    ")
-        for i in ids:
-            snap.runs[i] = []
-    yield ("\n  ]\n}" if candidates else "]\n}")
+    fresh = {} if fresh is None else fresh
+    conn = DriverConn(s)
+    wanted = digests(conn, campaign_id)
+    if wanted is None:
+        require_campaign(s, campaign_id)  # names the fix
+        return
+    cached = load(conn, campaign_id, wanted)
+    keys = [k for k in wanted if k != HEAD]
+    snap: CampaignSnapshot | None = None
+    if len(cached) != len(wanted):
+        snap = read_snapshot(s, campaign_id, detail=set())
+    head = cached.get(HEAD)
+    if head is None:
+        assert snap is not None
+        outline = show_json(build_view(snap))  # every experiment without rows
+        outline["experiments"] = []
+        text = json.dumps(outline, indent=2, default=str)
+        assert text.endswith("[]\n}")
+        head = text[: -len("]\n}")]
+        fresh[HEAD] = (wanted[HEAD], head)
+    yield from pieces(head, _items(s, snap, keys, cached, wanted, fresh, chunk))
+
+
+def _items(s: Session, snap: CampaignSnapshot | None, keys: list[str], cached: dict[str, str],
+           wanted: dict[str, str], fresh: dict[str, tuple[str, str]], chunk: int) -> Iterator[str]:
+    for start in range(0, len(keys), chunk):
+        part = keys[start:start + chunk]
+        missing = [k for k in part if k not in cached]
+        if missing:
+            assert snap is not None
+            snap.runs.update(read_runs(s, missing, snap.metric()))
+            snap.verdicts.update(read_verdicts(s, missing))
+            snap.detail = set(missing) | {e.id for e in snap.experiments if e.role == "baseline"}
+        for k in part:
+            if k in cached:
+                yield cached[k]
+                continue
+            assert snap is not None
+            exp = snap.experiment(k)
+            assert exp is not None, f"experiment {k} is in the digests but not in the snapshot"
+            item = textwrap.indent(json.dumps(experiment_json(experiment_view(snap, exp)), indent=2, default=str),
+                                   "    ")
+            fresh[k] = (wanted[k], item)
+            yield item
+        for k in missing:
+            assert snap is not None
+            snap.runs[k] = []

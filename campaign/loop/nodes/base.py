@@ -48,6 +48,7 @@ class NodeFamily:
         from campaign.journal.publish import publish_journal
 
         publish_journal(self.d.store, cid, self.d.journal_path, db_label=self.d.db_label)
+        self.d.store.refresh_show_cache(cid)  # `campaign show --json` then reads stored text
 
     def _decide(self, cid: str, seq: int, decision: dict[str, Any]) -> None:
         added = [HypothesisSpec.model_validate(h) for h in decision.get("add_hypotheses") or []]

@@ -1,0 +1,151 @@
+"""`campaign show --json` from stored text: each experiment's JSON is written once and reused.
+
+Why: at 5,000 experiments, rebuilding every experiment's view (decoding its runs and its
+verdict) costs seconds, while the text itself is immutable once the records it shows
+are (a finished experiment's runs and verdict never change, see campaign.store.experiments).
+Each cached piece is keyed by a digest of exactly what it shows, computed in SQL from
+row timestamps and counts (nothing is decoded):
+
+- an experiment: its own row, its verdict, its runs, its patch, and the status and runs
+  of the baseline whose figures it borrows when it has no interleaved baseline of its own;
+- the head (name, status, baseline figures, planner calls and notes): the campaign row,
+  every baseline measurement, the model calls and the planner notes.
+
+Every digest is salted with the text of `view.py` (the code that builds the document) and
+the playbook, so a new release or another metric never serves old text.  A piece whose
+digest differs is rebuilt by the full path (campaign.store.show) and written back.
+
+This module imports only sqlite3/zlib: the console script (campaign.cli.entry) answers a
+fully cached `show --json` from here without loading sqlmodel.  The cache is not a record:
+dropping the table loses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DDL", "HEAD", "cached_pieces", "digests", "load", "pieces", "quick_show", "store_rows"]
+
+DDL = ("CREATE TABLE IF NOT EXISTS show_cache (campaign_id TEXT NOT NULL, key TEXT NOT NULL, "
+       "digest TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (campaign_id, key))")
+HEAD = ""  # the key of the head piece (experiment ids are never empty)
+TAIL_EMPTY = "]\n}"
+TAIL = "\n  ]\n}"
+
+_EXPERIMENTS = """
+SELECT e.id, e.*, v.recorded_at, v.kind, v.reason,
+       (SELECT count(*) || ':' || coalesce(max(r.recorded_at), '') FROM run_sides r WHERE r.experiment_id = e.id),
+       (SELECT count(*) || ':' || coalesce(max(a.seq), '') FROM artifacts a
+         WHERE a.experiment_id = e.id AND a.kind = 'patch'),
+       ref.status,
+       (SELECT count(*) || ':' || coalesce(max(r.recorded_at), '') FROM run_sides r
+         WHERE r.experiment_id = e.baseline_ref AND r.side = 'baseline')
+FROM experiments e
+LEFT JOIN verdicts v ON v.experiment_id = e.id
+LEFT JOIN experiments ref ON ref.id = e.baseline_ref
+WHERE e.campaign_id = ? AND e.role = 'candidate'
+ORDER BY e.started_at, e.id
+"""
+_CAMPAIGN = "SELECT name, status, halt_reason, baseline_experiment_id, playbook_json FROM campaigns WHERE id = ?"
+_BASELINES = """
+SELECT e.id, e.status, e.finished_at, e.started_at, e.config_json,
+       (SELECT count(*) || ':' || coalesce(max(r.recorded_at), '') FROM run_sides r WHERE r.experiment_id = e.id)
+FROM experiments e WHERE e.campaign_id = ? AND e.role = 'baseline' ORDER BY e.started_at, e.id
+"""
+_PLANNER = """
+SELECT (SELECT count(*) || ':' || coalesce(max(id), '') FROM llm_calls WHERE campaign_id = ?),
+       (SELECT count(*) || ':' || coalesce(max(id), '') FROM events WHERE campaign_id = ? AND kind = 'planner')
+"""
+
+
+def _code_salt() -> bytes:
+    try:
+        return (Path(__file__).with_name("view.py")).read_bytes()
+    except OSError:  # a build without sources: never serve cached text
+        return repr(id(object())).encode()
+
+
+def _sha(*parts: Any) -> str:
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:20]
+
+
+def digests(conn: Any, campaign_id: str) -> dict[str, str] | None:
+    """Key -> digest of the head (`HEAD`) and of every candidate experiment, in document
+    order; None for an unknown campaign.  `conn` is a sqlite3 connection (or anything
+    with the same `execute`) inside the read transaction the text is served from."""
+    row = conn.execute(_CAMPAIGN, (campaign_id,)).fetchone()
+    if row is None:
+        return None
+    salt = _sha(_code_salt(), tuple(row[4:]))
+    out = {HEAD: _sha(salt, tuple(row[:4]), [tuple(b) for b in conn.execute(_BASELINES, (campaign_id,))],
+                      tuple(conn.execute(_PLANNER, (campaign_id, campaign_id)).fetchone()))}
+    for exp in conn.execute(_EXPERIMENTS, (campaign_id,)):
+        out[exp[0]] = _sha(salt, tuple(exp))
+    return out
+
+
+def load(conn: Any, campaign_id: str, wanted: dict[str, str]) -> dict[str, str]:
+    """The cached text of every key whose stored digest is the wanted one."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'show_cache'").fetchone() is None:
+        return {}  # written by the first `show --json` or the loop's first verdict
+    rows = conn.execute("SELECT key, digest, body FROM show_cache WHERE campaign_id = ?", (campaign_id,))
+    return {k: zlib.decompress(body).decode() for k, d, body in rows if wanted.get(k) == d}
+
+
+def pieces(head: str, items: Iterable[str]) -> Iterator[str]:
+    """The document from its head (text up to the experiments' `[`) and each experiment's
+    indented text: what `json.dumps(show_json, indent=2)` prints."""
+    yield head
+    n = -1
+    for n, item in enumerate(items):
+        yield ("," if n else "") + "\n" + item
+    yield TAIL if n >= 0 else TAIL_EMPTY
+
+
+def cached_pieces(conn: Any, campaign_id: str) -> Iterator[str] | None:
+    """The whole document when every piece is cached and current, else None."""
+    wanted = digests(conn, campaign_id)
+    if wanted is None:
+        return None
+    found = load(conn, campaign_id, wanted)
+    if len(found) != len(wanted):
+        return None
+    return pieces(found[HEAD], (found[k] for k in wanted if k != HEAD))
+
+
+def store_rows(conn: Any, campaign_id: str, fresh: dict[str, tuple[str, str]]) -> None:
+    """Write `key -> (digest, text)` into the cache (the caller holds a write transaction)."""
+    conn.execute(DDL)
+    conn.executemany(
+        "INSERT OR REPLACE INTO show_cache (campaign_id, key, digest, body) VALUES (?, ?, ?, ?)",
+        [(campaign_id, k, d, zlib.compress(t.encode(), 6)) for k, (d, t) in fresh.items()],
+    )
+
+
+def quick_show(path: Path, campaign_id: str, schema_version: str, out: Any) -> bool:
+    """Print the document from the cache in one read transaction; False (nothing printed)
+    when any piece is missing or stale, or the database is not one this path reads."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, isolation_level=None)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute("BEGIN")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or row[0] != schema_version:
+            return False
+        doc = cached_pieces(conn, campaign_id)
+        if doc is None:
+            return False
+        text = "".join(doc)  # read whole before printing: a failure prints nothing
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    out.write(text + "\n")
+    return True

@@ -1,0 +1,149 @@
+"""`show --json` from stored text: the same bytes as the document built from the records, never stale."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from campaign.domain.models import EffectiveConfig
+from campaign.store import Store
+from campaign.store.quick import SCHEMA_VERSION
+from campaign.store.showcache import cached_pieces
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _scale_build():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("scale_build", ROOT / "bench" / "scale_build.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["scale_build"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _built(store: Store, cid: str) -> str:
+    return json.dumps(store.show_json(cid), indent=2, default=str)
+
+
+def _cached(db: Path, cid: str) -> str | None:
+    conn = sqlite3.connect(db)
+    try:
+        doc = cached_pieces(conn, cid)
+        return None if doc is None else "".join(doc)
+    finally:
+        conn.close()
+
+
+def test_the_cache_serves_the_built_document_and_follows_every_change(tmp_path: Path) -> None:
+    sb = _scale_build()
+    db = tmp_path / "campaign.db"
+    cid = sb.build(db, 6)
+    rng = random.Random(5)
+    with Store(db) as store:
+        assert _cached(db, cid) is None  # nothing stored yet
+        store.refresh_show_cache(cid)
+        assert _cached(db, cid) == _built(store, cid)
+
+        # a new experiment: the stored document is stale until it is refreshed
+        baseline = store.get_campaign(cid).baseline_experiment_id
+        fp = store.get_experiment(baseline).fingerprint_id
+        exp_id, _ = sb.add_experiment(store, cid, rng, 7, fp, baseline)
+        assert _cached(db, cid) is None
+        assert "".join(store.show_json_text(cid)) == _built(store, cid)  # the full path stores what it built
+        assert _cached(db, cid) == _built(store, cid)
+
+        # a decision after the verdict (adopting a win) changes an old experiment's text
+        store.set_adopted(exp_id, True)
+        assert _cached(db, cid) is None
+        store.refresh_show_cache(cid)
+        assert json.loads(_cached(db, cid) or "null")["experiments"][-1]["adopted"] is True
+
+        # a campaign-level change (status, halt reason) changes the head
+        store.update_campaign(cid, status="awaiting_review", halt_reason="review gate")
+        assert _cached(db, cid) is None
+        store.refresh_show_cache(cid)
+        assert json.loads(_cached(db, cid) or "null")["halt_reason"] == "review gate"
+        assert _cached(db, cid) == _built(store, cid)
+
+
+def test_a_borrowed_baseline_that_goes_stale_is_not_served_from_the_cache(tmp_path: Path) -> None:
+    """A candidate without interleaved rounds shows its baseline's figures; when that
+    baseline is marked stale (its process died) the figures go, and so must the text."""
+    sb = _scale_build()
+    db = tmp_path / "campaign.db"
+    cid = sb.build(db, 1)
+    rng = random.Random(1)
+    with Store(db) as store:
+        fp = store.get_experiment(store.get_campaign(cid).baseline_experiment_id).fingerprint_id
+        running = store.start_experiment(cid, "baseline", role="baseline", config=EffectiveConfig(flags={"tp": 8}),
+                                         node="gpu-node-1", fingerprint_id=fp, reason="re-measure")
+        sb._side(store, rng, running.id, "baseline", 0, 1.0)
+        store.upsert_hypothesis(cid, sb.HypothesisSpec(name="solo", flags={"x": 1}))
+        solo = store.start_experiment(cid, "solo", config=EffectiveConfig(flags={"tp": 8, "x": 1}), node="gpu-node-1",
+                                      fingerprint_id=fp, baseline_ref=running.id)
+        sb._side(store, rng, solo.id, "candidate", 0, 1.02)
+        store.finish_experiment(solo.id, node_seconds=10.0)
+        store.refresh_show_cache(cid)
+        before = json.loads(_cached(db, cid) or "null")["experiments"][-1]["metrics"]
+        assert before["parallel"]["1"]["baseline"] is not None
+        store.mark_stale_experiments(cid, keep=(solo.id,))
+        assert _cached(db, cid) is None
+        assert "".join(store.show_json_text(cid)) == _built(store, cid)
+        after = json.loads(_cached(db, cid) or "null")["experiments"][-1]["metrics"]
+        assert after["parallel"]["1"]["baseline"] is None
+
+
+def test_campaign_show_json_answers_from_the_cache_without_sqlmodel(tmp_path: Path) -> None:
+    db = tmp_path / "campaign.db"
+    cid = _scale_build().build(db, 4)
+    with Store(db) as store:
+        built = _built(store, cid)
+    probe = ("import sys, io; from campaign.cli import entry; out = io.StringIO(); sys.stdout, real = out, sys.stdout; "
+             f"ok = entry._quick_show({cid!r}, {str(db)!r}); sys.stdout = real; "
+             "print(ok, 'sqlmodel' in sys.modules, len(out.getvalue()))")
+    cold = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert cold.stdout.split() == ["False", "False", "0"]  # nothing stored yet: the full path answers
+    full = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "show", cid, "--json", "--db", str(db)],
+                          capture_output=True, text=True, cwd=ROOT, check=True)
+    assert full.stdout == built + "\n"
+    warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert warm.stdout.split() == ["True", "False", str(len(built) + 1)]
+    again = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "show", cid, "--json", "--db", str(db)],
+                           capture_output=True, text=True, cwd=ROOT, check=True)
+    assert again.stdout == full.stdout
+    with sqlite3.connect(db) as conn:  # the cache is not a record: dropping it loses nothing
+        conn.execute("DROP TABLE show_cache")
+    dropped = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "show", cid, "--json", "--db", str(db)],
+                             capture_output=True, text=True, cwd=ROOT, check=True)
+    assert dropped.stdout == full.stdout
+
+
+def test_an_unknown_campaign_or_an_older_schema_is_left_to_the_full_path(tmp_path: Path) -> None:
+    from campaign.store.showcache import quick_show
+
+    db = tmp_path / "campaign.db"
+    cid = _scale_build().build(db, 2)
+    with Store(db) as store:
+        store.refresh_show_cache(cid)
+    out = _Sink()
+    assert quick_show(db, "nope", SCHEMA_VERSION, out) is False and out.text == ""
+    assert quick_show(db, cid, "1", out) is False and out.text == ""
+    assert quick_show(tmp_path / "missing.db", cid, SCHEMA_VERSION, out) is False
+    assert quick_show(db, cid, SCHEMA_VERSION, out) is True and json.loads(out.text)["id"] == cid
+    bad = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "show", "nope", "--json", "--db", str(db)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "nope" in bad.stderr + bad.stdout
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, s: str) -> None:
+        self.text += s
