@@ -29,12 +29,10 @@ from campaign.domain.models import (
     SweepResult,
     WorkloadSpec,
 )
-from campaign.domain.records import LevelComparison
-from campaign.playbook.schema import VerdictSpec
-from campaign.verdict.rule import decide, level_winner
 from tools.loadgen.stats import requests_for_level
 
-__all__ = ["STRUCTURES", "Case", "LabNode", "Structure", "draw_case", "true_kind"]
+__all__ = ["STRUCTURES", "Case", "LabNode", "Structure", "draw_case", "truth_label", "verdict_is_owed",
+           "verdict_is_wrong"]
 
 Level = tuple[str, int]
 CASE_FLAG = "lab-case"
@@ -96,17 +94,34 @@ def draw_case(rng: random.Random, levels: list[Level], m: float) -> Case:
     return Case(kind, {lv: round(v, 6) for lv, v in eff.items()})
 
 
-def true_kind(case: Case, spec: VerdictSpec) -> str:
-    """decide() on the exact effects: 'gray' when the kind moves with the band at 0.5m..1.5m."""
-    def kind_at(m: float) -> str:
-        lv = [LevelComparison(workload=w, concurrency=c, delta_pct=d, ci_low_pct=d, ci_high_pct=d, loss_bound_pct=d,
-                              baseline_mean=1.0, candidate_mean=1.0 + d / 100, n_baseline=1, n_candidate=1,
-                              winner=level_winner(d, d, d, m)) for (w, c), d in case.effects.items()]
-        return decide(lv, spec.model_copy(update={"min_effect_pct": m})).kind
+def verdict_is_wrong(case: Case, kind: str, m: float) -> bool:
+    """Scored on the generator's true effects, never on `decide()`: a WIN is
+    wrong where the truth loses more than the minimum effect somewhere or gains it
+    nowhere; a DEAD END ("slower") is wrong where the truth loses nowhere.  In the gray
+    zone (a case drawn at 0.5..1.5x the minimum effect) any verdict is right."""
+    if case.kind == "gray":
+        return False
+    lo, hi = min(case.effects.values()), max(case.effects.values())
+    if kind == "win":
+        return lo < -m or hi < m
+    if kind == "dead_end":
+        return lo >= 0.0
+    return False
 
-    m = spec.min_effect_pct
-    kinds = {kind_at(m * f) for f in (0.5, 1.0, 1.5)}
-    return kind_at(m) if len(kinds) == 1 else "gray"
+
+def verdict_is_owed(case: Case, m: float) -> bool:
+    """A decisive verdict is owed (INCONCLUSIVE is a miss): outside the gray zone, some
+    level moves by at least the minimum effect."""
+    return case.kind != "gray" and max(abs(d) for d in case.effects.values()) >= m
+
+
+def truth_label(case: Case, m: float) -> str:
+    """What the truth is, for the rows a run writes: win, dead_end (it loses somewhere by
+    the minimum effect), null or gray."""
+    if case.kind == "gray":
+        return "gray"
+    lo, hi = min(case.effects.values()), max(case.effects.values())
+    return "dead_end" if lo <= -m else "win" if hi >= m else "null"
 
 
 class LabNode:

@@ -131,7 +131,7 @@ def op_update(db: str, cid: str, journal: str, n: int) -> None:
 
 
 # ------------------------------------------------------------------ the table
-def measure(n: int, base: Path) -> dict[str, float | int]:
+def measure(n: int, base: Path, plots: bool = True) -> dict[str, float | int]:
     work = base / f"n{n}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -149,10 +149,11 @@ def measure(n: int, base: Path) -> dict[str, float | int]:
     row["render_noplots_s"], row["render_noplots_rss_mb"] = round(wall, 2), round(rss)
     row["render_noplots_cpu_s"] = round(CPU["last"], 2)
     rss_all.append(rss)
-    wall, rss, _ = run_measured([*py, "_render", str(db), cid, str(journal), "1"])
-    row["render_plots_s"], row["render_plots_rss_mb"] = round(wall, 2), round(rss)
-    row["render_plots_cpu_s"] = round(CPU["last"], 2)
-    rss_all.append(rss)
+    if plots:
+        wall, rss, _ = run_measured([*py, "_render", str(db), cid, str(journal), "1"])
+        row["render_plots_s"], row["render_plots_rss_mb"] = round(wall, 2), round(rss)
+        row["render_plots_cpu_s"] = round(CPU["last"], 2)
+        rss_all.append(rss)
     size, files = _dir_size(journal.parent)
     row["journal_mb"], row["journal_files"] = round(size / 1e6, 2), files
     row["main_kb"] = round(journal.stat().st_size / 1e3, 1)
@@ -208,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, nargs="+", default=[10, 100, 1000, 5000])
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "campaign-scale"))
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--skip-plots", action="store_true", help="no full render with plots (about 0.2 CPU s a figure)")
     ns = ap.parse_args(args)
     rows = []
     for n in ns.n:
-        rows.append(measure(n, Path(ns.dir)))
+        rows.append(measure(n, Path(ns.dir), plots=not ns.skip_plots))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(table(rows))
     if ns.json:

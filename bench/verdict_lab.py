@@ -1,24 +1,26 @@
 """The verdict lab: the shipped verdict rule against synthetic engines whose truth is known.
 
-Ground truth is the generator's true effect per level against `min_effect_pct`
-(`bench/lab_engine.py`: `decide()` on the exact effects; "gray" where the kind changes
-when the band moves between 0.5x and 1.5x the minimum effect: any verdict is right
-there).  Each lab campaign is one node with one noise structure and 25 cases; it runs
-with the shipped playbook's workloads and verdict spec under three policies: the
-shipped adaptive rule, fixed 3 rounds and fixed 6 rounds (same campaigns, same seeds).
+Ground truth is the generator's true effect per level against `min_effect_pct`, never
+`decide()` (`bench/lab_engine.py`): a WIN is wrong where the truth loses more than the
+minimum effect somewhere or gains it nowhere; a DEAD END is wrong where the truth loses
+nowhere; INCONCLUSIVE is a miss where some level moves by the minimum effect or more;
+cases drawn in the gray zone (0.5..1.5x the minimum effect) are right whatever the
+verdict.  Each lab campaign is one node with one noise structure and 25 cases; it runs
+with the shipped playbook's workloads and verdict spec under three policies: the shipped
+adaptive rule, fixed 3 rounds and fixed 6 rounds (same campaigns, same seeds).
 
-Drivers: `--driver graph` runs the real campaign graph (`build_graph(deps)`, in-memory
+Drivers: `graph` runs the real campaign graph (`build_graph(deps)`, in-memory
 checkpointer, a SQLite store in a temp dir, the in-process `LabNode`, no journal);
-`--driver direct` (default) makes the same calls the graph's measure and verdict nodes
-make (`round_decision`, `judge`, the noise model from every earlier launch) without the
-store and the graph machinery, which cost ~0.4 s per experiment on a 2-core machine.
-`tests/bench/test_verdict_lab.py` checks that both drivers give the same verdicts.
+`direct` makes the same calls the graph's measure and verdict nodes make
+(`round_decision`, `judge`, the noise model from every earlier launch) without the store
+and the graph machinery.  `auto` (default): the shipped policy through the graph, the
+fixed comparison policies directly.  `tests/bench/test_verdict_lab.py` checks that both
+drivers give the same verdicts, launch by launch.
 
-wrong: a decisive verdict (win / dead end) whose kind differs from the truth, or a
-decisive verdict where the truth is inconclusive.  missed: inconclusive where the truth
-is decisive.  rounds: interleaved rounds per experiment (node time is proportional).
+wrong: a decisive verdict the truth contradicts (above).  missed: inconclusive where a
+verdict is owed.  rounds: interleaved rounds per experiment (node time is proportional).
 
-    python bench/verdict_lab.py [--campaigns 80] [--cases 25] [--structures offset,...] [--driver direct|graph]
+    python bench/verdict_lab.py [--campaigns 80] [--cases 25] [--structures offset,...] [--driver auto|graph|direct]
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ from bench.lab_engine import (
     LabNode,
     Structure,
     draw_case,
-    true_kind,
+    truth_label,
+    verdict_is_owed,
+    verdict_is_wrong,
 )
 from campaign.domain.models import LevelResult, WorkloadSpec
 from campaign.domain.records import LevelSamples
@@ -51,7 +55,7 @@ from campaign.loop.experiment import workloads_of
 from campaign.playbook.load import load_playbook
 from campaign.playbook.schema import Playbook, VerdictSpec
 from campaign.verdict.judge import judge, round_decision
-from campaign.verdict.noise import estimate, log_table
+from campaign.verdict.noise import HISTORY, estimate, log_table
 
 PLAYBOOK = ROOT / "playbooks" / "eagle_verify.yaml"
 Result = tuple[int, str, int]  # case index, verdict kind, rounds
@@ -88,7 +92,7 @@ def run_direct(node: LabNode, spec: VerdictSpec, workloads: list[WorkloadSpec], 
     groups = [_tables([node.draw(None) for _ in range(max(2, spec.repeats.min))], workloads)]
     out = []
     for i in range(n_cases):
-        noise = estimate(groups)
+        noise = estimate(groups[-HISTORY:])
         samples = {(w.name, c): LevelSamples(workload=w.name, concurrency=c) for w in workloads for c in w.concurrency}
         base_launches, rounds = [], 0
         while True:
@@ -161,21 +165,24 @@ def _job(args: tuple[str, int, int, str, str, str, float | None]) -> dict:
     workloads = workloads_of(pb)
     st, cases = campaign_setup(structure, index, n_cases, workloads, spec.min_effect_pct, offset)
     node = LabNode(f"{structure}:{index}", st, cases, workloads)
+    if driver == "auto":
+        driver = "graph" if policy == "adaptive" else "direct"
     results = run_graph(node, spec, pb, n_cases) if driver == "graph" else run_direct(node, spec, workloads, n_cases)
+    m = spec.min_effect_pct
     rows = []
     for i, kind, rounds in results:
         c = cases[i]
-        strength = case_strength(c) / spec.min_effect_pct
-        rows.append({"structure": structure, "policy": policy, "offset_pct": st.offset_pct, "case": c.kind,
-                     "campaign": index, "index": i,
-                     "truth": true_kind(c, pb.verdict), "kind": kind, "rounds": rounds, "strength": strength})
+        rows.append({"structure": structure, "policy": policy, "driver": driver, "offset_pct": st.offset_pct,
+                     "case": c.kind, "campaign": index, "index": i, "truth": truth_label(c, m), "kind": kind,
+                     "wrong": verdict_is_wrong(c, kind, m), "owed": verdict_is_owed(c, m), "rounds": rounds,
+                     "strength": case_strength(c) / m})
     return {"rows": rows}
 
 
 def score(rows: Iterable[dict]) -> dict:
     rows = list(rows)
-    wrong = [r for r in rows if r["truth"] != "gray" and r["kind"] in ("win", "dead_end") and r["kind"] != r["truth"]]
-    decisive = [r for r in rows if r["truth"] in ("win", "dead_end")]
+    wrong = [r for r in rows if r["wrong"]]
+    decisive = [r for r in rows if r["owed"]]
     missed = [r for r in decisive if r["kind"] == "inconclusive"]
     strong = [r for r in decisive if r["strength"] >= 2 and r["offset_pct"] <= 1.5]
     return {"n": len(rows), "wrong": len(wrong), "wrong_le2": sum(1 for r in wrong if r["offset_pct"] <= 2.0),
@@ -191,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=25, help="experiments per campaign")
     ap.add_argument("--structures", default=",".join(STRUCTURES))
     ap.add_argument("--policies", default="adaptive,fixed-3,fixed-6")
-    ap.add_argument("--driver", choices=["direct", "graph"], default="direct")
+    ap.add_argument("--driver", choices=["auto", "direct", "graph"], default="auto")
     ap.add_argument("--offset-pct", type=float, help="fix the per-launch offset (default: 0.5-3%% per node)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", help="write every experiment's row here")

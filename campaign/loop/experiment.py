@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from campaign.domain.config import diff, merge
@@ -12,7 +13,7 @@ from campaign.domain.records import CorrectnessResult
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.verdict import confound
 from campaign.verdict.confound import ConfoundCheck
-from campaign.verdict.noise import NodeNoise, estimate, log_table
+from campaign.verdict.noise import HISTORY, NodeNoise, estimate, log_table
 
 
 def workloads_of(pb: Playbook) -> list[WorkloadSpec]:
@@ -174,9 +175,14 @@ def noise_floors(store: Any, baseline_id: str | None, metric: str) -> dict[str, 
 def launch_tables(store: Any, experiment: str, metric: str, side: str = "baseline") -> dict[str, list[list[float]]]:
     """One experiment's launches of one side, per workload: rows = launches (repeats
     that measured every level), columns = levels by concurrency; raw figures."""
+    return tables_of(store.side_values([experiment], metric, side)[experiment])
+
+
+def tables_of(values: list[tuple[int, str, int, float]]) -> dict[str, list[list[float]]]:
+    """`launch_tables` from (repeat, workload, concurrency, value) rows."""
     cells: dict[str, dict[int, dict[int, float]]] = {}
-    for r in store.runs_for(experiment, side):
-        cells.setdefault(r.workload, {}).setdefault(r.repeat, {})[r.concurrency] = float(getattr(r.result, metric))
+    for repeat, workload, concurrency, value in values:
+        cells.setdefault(workload, {}).setdefault(repeat, {})[concurrency] = float(value)
     out = {}
     for workload, by_repeat in cells.items():
         levels = sorted({c for row in by_repeat.values() for c in row})
@@ -189,14 +195,24 @@ def launch_tables(store: Any, experiment: str, metric: str, side: str = "baselin
 def node_noise(store: Any, campaign_id: str, node: str, fingerprint_id: str | None, metric: str,
                exclude: str | None = None) -> NodeNoise:
     """The node's noise model (`campaign.verdict.noise`) from every launch of the
-    baseline config this campaign made on `node` in this environment: the start
-    baseline, re-measurements and the baseline side of every interleaved round.
-    `exclude`: the experiment being judged (its own launches update the prior there)."""
+    baseline config this campaign made on `node` in this environment (the latest
+    `noise.HISTORY` experiments): the start baseline, re-measurements and the baseline
+    side of every interleaved round.  `exclude`: the experiment being judged (its own
+    launches update the prior there).  One read of those baseline sides
+    (`Store.side_values`); the estimate of the same launches is computed once (every
+    round of an experiment asks again, with nothing new from the other experiments)."""
+    ids = [e.id for e in store.list_experiments(campaign_id)
+           if e.id != exclude and e.status != "stale" and e.node == node and e.fingerprint_id == fingerprint_id]
+    ids = ids[-HISTORY:]
+    values = store.side_values(ids, metric, "baseline")
+    return _estimate_of(tuple(tuple(values[i]) for i in ids)).model_copy(deep=True)
+
+
+@lru_cache(maxsize=8)
+def _estimate_of(sides: tuple[tuple[tuple[int, str, int, float], ...], ...]) -> NodeNoise:
     groups = []
-    for e in store.list_experiments(campaign_id):
-        if e.id == exclude or e.status == "stale" or e.node != node or e.fingerprint_id != fingerprint_id:
-            continue
-        tables = {w: t for w, t in ((w, log_table(rows)) for w, rows in launch_tables(store, e.id, metric).items())
+    for values in sides:
+        tables = {w: t for w, t in ((w, log_table(rows)) for w, rows in tables_of(list(values)).items())
                   if t is not None and len(t) >= 2}
         if tables:
             groups.append(tables)

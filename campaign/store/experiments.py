@@ -242,6 +242,24 @@ class ExperimentsMixin:
             q = q.where(RunSideRow.side == side)
         return sorted((r for row in s.exec(q) for r in run_records(row)), key=run_order)
 
+    def side_values(self, experiment_ids: list[str], metric: str,
+                    side: RunSide = "baseline") -> dict[str, list[tuple[int, str, int, float]]]:
+        """(repeat, workload, concurrency, metric) of every level of one side, per
+        experiment, in one query and without building level results: the noise model
+        reads every launch of the campaign before each decision, so this read must stay
+        cheap at 1,000+ experiments."""
+        from campaign.store.pack import level_values
+
+        out: dict[str, list[tuple[int, str, int, float]]] = {i: [] for i in experiment_ids}
+        if not experiment_ids:
+            return out
+        q = select(RunSideRow.experiment_id, RunSideRow.repeat, RunSideRow.levels).where(
+            col(RunSideRow.experiment_id).in_(experiment_ids), RunSideRow.side == side)
+        with read_session(self._engine) as s:
+            for exp_id, repeat, blob in s.exec(q):
+                out[exp_id].extend((repeat, w, c, v) for w, c, v in level_values(blob, metric))
+        return out
+
     def level_samples(self, experiment_id: str) -> list[LevelSamples]:
         """The verdict's input, per (workload, concurrency).  Candidate repeats are this
         experiment's; baseline repeats are its own interleaved ones, or, when it has

@@ -26,6 +26,13 @@ cell costs the residual one df, a dropped launch its row.  A table whose launche
 disagree far beyond the rest (p < 0.001 against the pool of the others, e.g. one slow
 launch) is left out of the node's estimate: that experiment's own analysis sees it.
 A new node or a changed environment has no tables yet and starts its own estimate.
+
+The estimate reads the latest `HISTORY` experiments' launches, not all of them: every
+decision re-estimates (each table is screened on the scale of all the others), so a
+week-long campaign of 1,000+ experiments would pay for its whole history at every
+round, and a node's noise of a hundred experiments ago says less about it today than
+the latest few hundred launches, whose df already exceed what `prior_df` lets one
+experiment borrow.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ __all__ = ["Component", "NodeNoise", "WorkloadNoise", "decompose", "decompose_co
 #: a table is an outlier of the node's history below this p-value (its launches
 #: disagree far more than every other table's).
 OUTLIER_P = 0.001
+HISTORY = 200  # experiments whose launches the node's estimate reads (module doc)
 #: weight (df) of the workload's mean jitter in each level's jitter estimate.
 JITTER_SHRINK_DF = 8
 

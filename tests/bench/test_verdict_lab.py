@@ -4,7 +4,7 @@ no verdict of a small lab run is wrong."""
 
 from __future__ import annotations
 
-from bench.lab_engine import LabNode, true_kind
+from bench.lab_engine import LabNode, verdict_is_owed, verdict_is_wrong
 from bench.verdict_lab import (
     PLAYBOOK,
     campaign_setup,
@@ -37,8 +37,29 @@ def test_no_wrong_verdict_at_one_percent_launch_noise():
         for index in range(2):
             st, cases = campaign_setup(structure, index, 25, wl, spec.min_effect_pct, offset_pct=1.0)
             for i, kind, rounds in run_direct(LabNode(f"{structure}{index}", st, cases, wl), spec, wl, 25):
-                rows.append({"truth": true_kind(cases[i], pb.verdict), "kind": kind, "rounds": rounds,
-                             "strength": 0.0, "offset_pct": 1.0})
+                m = spec.min_effect_pct
+                rows.append({"kind": kind, "rounds": rounds, "wrong": verdict_is_wrong(cases[i], kind, m),
+                             "owed": verdict_is_owed(cases[i], m), "strength": 0.0, "offset_pct": 1.0})
     sc = score(rows)
     assert sc["n"] == 100 and sc["wrong"] == 0
     assert sc["missed"] < sc["decisive"] / 2 and sc["rounds"] < 4
+
+
+def test_the_truth_is_the_generators_effect_against_the_minimum_effect():
+    """Scored without the rule under test: the definitions the targets use."""
+    from bench.lab_engine import Case, truth_label
+
+    m = 2.0
+    lv = [("s", 1), ("s", 10), ("p", 100)]
+    win = Case("uniform", dict.fromkeys(lv, 4.0))
+    split = Case("split", {lv[0]: 5.0, lv[1]: -3.0, lv[2]: -3.0})
+    null = Case("null", dict.fromkeys(lv, 0.0))
+    growing = Case("growing", {lv[0]: 0.0, lv[1]: 1.0, lv[2]: 3.5})
+    gray = Case("gray", dict.fromkeys(lv, -2.5))
+    assert [truth_label(c, m) for c in (win, split, null, growing, gray)] == ["win", "dead_end", "null", "win", "gray"]
+    assert not verdict_is_wrong(win, "win", m) and verdict_is_wrong(win, "dead_end", m)
+    assert verdict_is_wrong(split, "win", m) and not verdict_is_wrong(split, "dead_end", m)  # a throughput loss
+    assert verdict_is_wrong(null, "win", m) and verdict_is_wrong(null, "dead_end", m)
+    assert not verdict_is_wrong(growing, "win", m) and verdict_is_wrong(growing, "dead_end", m)
+    assert not verdict_is_wrong(gray, "win", m) and not verdict_is_wrong(gray, "dead_end", m)
+    assert [verdict_is_owed(c, m) for c in (win, split, null, growing, gray)] == [True, True, False, True, False]

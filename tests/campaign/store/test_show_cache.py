@@ -147,3 +147,23 @@ class _Sink:
 
     def write(self, s: str) -> None:
         self.text += s
+
+
+def test_side_values_give_the_noise_model_the_same_launches_as_the_full_runs(tmp_path: Path) -> None:
+    """The noise model reads every launch of the campaign before each decision; its cheap
+    read (`Store.side_values`) must give exactly what the full level results give."""
+    from campaign.loop.experiment import tables_of
+
+    db = tmp_path / "campaign.db"
+    cid = _scale_build().build(db, 6)
+    with Store(db) as store:
+        ids = [e.id for e in store.list_experiments(cid)]
+        for side in ("baseline", "candidate"):
+            bulk = store.side_values(ids, "output_tokens_per_s", side)
+            for i in ids:
+                full: dict[str, dict[int, dict[int, float]]] = {}
+                for r in store.runs_for(i, side):
+                    full.setdefault(r.workload, {}).setdefault(r.repeat, {})[r.concurrency] = r.result.output_tokens_per_s
+                want = {w: [[row[c] for c in sorted(row)] for _, row in sorted(by.items())] for w, by in full.items()}
+                assert tables_of(bulk[i]) == want
+        assert any(bulk[i] for i in ids) and store.side_values([], "output_tokens_per_s") == {}

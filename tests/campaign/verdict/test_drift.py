@@ -79,3 +79,18 @@ def test_another_node_or_environment_starts_its_own_estimate(tmp_path):
     assert other.get("w") is None and "unknown" in other.describe()
     upgraded = node_noise(store, cid, "n", "fingerprint-after-upgrade", "output_tokens_per_s")
     assert upgraded.get("w") is None
+
+
+def test_the_estimate_reads_the_latest_history_and_is_not_shared_mutable(tmp_path, monkeypatch):
+    """Every decision re-estimates the node's noise: the read is bounded by `HISTORY`
+    experiments (the latest), so a 1,000-experiment campaign does not pay for its whole
+    history at every round; a caller changing its estimate changes nobody else's."""
+    import campaign.loop.experiment as loop_experiment
+
+    store, cid, _ = _campaign(tmp_path, random.Random(3))  # the start baseline + 6 experiments, 2 launches each
+    assert node_noise(store, cid, "n", None, "output_tokens_per_s").launches == 14
+    monkeypatch.setattr(loop_experiment, "HISTORY", 3)
+    latest = node_noise(store, cid, "n", None, "output_tokens_per_s")
+    assert latest.launches == 6 and latest.tables == 3
+    latest.workloads.clear()
+    assert node_noise(store, cid, "n", None, "output_tokens_per_s").get("w") is not None
