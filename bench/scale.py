@@ -94,7 +94,7 @@ def _wait_plots() -> float:
     return time.perf_counter() - t0
 
 
-def op_update(db: str, cid: str, journal: str, n: int) -> None:
+def op_update(db: str, cid: str, journal: str, n: int, plots: bool = True) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import random
 
@@ -107,7 +107,7 @@ def op_update(db: str, cid: str, journal: str, n: int) -> None:
 
     _template("experiment.md.j2")  # ...and rendered sections before
     with Store(db) as store:
-        publish_journal(store, cid, Path(journal), db_label="campaign.db")  # the previous verdict's update
+        publish_journal(store, cid, Path(journal), db_label="campaign.db", plots=plots)  # the previous verdict's update
         _wait_plots()
         camp = store.get_campaign(cid)
         fp = store.snapshot(cid).latest_fingerprint_id if n <= 1000 else None
@@ -119,7 +119,7 @@ def op_update(db: str, cid: str, journal: str, n: int) -> None:
             fp = fingerprint_id(FP)
         add_experiment(store, cid, random.Random(n), n + 1, fp, camp.baseline_experiment_id or "")
         t0, c0 = time.perf_counter(), time.process_time()
-        publish_journal(store, cid, Path(journal), db_label="campaign.db")
+        publish_journal(store, cid, Path(journal), db_label="campaign.db", plots=plots)
         written, cpu = time.perf_counter() - t0, time.process_time() - c0
         plotted = written + _wait_plots()
         t0, c0 = time.perf_counter(), time.process_time()
@@ -168,7 +168,7 @@ def measure(n: int, base: Path, plots: bool = True) -> dict[str, float | int]:
     row["status_s"], row["status_rss_mb"] = round(wall, 2), round(rss)
     row["status_cpu_s"] = round(CPU["last"], 2)
     rss_all.append(rss)
-    wall, rss, last = run_measured([*py, "_update", str(db), cid, str(journal), str(n)])
+    wall, rss, last = run_measured([*py, "_update", str(db), cid, str(journal), str(n), "1" if plots else "0"])
     row.update(json.loads(last))
     rss_all.append(rss)
     row["peak_rss_mb"] = round(max(rss_all))
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         op_render(args[1], args[2], args[3], args[4] == "1")
         return 0
     if args and args[0] == "_update":
-        op_update(args[1], args[2], args[3], int(args[4]))
+        op_update(args[1], args[2], args[3], int(args[4]), plots=len(args) < 6 or args[5] == "1")
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[10, 100, 1000, 5000])
