@@ -12,36 +12,28 @@ import pytest
 from campaign.journal import incremental, plot_worker, render
 from campaign.journal.publish import publish_journal
 from campaign.journal.render import render_journal
+from bench import scale_build
 from campaign.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]
 
-
-def _scale_build():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("scale_build", ROOT / "bench" / "scale_build.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["scale_build"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture()
 def campaign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Store, str]:
     """10 experiments, the main file showing the latest 4 in full (20 in production)."""
     monkeypatch.setattr(incremental, "RECENT", 4)
-    cid = _scale_build().build(tmp_path / "campaign.db", 10)
+    cid = scale_build.build(tmp_path / "campaign.db", 10)
     store = Store(tmp_path / "campaign.db")
     yield store, cid
     store.close()
 
 
 def add_one(store: Store, cid: str) -> str:
-    sb = sys.modules["scale_build"]
     n = len(store.list_experiments(cid, role="candidate")) + 1
     camp = store.get_campaign(cid)
-    exp_id, _ = sb.add_experiment(store, cid, random.Random(n), n, store.snapshot(cid).latest_fingerprint_id,
-                                  camp.baseline_experiment_id)
+    exp_id, _ = scale_build.add_experiment(store, cid, random.Random(n), n, store.snapshot(cid).latest_fingerprint_id,
+                                           camp.baseline_experiment_id)
     return exp_id
 
 
@@ -105,7 +97,7 @@ def test_main_file_holds_the_latest_and_every_experiment_has_a_page(campaign, tm
 
 def test_small_campaign_main_file_reads_as_the_single_file_journal(tmp_path: Path) -> None:
     """At the demo's size the main file is exactly today's journal."""
-    cid = _scale_build().build(tmp_path / "small.db", 5)
+    cid = scale_build.build(tmp_path / "small.db", 5)
     small = Store(tmp_path / "small.db")
     journal = tmp_path / "small.md"
     publish_journal(small, cid, journal, plots=False, db_label="small.db")
@@ -141,7 +133,7 @@ def test_notes_survive_wherever_they_are_written(campaign, tmp_path: Path) -> No
 
 
 def test_plots_are_drawn_by_a_worker_process_and_redrawn_when_lost(tmp_path: Path) -> None:
-    cid = _scale_build().build(tmp_path / "campaign.db", 2)
+    cid = scale_build.build(tmp_path / "campaign.db", 2)
     store = Store(tmp_path / "campaign.db")
     journal = tmp_path / "scale.md"
     publish_journal(store, cid, journal)
@@ -159,7 +151,7 @@ def test_temp_files_of_a_killed_writer_are_removed(tmp_path: Path) -> None:
     import os
     import subprocess
 
-    cid = _scale_build().build(tmp_path / "campaign.db", 1)
+    cid = scale_build.build(tmp_path / "campaign.db", 1)
     store = Store(tmp_path / "campaign.db")
     journal = tmp_path / "scale.md"
     publish_journal(store, cid, journal, plots=False)

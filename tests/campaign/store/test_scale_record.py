@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sqlite3
 import sys
 from pathlib import Path
 
+from bench import scale_build
 from campaign.domain.models import LevelResult, Stat
 from campaign.store import Store
 from campaign.store.models import SCHEMA_VERSION
@@ -16,14 +16,6 @@ from campaign.store.pack import pack_levels, unpack_levels
 
 ROOT = Path(__file__).resolve().parents[3]
 
-
-def _scale_build():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("scale_build", ROOT / "bench" / "scale_build.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["scale_build"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_packed_levels_read_back_exactly_and_times_to_the_microsecond() -> None:
@@ -131,7 +123,7 @@ def _downgrade_to_v1(db: Path) -> None:
 
 def test_a_schema_1_database_is_migrated_on_open_and_reads_the_same(tmp_path: Path) -> None:
     db = tmp_path / "campaign.db"
-    cid = _scale_build().build(db, 6)
+    cid = scale_build.build(db, 6)
     with Store(db) as store:
         before = store.show_json(cid)
         view_before = store.view(cid).model_dump()
@@ -159,7 +151,7 @@ def test_a_week_long_campaign_costs_under_20_kb_per_experiment(tmp_path: Path) -
     sizes = []
     for n in (0, 60):  # what each experiment adds, past the fixed pages of an empty campaign
         db = tmp_path / f"campaign-{n}.db"
-        _scale_build().build(db, n)
+        scale_build.build(db, n)
         with sqlite3.connect(db) as conn:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         sizes.append(db.stat().st_size)
@@ -192,7 +184,7 @@ def test_show_json_streams_the_same_document(tmp_path: Path) -> None:
     from campaign.store import show
 
     db = tmp_path / "campaign.db"
-    cid = _scale_build().build(db, 7)
+    cid = scale_build.build(db, 7)
     with Store(db) as store:
         whole = json.dumps(store.show_json(cid), indent=2, default=str)
         old_chunk, show.CHUNK = show.CHUNK, 3  # several chunks
@@ -221,7 +213,7 @@ def test_read_only_commands_import_no_heavy_stack(tmp_path: Path) -> None:
     import subprocess
 
     db = tmp_path / "campaign.db"
-    cid = _scale_build().build(db, 2)
+    cid = scale_build.build(db, 2)
     probe = ("import sys\nfrom campaign.cli.main import main\n"
              "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
              "print('HEAVY', sorted(m for m in ('sqlmodel', 'langgraph', 'matplotlib', 'scipy') if m in sys.modules), "
@@ -244,7 +236,7 @@ def test_the_console_script_answers_status_without_typer(tmp_path: Path) -> None
     import subprocess
 
     db = tmp_path / "campaign.db"
-    cid = _scale_build().build(db, 2)
+    cid = scale_build.build(db, 2)
     probe = ("import sys\nfrom campaign.cli.entry import main\ncode = 0\n"
              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
              "print('LOADED', sorted(m for m in ('typer', 'sqlmodel', 'yaml') if m in sys.modules), file=sys.stderr)\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import sqlite3
@@ -10,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench import scale_build
 from campaign.domain.models import EffectiveConfig
 from campaign.store import Store
 from campaign.store.quick import SCHEMA_VERSION
@@ -17,14 +17,6 @@ from campaign.store.showcache import cached_pieces
 
 ROOT = Path(__file__).resolve().parents[3]
 
-
-def _scale_build():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("scale_build", ROOT / "bench" / "scale_build.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["scale_build"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _built(store: Store, cid: str) -> str:
@@ -41,7 +33,7 @@ def _cached(db: Path, cid: str) -> str | None:
 
 
 def test_the_cache_serves_the_built_document_and_follows_every_change(tmp_path: Path) -> None:
-    sb = _scale_build()
+    sb = scale_build
     db = tmp_path / "campaign.db"
     cid = sb.build(db, 6)
     rng = random.Random(5)
@@ -75,7 +67,7 @@ def test_the_cache_serves_the_built_document_and_follows_every_change(tmp_path: 
 def test_a_borrowed_baseline_that_goes_stale_is_not_served_from_the_cache(tmp_path: Path) -> None:
     """A candidate without interleaved rounds shows its baseline's figures; when that
     baseline is marked stale (its process died) the figures go, and so must the text."""
-    sb = _scale_build()
+    sb = scale_build
     db = tmp_path / "campaign.db"
     cid = sb.build(db, 1)
     rng = random.Random(1)
@@ -101,7 +93,7 @@ def test_a_borrowed_baseline_that_goes_stale_is_not_served_from_the_cache(tmp_pa
 
 def test_campaign_show_json_answers_from_the_cache_without_sqlmodel(tmp_path: Path) -> None:
     db = tmp_path / "campaign.db"
-    cid = _scale_build().build(db, 4)
+    cid = scale_build.build(db, 4)
     with Store(db) as store:
         built = _built(store, cid)
     probe = ("import sys, io; from campaign.cli import entry; out = io.StringIO(); sys.stdout, real = out, sys.stdout; "
@@ -128,7 +120,7 @@ def test_an_unknown_campaign_or_an_older_schema_is_left_to_the_full_path(tmp_pat
     from campaign.store.showcache import quick_show
 
     db = tmp_path / "campaign.db"
-    cid = _scale_build().build(db, 2)
+    cid = scale_build.build(db, 2)
     with Store(db) as store:
         store.refresh_show_cache(cid)
     out = _Sink()
@@ -155,7 +147,7 @@ def test_side_values_give_the_noise_model_the_same_launches_as_the_full_runs(tmp
     from campaign.loop.experiment import tables_of
 
     db = tmp_path / "campaign.db"
-    cid = _scale_build().build(db, 6)
+    cid = scale_build.build(db, 6)
     with Store(db) as store:
         ids = [e.id for e in store.list_experiments(cid)]
         for side in ("baseline", "candidate"):
