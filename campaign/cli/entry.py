@@ -15,29 +15,11 @@ from typing import Any
 __all__ = ["main", "print_status"]
 
 
-def _status_args(argv: list[str]) -> tuple[str | None, bool] | None:
-    """`status [--db PATH] [--json]` parsed by hand, or None for anything else (help, typos)."""
-    if not argv or argv[0] != "status":
-        return None
-    db: str | None = None
-    as_json = False
-    rest = argv[1:]
-    while rest:
-        arg = rest.pop(0)
-        if arg == "--json" and not as_json:
-            as_json = True
-        elif arg == "--db" and rest and db is None:
-            db = rest.pop(0)
-        elif arg.startswith("--db=") and db is None:
-            db = arg[len("--db="):]
-        else:
-            return None
-    return db, as_json
-
-
-def _show_args(argv: list[str]) -> tuple[str, str | None] | None:
-    """`show ID --json [--db PATH]` (options in any order) parsed by hand, or None."""
-    if not argv or argv[0] != "show":
+def _fast_args(argv: list[str]) -> tuple[str, str | None, str | None, bool] | None:
+    """`status [--db PATH] [--json]` or `show ID [--db PATH] [--json]` (options in any
+    order) parsed by hand as (command, id, db, json), or None for anything else (help,
+    typos, other commands): those go to the full command line."""
+    if not argv or argv[0] not in ("status", "show"):
         return None
     cid: str | None = None
     db: str | None = None
@@ -51,11 +33,11 @@ def _show_args(argv: list[str]) -> tuple[str, str | None] | None:
             db = rest.pop(0)
         elif arg.startswith("--db=") and db is None:
             db = arg[len("--db="):]
-        elif not arg.startswith("-") and cid is None:
+        elif argv[0] == "show" and not arg.startswith("-") and cid is None:
             cid = arg
         else:
             return None
-    return (cid, db) if cid and as_json else None
+    return argv[0], cid, db, as_json
 
 
 def _quick_show(cid: str, db: str | None) -> bool:
@@ -102,12 +84,13 @@ def print_status(items: list[dict[str, Any]], as_json: bool) -> None:
 
 
 def main() -> None:
-    quick = _status_args(sys.argv[1:])
-    if quick is not None and _quick_status(*quick):
-        sys.exit(0)
-    shown = _show_args(sys.argv[1:])
-    if shown is not None and _quick_show(*shown):
-        sys.exit(0)
+    fast = _fast_args(sys.argv[1:])
+    if fast is not None:
+        command, cid, db, as_json = fast
+        if command == "status" and _quick_status(db, as_json):
+            sys.exit(0)
+        if command == "show" and cid and as_json and _quick_show(cid, db):
+            sys.exit(0)
     from campaign.cli.main import main as full_main
 
     full_main()
