@@ -271,18 +271,22 @@ class Store(ExperimentsMixin, ReviewLogMixin):
     def show_json_text(self, campaign_id: str) -> Iterator[str]:
         """The same document as indented JSON text, streamed experiment by experiment
         from one read transaction (campaign.store.show)."""
+        yield from self._show_pieces(campaign_id, cached_text=True)
+
+    def refresh_show_cache(self, campaign_id: str) -> None:
+        """Build and store the `show --json` text of what changed since the last call (the
+        loop calls it after each verdict, so `show --json` reads stored text at any size);
+        the pieces already stored are not read."""
+        for _ in self._show_pieces(campaign_id, cached_text=False):
+            pass
+
+    def _show_pieces(self, campaign_id: str, *, cached_text: bool) -> Iterator[str]:
         from campaign.store.show import show_json_chunks
 
         fresh: dict[str, tuple[str, str]] = {}
         with read_session(self._engine) as s:
-            yield from show_json_chunks(s, campaign_id, fresh=fresh)
+            yield from show_json_chunks(s, campaign_id, fresh=fresh, cached_text=cached_text)
         self._store_show_pieces(campaign_id, fresh)
-
-    def refresh_show_cache(self, campaign_id: str) -> None:
-        """Build and store the `show --json` text of what changed since the last call (the
-        loop calls it after each verdict, so `show --json` reads stored text at any size)."""
-        for _ in self.show_json_text(campaign_id):
-            pass
 
     def _store_show_pieces(self, campaign_id: str, fresh: dict[str, tuple[str, str]]) -> None:
         """Best effort: the cache is not a record, so a read-only or busy database skips it."""

@@ -42,7 +42,9 @@ class DriverConn:
 
 
 def show_json_chunks(s: Session, campaign_id: str, *, chunk: int | None = None,
-                     fresh: dict[str, tuple[str, str]] | None = None) -> Iterator[str]:
+                     fresh: dict[str, tuple[str, str]] | None = None, cached_text: bool = True) -> Iterator[str]:
+    """The document's pieces; without `cached_text` the stored pieces come back empty (not
+    read or decompressed): the loop's refresh only builds and stores what is missing."""
     chunk = chunk or CHUNK
     fresh = {} if fresh is None else fresh
     conn = DriverConn(s)
@@ -50,13 +52,13 @@ def show_json_chunks(s: Session, campaign_id: str, *, chunk: int | None = None,
     if wanted is None:
         require_campaign(s, campaign_id)  # names the fix
         return
-    cached = load(conn, campaign_id, wanted)
+    cached = load(conn, campaign_id, wanted, bodies=cached_text)
     keys = [k for k in wanted if k != HEAD]
     snap: CampaignSnapshot | None = None
     if len(cached) != len(wanted):
         snap = read_snapshot(s, campaign_id, detail=set())
     head = cached.get(HEAD)
-    if head is None:
+    if head is None:  # (an empty stored head, without `cached_text`, is not rebuilt)
         assert snap is not None
         outline = show_json(build_view(snap))  # every experiment without rows
         outline["experiments"] = []

@@ -89,10 +89,14 @@ def digests(conn: Any, campaign_id: str) -> dict[str, str] | None:
     return out
 
 
-def load(conn: Any, campaign_id: str, wanted: dict[str, str]) -> dict[str, str]:
-    """The cached text of every key whose stored digest is the wanted one."""
+def load(conn: Any, campaign_id: str, wanted: dict[str, str], *, bodies: bool = True) -> dict[str, str]:
+    """The cached text of every key whose stored digest is the wanted one (without
+    `bodies`: the keys, each with an empty text, for a caller that only stores what is missing)."""
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'show_cache'").fetchone() is None:
         return {}  # written by the first `show --json` or the loop's first verdict
+    if not bodies:
+        rows = conn.execute("SELECT key, digest FROM show_cache WHERE campaign_id = ?", (campaign_id,))
+        return {k: "" for k, d in rows if wanted.get(k) == d}
     rows = conn.execute("SELECT key, digest, body FROM show_cache WHERE campaign_id = ?", (campaign_id,))
     return {k: zlib.decompress(body).decode() for k, d, body in rows if wanted.get(k) == d}
 
