@@ -30,9 +30,9 @@ A new node or a changed environment has no tables yet and starts its own estimat
 The estimate reads the latest `HISTORY` experiments' launches, not all of them: every
 decision re-estimates (each table is screened on the scale of all the others), so a
 week-long campaign of 1,000+ experiments would pay for its whole history at every
-round, and a node's noise of a hundred experiments ago says less about it today than
-the latest few hundred launches, whose df already exceed what `prior_df` lets one
-experiment borrow.
+round; 200 experiments still give the estimate several hundred launches (two to six
+per experiment), and a node's noise of long ago says less about it today than its
+latest launches do.
 """
 
 from __future__ import annotations
