@@ -69,7 +69,11 @@ def _draw(kind: str, payload: Any, path: str) -> str:
     """In the worker: draw one figure and replace `path` atomically."""
     from campaign.journal import plots
 
-    fig = plots.experiment_figure(*payload) if kind == "experiment" else plots.overview_figure(payload)
+    if kind == "experiment":
+        exp, workloads = payload
+        plots.draw_experiment(exp, workloads, Path(path))
+        return path
+    fig = plots.overview_figure(payload)
     if fig is not None:
         plots.save_figure(fig, Path(path))
     return path

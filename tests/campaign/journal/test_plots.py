@@ -4,6 +4,7 @@ import struct
 from pathlib import Path
 
 from campaign.domain.records import CampaignView
+from campaign.journal.format import plot_workloads
 from campaign.journal.plots import OVERVIEW_KEY, render_plots
 from tests.campaign.seed_campaign import CID, seed_view
 
@@ -47,3 +48,26 @@ def test_plots_are_deterministic(tmp_path):
 def test_empty_campaign_makes_no_plots(tmp_path):
     view = CampaignView(id="c", name="empty", status="running")
     assert render_plots(view, tmp_path / "p") == {}
+
+
+def test_a_reused_frame_draws_exactly_what_a_new_figure_draws(tmp_path):
+    """`draw_experiment` keeps a figure per layout and swaps each experiment's data in;
+    nothing of the experiment drawn before may stay (lines, labels, limits, title)."""
+    from campaign.journal.plots import _FRAMES, draw_experiment, experiment_figure, save_figure
+
+    exp = next(e for e in seed_view().experiments if e.id == f"{CID}/eagle3#2")
+    other = exp.model_copy(update={
+        "hypothesis": "another-idea", "attempt": 2,
+        "rows": [r.model_copy(update={"candidate": (r.candidate or 0) * 3, "baseline": (r.baseline or 0) * 0.5,
+                                      "comparison": None}) for r in exp.rows]})
+    workloads = plot_workloads(exp)
+    _FRAMES.clear()
+    save_figure(experiment_figure(exp, workloads), tmp_path / "new.png")
+    draw_experiment(exp, workloads, tmp_path / "first.png")
+    draw_experiment(other, workloads, tmp_path / "other.png")
+    draw_experiment(exp, workloads, tmp_path / "again.png")
+    assert len(_FRAMES) == 1  # one layout: the frame was reused
+    new = (tmp_path / "new.png").read_bytes()
+    assert (tmp_path / "first.png").read_bytes() == new
+    assert (tmp_path / "again.png").read_bytes() == new
+    assert (tmp_path / "other.png").read_bytes() != new
