@@ -207,11 +207,14 @@ def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
         c = r.comparison
         ci = f"±{(c.ci_high_pct - c.ci_low_pct) / 2:.1f}%" if c else "-"
         bound = f"{loss_bound(c):+.1f}%" if c else "-"
-        line = [r.concurrency, fmt_num(r.candidate), fmt_num(r.baseline), winner_text(r), ci, bound]
+        # every cell is a number this function formats: nothing to escape (a table of
+        # 1,000 experiments has 100,000 of them)
+        line = [Md(str(r.concurrency)), Md(fmt_num(r.candidate)), Md(fmt_num(r.baseline)), Md(winner_text(r)),
+                Md(ci), Md(bound)]
         if limits:
             def ok(v: bool | None) -> str:
                 return "-" if v is None else ("ok" if v else "MISSED")
-            line.append(f"{ok(c.candidate_meets_limit)} / {ok(c.baseline_meets_limit)}" if c else "-")
+            line.append(Md(f"{ok(c.candidate_meets_limit)} / {ok(c.baseline_meets_limit)}" if c else "-"))
         out.append(line)
     return table(header, out)
 

@@ -92,4 +92,4 @@ def _items(s: Session, snap: CampaignSnapshot | None, keys: list[str], cached: d
             yield item
         for k in missing:
             assert snap is not None
-            snap.runs[k] = []
+            snap.runs.pop(k, None)

@@ -27,19 +27,18 @@ from campaign.store.models import (
 from campaign.store.ops import require_campaign
 from campaign.store.pack import level_values, unpack_text
 from campaign.store.reviews import ReviewLogMixin
-from campaign.store.view import CampaignSnapshot, RunValue, light_verdict
+from campaign.store.view import CampaignSnapshot, Runs, light_verdict
 
 OVERVIEW_LAST = 40  # campaign.journal.plots.OVERVIEW_LAST (the store does not import the journal)
 
 
-def read_runs(s: Session, ids: list[str], metric: str) -> dict[str, list[RunValue]]:
-    """Every level of every round of `ids`, reduced to `metric`, in the order runs are handed out."""
-    runs: dict[str, list[RunValue]] = {i: [] for i in ids}
+def read_runs(s: Session, ids: list[str], metric: str) -> dict[str, Runs]:
+    """Every level of every round of `ids`, reduced to `metric`, per side in round order."""
+    runs: dict[str, Runs] = {i: Runs() for i in ids}
     q = select(RunSideRow.experiment_id, RunSideRow.side, RunSideRow.repeat, RunSideRow.levels)
-    for exp_id, side, repeat, blob in s.exec(q.where(col(RunSideRow.experiment_id).in_(ids))):
-        runs[exp_id].extend(RunValue(side, repeat, w, c, v) for w, c, v in level_values(blob, metric))
-    for exp_runs in runs.values():
-        exp_runs.sort(key=lambda r: (r.workload, r.concurrency, r.side, r.repeat))
+    q = q.where(col(RunSideRow.experiment_id).in_(ids)).order_by(col(RunSideRow.repeat))
+    for exp_id, side, repeat, blob in s.exec(q):
+        runs[exp_id].add(side, repeat, level_values(blob, metric))
     return runs
 
 
@@ -61,7 +60,7 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None) 
         .order_by(col(ExperimentRow.started_at), col(ExperimentRow.id))
     ).all()
     ids = [e.id for e in experiments]
-    runs: dict[str, list[RunValue]] = {i: [] for i in ids}
+    runs: dict[str, Runs] = {}
     loaded = ids if detail is None else [e.id for e in experiments if e.id in detail or e.role == "baseline"]
     metric = str(campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
     runs.update(read_runs(s, loaded, metric))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from statistics import fmean, stdev
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -34,15 +34,29 @@ from campaign.store.models import (
 )
 
 
-class RunValue(NamedTuple):
-    """One level of one side's round, reduced to the campaign's verdict metric: what the
-    views read (a 1,000-experiment view never builds 100,000 level results)."""
+class Runs:
+    """One experiment's rounds, reduced to the campaign's verdict metric: per side, each
+    level's values in round order, and the rounds measured.  What the views read: a
+    1,000-experiment view never builds 100,000 level results (nor a tuple per level)."""
 
-    side: str
-    repeat: int
-    workload: str
-    concurrency: int
-    value: float
+    __slots__ = ("levels", "repeats")
+
+    def __init__(self) -> None:
+        self.levels: dict[str, dict[tuple[str, int], list[float]]] = {"candidate": {}, "baseline": {}}
+        self.repeats: dict[str, set[int]] = {"candidate": set(), "baseline": set()}
+
+    def add(self, side: str, repeat: int, values: list[tuple[str, int, float]]) -> None:
+        """One side's round (rounds must be added in order)."""
+        levels = self.levels.setdefault(side, {})
+        self.repeats.setdefault(side, set()).add(repeat)
+        for w, c, v in values:
+            levels.setdefault((w, c), []).append(v)
+
+    def side(self, side: str) -> dict[tuple[str, int], list[float]]:
+        return self.levels.get(side, {})
+
+
+NO_RUNS = Runs()
 
 
 def light_verdict(detail_json: str) -> Verdict:
@@ -64,7 +78,7 @@ class CampaignSnapshot(BaseModel):
     campaign: CampaignRecord
     hypotheses: list[HypothesisRecord] = Field(default_factory=list)
     experiments: list[ExperimentRecord] = Field(default_factory=list)  # by started_at
-    runs: Any = Field(default_factory=dict)  # experiment id -> list[RunValue] (not re-validated: 100,000 of them)
+    runs: Any = Field(default_factory=dict)  # experiment id -> Runs (not re-validated: 100,000 levels)
     detail: set[str] | None = None  # experiments read in full (None: all); the others carry no runs
     verdicts: dict[str, Verdict] = Field(default_factory=dict)
     fingerprints: dict[str, Fingerprint] = Field(default_factory=dict)
@@ -115,24 +129,20 @@ def changed_components(revisit_on: list[str], then: dict[str, str], now: dict[st
     return [c for c in revisit_on if then.get(c, "") != now.get(c, "")]
 
 
-def level_means(runs: list[RunValue], side: str, metric: str = "") -> dict[tuple[str, int], list[float]]:
-    """Per level, the metric of every round of one side (`runs` already hold the metric)."""
-    out: dict[tuple[str, int], list[float]] = {}
-    for run in runs:
-        if run.side == side:
-            out.setdefault((run.workload, run.concurrency), []).append(run.value)
-    return out
+def _runs(snap: CampaignSnapshot, experiment_id: str) -> Runs:
+    found: Runs = snap.runs.get(experiment_id) or NO_RUNS
+    return found
 
 
-def _baseline_runs(snap: CampaignSnapshot, exp: ExperimentRecord) -> list[RunValue]:
+def _baseline_levels(snap: CampaignSnapshot, exp: ExperimentRecord) -> dict[tuple[str, int], list[float]]:
     """Interleaved baseline runs of the experiment itself, else those of its baseline."""
-    own = [r for r in snap.runs.get(exp.id, []) if r.side == "baseline"]
+    own = _runs(snap, exp.id).side("baseline")
     if own or exp.baseline_ref is None:
         return own
     ref = snap.experiment(exp.baseline_ref)
     if ref is None or ref.status == "stale":
-        return []
-    return [r for r in snap.runs.get(ref.id, []) if r.side == "baseline"]
+        return {}
+    return _runs(snap, ref.id).side("baseline")
 
 
 def _sort_key(order: list[str]) -> Any:
@@ -140,7 +150,7 @@ def _sort_key(order: list[str]) -> Any:
 
 
 def baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> BaselineView:
-    samples = level_means(snap.runs.get(exp.id, []), "baseline", snap.metric())
+    samples = _runs(snap, exp.id).side("baseline")
     figures: dict[str, dict[int, float]] = {}
     noise: list[float] = []
     for wl, c in sorted(samples, key=_sort_key(snap.workload_order())):
@@ -161,10 +171,9 @@ def baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> BaselineView
 def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentView:
     if snap.detail is not None and exp.id not in snap.detail:
         return _outline_view(snap, exp)
-    metric = snap.metric()
     verdict = snap.verdicts.get(exp.id)
-    cand = level_means(snap.runs.get(exp.id, []), "candidate", metric)
-    base = level_means(_baseline_runs(snap, exp), "baseline", metric)
+    cand = _runs(snap, exp.id).side("candidate")
+    base = _baseline_levels(snap, exp)
     comparisons = {(lc.workload, lc.concurrency): lc for lc in (verdict.levels if verdict else [])}
     rows = [
         LevelRow(
@@ -178,7 +187,7 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
     ]
     hyp = snap.hypothesis(exp.hypothesis)
     ref = snap.experiment(exp.baseline_ref)
-    repeats = {r.repeat for r in snap.runs.get(exp.id, []) if r.side == "candidate"}
+    repeats = _runs(snap, exp.id).repeats.get("candidate", set())
     return ExperimentView(
         id=exp.id,
         hypothesis=exp.hypothesis,
@@ -334,5 +343,5 @@ def experiment_json(e: ExperimentView) -> dict[str, Any]:
     }
 
 
-__all__ = ["CampaignSnapshot", "RunValue", "build_view", "config_diff", "dead_ends", "experiment_json",
+__all__ = ["CampaignSnapshot", "Runs", "build_view", "config_diff", "dead_ends", "experiment_json",
            "experiment_view", "light_verdict", "show_json"]
