@@ -55,8 +55,9 @@ def show_json_chunks(s: Session, campaign_id: str, *, chunk: int | None = None,
     cached = load(conn, campaign_id, wanted, bodies=cached_text)
     keys = [k for k in wanted if k != HEAD]
     snap: CampaignSnapshot | None = None
-    if len(cached) != len(wanted):
-        snap = read_snapshot(s, campaign_id, detail=set())
+    if len(cached) != len(wanted):  # the head needs the outline; an experiment only its own records
+        only = None if HEAD not in cached else [k for k in keys if k not in cached]
+        snap = read_snapshot(s, campaign_id, detail=set(), only=only)
     head = cached.get(HEAD)
     if head is None:  # (an empty stored head, without `cached_text`, is not rebuilt)
         assert snap is not None

@@ -84,6 +84,17 @@ def test_a_borrowed_baseline_that_goes_stale_is_not_served_from_the_cache(tmp_pa
         store.refresh_show_cache(cid)
         before = json.loads(_cached(db, cid) or "null")["experiments"][-1]["metrics"]
         assert before["parallel"]["1"]["baseline"] is not None
+
+        # a second borrower once the head is stored: its piece is built from its own
+        # records and the baseline it borrows, not from the campaign's outline
+        duo = store.start_experiment(cid, "solo", config=EffectiveConfig(flags={"tp": 8, "x": 1}), node="gpu-node-1",
+                                     fingerprint_id=fp, baseline_ref=running.id)
+        sb._side(store, rng, duo.id, "candidate", 0, 1.03)
+        store.finish_experiment(duo.id, node_seconds=10.0)
+        store.refresh_show_cache(cid)
+        assert _cached(db, cid) == _built(store, cid)
+        assert json.loads(_cached(db, cid) or "null")["experiments"][-1]["metrics"]["parallel"]["1"]["baseline"] \
+            == before["parallel"]["1"]["baseline"]
         store.mark_stale_experiments(cid, keep=(solo.id,))
         assert _cached(db, cid) is None
         assert "".join(store.show_json_text(cid)) == _built(store, cid)
