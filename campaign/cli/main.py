@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -201,9 +202,43 @@ def journal(campaign_id: str, db: str | None = DB_OPT,
         row = store.get_campaign(campaign_id)
         path = Path(out) if out else Path(load_playbook(row.playbook_path).journal)
         publish_journal(store, campaign_id, path, db_label=str(db or ".campaign/campaign.db"))
+        _wait_for_plots()
     except UserError as exc:
         _fail(exc)
+    except KeyboardInterrupt:  # every file is replaced atomically: the old journal or the new one
+        from campaign.journal import plot_worker
+
+        dropped = plot_worker.cancel()
+        typer.echo(f"campaign: interrupted; {dropped} plots were not drawn "
+                   f"(fix: run `campaign journal {campaign_id}` again to finish the journal)", err=True)
+        raise typer.Exit(130) from None
     typer.echo(str(path))
+
+
+def _wait_for_plots() -> None:
+    """The plots are drawn by worker processes: wait for them with a progress bar (a
+    1,000-experiment journal has 1,000 plots).  A plot that fails is reported and left
+    out; the next `campaign journal` draws the plots still missing."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from campaign.journal import plot_worker
+
+    total = plot_worker.outstanding()
+    if not total:
+        return
+    err = Console(stderr=True, highlight=False)
+    with Progress(TextColumn("drawing plots"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("plots", total=total)
+        while (left := plot_worker.outstanding()) > 0:
+            bar.update(task, completed=total - left)
+            time.sleep(0.2)
+    try:
+        plot_worker.wait_idle()
+    except Exception as exc:  # a plot is not a record: say so and go on
+        typer.echo(f"campaign: a plot could not be drawn ({type(exc).__name__}: {exc}); the journal is written "
+                   "(fix: run `campaign journal` again)", err=True)
 
 
 @app.command()

@@ -25,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-__all__ = ["draw_inline", "is_pending", "submit", "wait_idle"]
+__all__ = ["cancel", "draw_inline", "is_pending", "outstanding", "submit", "wait_idle"]
 
 _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
@@ -113,6 +113,34 @@ def wait_idle(timeout: float | None = None) -> None:
         _pending.clear()
     for fut in pending:
         fut.result(timeout=timeout)
+
+
+def outstanding() -> int:
+    """Plots submitted and not yet on disk."""
+    with _lock:
+        return sum(1 for f in _pending if not f.done())
+
+
+def cancel() -> int:
+    """Drop every plot not yet drawn and stop the workers (Ctrl-C on `campaign journal`);
+    returns how many were dropped.  A worker stopped mid-plot leaves only its temp file,
+    which the next journal update removes; the plots missing from disk are drawn then."""
+    global _pool
+    with _lock:
+        dropped = sum(1 for f in _pending if not f.done())
+        _pending.clear()
+        _paths.clear()
+        pool, _pool = _pool, None
+    if pool is not None:
+        procs = list(getattr(pool, "_processes", {}).values())  # a worker mid-plot: stop it now
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            with contextlib.suppress(Exception):
+                proc.terminate()
+        for proc in procs:
+            with contextlib.suppress(Exception):
+                proc.join(timeout=5)
+    return dropped
 
 
 @atexit.register
