@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -46,7 +47,10 @@ def _get_pool() -> ProcessPoolExecutor:
 
 
 def _init_worker(parent: int) -> None:
-    """In each worker: yield the CPU to anything measured, and follow the controller."""
+    """In each worker: yield the CPU to anything measured, leave Ctrl-C to the controller
+    (a terminal sends it to the whole process group: the controller stops cleanly, and
+    `cancel` or its exit stops the workers), and follow the controller."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(19 - os.nice(0))
     _follow_parent(parent)
@@ -146,8 +150,11 @@ def cancel() -> int:
 @atexit.register
 def _drain() -> None:
     global _pool
-    with contextlib.suppress(Exception):  # exiting: a failed plot only leaves its file missing
-        wait_idle()
-    if _pool is not None:
-        _pool.shutdown(wait=True)
-        _pool = None
+    try:
+        with contextlib.suppress(Exception):  # exiting: a failed plot only leaves its file missing
+            wait_idle()
+        if _pool is not None:
+            _pool.shutdown(wait=True)
+            _pool = None
+    except KeyboardInterrupt:  # Ctrl-C while exiting: drop the rest (the next update draws it)
+        cancel()

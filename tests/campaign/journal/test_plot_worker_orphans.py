@@ -51,3 +51,38 @@ def test_plot_workers_exit_when_the_controller_is_killed() -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+IDLE = """
+import os, sys, time
+from campaign.journal import plot_worker
+pool = plot_worker._get_pool()
+pool.submit(os.getpid).result(timeout=120)  # the workers are up, then idle on their queue
+print("idle", flush=True)
+try:
+    time.sleep(600)
+except KeyboardInterrupt:
+    print("controller interrupted", flush=True)
+"""
+
+
+def test_ctrl_c_in_a_terminal_is_the_controllers_to_handle_not_the_plot_workers() -> None:
+    """A terminal's Ctrl-C reaches the whole foreground process group.  The loop handles
+    it (exit 130, one line); idle plot workers used to die of it too, each printing a
+    KeyboardInterrupt traceback under that line."""
+    proc = subprocess.Popen([sys.executable, "-c", IDLE], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "idle"
+        time.sleep(1.0)  # the workers are back on their queue, waiting for work
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert out.strip() == "controller interrupted"
+        assert proc.returncode == 0
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
