@@ -99,17 +99,18 @@ def _wait_plots() -> float:
 
 
 def _warm_plot_workers(store: Store, cid: str, where: Path) -> None:
-    """Draw one plot per worker into a scratch file, so the timed update does not pay for
+    """Draw plots on every worker into scratch files, so the timed update does not pay for
     starting the pool and importing matplotlib (a campaign pays that once)."""
     from campaign.journal import plot_worker
     from campaign.journal.format import plot_workloads
 
     view = store.view(cid)
     exp = next(e for e in reversed(view.experiments) if plot_workloads(e))
-    for i in range(plot_worker._workers()):
+    count = 4 * plot_worker._workers()  # the pool hands them out as workers free up: every one draws some
+    for i in range(count):
         plot_worker.submit("experiment", (exp, plot_workloads(exp)), where / f"warm-{i}.png")
     plot_worker.wait_idle()
-    for i in range(plot_worker._workers()):
+    for i in range(count):
         (where / f"warm-{i}.png").unlink(missing_ok=True)
 
 
