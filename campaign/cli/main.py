@@ -52,6 +52,9 @@ def _outcome(out: RunOutcome) -> None:
         sys.stderr.flush()
         # the interrupted node's worker thread would finish its measurement before a normal
         # exit: its servers are already stopped and the checkpoint is on disk, so leave now
+        # (the plots not yet drawn are drawn by the next journal update)
+        if "campaign.journal.plot_worker" in sys.modules:
+            sys.modules["campaign.journal.plot_worker"].cancel()
         os._exit(out.exit_code)
     elif out.status == "failed":
         con.print(line((f"campaign {out.campaign_id} failed:", "bold red"), " ", (out.reason, "")))

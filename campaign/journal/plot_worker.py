@@ -136,14 +136,17 @@ def cancel() -> int:
         _paths.clear()
         pool, _pool = _pool, None
     if pool is not None:
-        procs = list(getattr(pool, "_processes", {}).values())  # a worker mid-plot: stop it now
-        pool.shutdown(wait=False, cancel_futures=True)
+        procs = list((getattr(pool, "_processes", None) or {}).values())  # a worker mid-plot: stop it now
         for proc in procs:
             with contextlib.suppress(Exception):
                 proc.terminate()
         for proc in procs:
             with contextlib.suppress(Exception):
                 proc.join(timeout=5)
+        # then shut the pool down for good, so its queues' semaphores are released even
+        # when the caller leaves with os._exit (an interrupted run does)
+        with contextlib.suppress(Exception):
+            pool.shutdown(wait=True, cancel_futures=True)
     return dropped
 
 

@@ -86,3 +86,22 @@ def test_ctrl_c_in_a_terminal_is_the_controllers_to_handle_not_the_plot_workers(
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+LEAVE_NOW = """
+import os, sys
+from campaign.journal import plot_worker
+pool = plot_worker._get_pool()
+pool.submit(os.getpid).result(timeout=120)
+print(" ".join(str(p) for p in pool._processes), flush=True)
+plot_worker.cancel()
+os._exit(130)  # what an interrupted `campaign run` does once its checkpoint is on disk
+"""
+
+
+def test_an_interrupted_run_that_leaves_at_once_leaves_no_worker_and_no_leak_warning() -> None:
+    done = subprocess.run([sys.executable, "-c", LEAVE_NOW], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 130
+    assert "leaked" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert [p for p in map(int, done.stdout.split()) if _alive(p)] == []
