@@ -105,7 +105,7 @@ def _new_figure(panels: list[tuple[str, list[LevelRow], list[int]]], unit: str) 
         ax = fig.add_subplot(1, n, i)
         _level_frame(ax, cs, wl, unit)
         axes.append(ax)
-    fig.subplots_adjust(left=0.09 / n ** 0.5, right=0.98, bottom=0.15, top=0.82, wspace=0.25)
+    fig.subplots_adjust(left=0.14 / n ** 0.5, right=0.98, bottom=0.15, top=0.82, wspace=0.3)
     return fig, axes
 
 
