@@ -211,6 +211,10 @@ class ReferenceServer:
 async def serve(args: argparse.Namespace) -> None:
     server = ReferenceServer(args.first_token_ms / 1000, args.interval_ms / 1000, not args.no_usage, args.time_scale, args.model)
     listener = socket.create_server((args.host, args.port), backlog=4096)
+    # stamp receives from the start: Linux turns stamping on for the whole host lazily
+    # (a deferred job after the first socket asks), and accepted sockets inherit the flag,
+    # so the first request is not left unstamped on a loaded machine
+    listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     listener.setblocking(False)
     loop = asyncio.get_running_loop()
 

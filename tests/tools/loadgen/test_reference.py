@@ -24,9 +24,16 @@ SPEC.loader.exec_module(reference_server)  # type: ignore[union-attr]
 
 def test_kernel_arrival_is_when_the_bytes_arrived_not_when_they_were_read() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, reference_server.SO_TIMESTAMPNS, 1)  # as the server does
     client = socket.create_connection(listener.getsockname())
     server, _ = listener.accept()
-    server.setsockopt(socket.SOL_SOCKET, reference_server.SO_TIMESTAMPNS, 1)
+    deadline = time.monotonic() + 5  # Linux turns stamping on lazily: wait until a segment is stamped
+    while True:
+        client.sendall(b"x")
+        _, warm, _, _ = server.recvmsg(64, reference_server.ANCILLARY_SPACE)
+        if reference_server.kernel_arrival(warm) is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     sent = time.perf_counter()
     client.sendall(b"request")
     returned = time.perf_counter()  # the bytes arrived between these two (a loaded machine may pause here)
