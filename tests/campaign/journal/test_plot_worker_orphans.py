@@ -3,11 +3,13 @@ parent is gone and exit, so nothing holds the controller's stdout or memory."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,10 +34,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_plot_workers_exit_when_the_controller_is_killed() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+@contextlib.contextmanager
+def _controller(code: str) -> Iterator[subprocess.Popen[str]]:
+    """A stand-in controller in its own process group, which is killed whatever happens."""
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
     try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+
+
+def test_plot_workers_exit_when_the_controller_is_killed() -> None:
+    with _controller(CHILD) as proc:
         assert proc.stdout is not None
         pids = [int(p) for p in proc.stdout.readline().split()]
         assert pids and all(_alive(p) for p in pids)
@@ -46,11 +59,6 @@ def test_plot_workers_exit_when_the_controller_is_killed() -> None:
             time.sleep(0.2)
         assert [p for p in pids if _alive(p)] == []
         assert proc.stdout.read() == ""  # EOF: no orphan holds the controller's stdout
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 IDLE = """
@@ -70,9 +78,7 @@ def test_ctrl_c_in_a_terminal_is_the_controllers_to_handle_not_the_plot_workers(
     """A terminal's Ctrl-C reaches the whole foreground process group.  The loop handles
     it (exit 130, one line); idle plot workers used to die of it too, each printing a
     KeyboardInterrupt traceback under that line."""
-    proc = subprocess.Popen([sys.executable, "-c", IDLE], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
-    try:
+    with _controller(IDLE) as proc:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "idle"
         time.sleep(1.0)  # the workers are back on their queue, waiting for work
@@ -81,11 +87,6 @@ def test_ctrl_c_in_a_terminal_is_the_controllers_to_handle_not_the_plot_workers(
         assert out.strip() == "controller interrupted"
         assert proc.returncode == 0
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 LEAVE_NOW = """
