@@ -230,17 +230,17 @@ def render_plots(view: CampaignView, out_dir: str | os.PathLike[str], *,
         raise UserError(f"{out}: cannot create the plot directory ({exc.strerror}) (fix: make it writable)") from None
     made: dict[str, str] = {}
 
-    def save(fig: Figure, name: str, key: str) -> None:
-        save_figure(fig, out / name)
-        made[key] = Path(os.path.relpath(out / name, base)).as_posix()
+    def rel(name: str) -> str:
+        return Path(os.path.relpath(out / name, base)).as_posix()
 
     for exp in view.experiments:
         workloads = _multi_level_workloads(exp)
         if workloads:  # a failed launch has no candidate levels: no plot
             name = plot_file_name(view, exp.id)
             draw_experiment(exp, workloads, out / name)
-            made[exp.id] = Path(os.path.relpath(out / name, base)).as_posix()
+            made[exp.id] = rel(name)
     overview = overview_figure(view)
     if overview is not None:
-        save(overview, "campaign-overview.png", OVERVIEW_KEY)
+        save_figure(overview, out / "campaign-overview.png")
+        made[OVERVIEW_KEY] = rel("campaign-overview.png")
     return made

@@ -47,7 +47,7 @@ def read_runs(s: Session, ids: list[str], metric: str) -> dict[str, Runs]:
 
 def read_verdicts(s: Session, ids: list[str]) -> dict[str, Verdict]:
     return {v.experiment_id: verdict_of(verdict_detail(v))
-            for v in s.exec(select(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids)))}
+            for v in s.exec(_plain(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids)))}
 
 
 def _plain(model: Any) -> Any:
