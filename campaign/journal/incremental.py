@@ -48,7 +48,7 @@ __all__ = ["RECENT", "SCOREBOARD_MAIN", "publish"]
 
 RECENT = 20  # experiments shown in full in the main file
 SCOREBOARD_MAIN = 100  # scoreboard rows in the main file
-_INDEX_VERSION = 2
+_INDEX_VERSION = 3  # bumped when what a page or plot looks like changes: an old journal is redrawn
 _PLOTDIR = "PLOTDIR-5e1f"  # placeholder for the plot directory, resolved per file
 
 

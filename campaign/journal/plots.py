@@ -8,6 +8,7 @@ date, so the same view gives byte-identical files (a regenerated journal diffs c
 
 from __future__ import annotations
 
+import math
 import os
 import textwrap
 import threading
@@ -15,9 +16,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from PIL import Image
 
 from campaign.domain.errors import UserError
 from campaign.journal.format import (
@@ -32,17 +35,17 @@ OVERVIEW_KEY = "_overview"
 DPI = 90
 CANDIDATE, BASELINE, TIE = "#1f77b4", "#7f7f7f", "#555555"
 VERDICT_COLORS = {"win": "#2ca02c", "dead_end": "#d62728", "inconclusive": "#9e9e9e"}
-_SAVE: dict[str, Any] = {"dpi": DPI, "format": "png", "metadata": {"Software": None}}
 
 
 OVERVIEW_LAST = 40  # the overview's bar chart shows the latest experiments: 1,000 bars read as none
+HISTORY_LAST = 12  # ...and its baseline panel the latest baselines
 
 
 _multi_level_workloads = plot_workloads
 
 
 def _level_frame(ax: Any, concurrencies: list[int], workload: str, unit: str) -> None:
-    """What a workload's panel shows whatever the experiment: axes, ticks, labels, legend."""
+    """What a workload's panel shows whatever the experiment: axes, ticks, labels."""
     ax.set_xscale("log")
     ax.set_xlim(min(concurrencies) / 1.4, max(concurrencies) * 1.4)
     ax.set_xticks(concurrencies)
@@ -52,9 +55,6 @@ def _level_frame(ax: Any, concurrencies: list[int], workload: str, unit: str) ->
     ax.set_ylabel(f"throughput ({unit}, node time)")
     ax.set_title(f"{workload}  (labels: winner's lead, B baseline, C candidate)", fontsize=8)
     ax.grid(True, alpha=0.3)
-    ax.legend(handles=[Line2D([], [], color=color, marker="o", ms=4, lw=1.6, label=label)
-                       for color, label in ((CANDIDATE, "candidate"), (BASELINE, "baseline"))],
-              fontsize=8, loc="lower right")
 
 
 def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
@@ -84,8 +84,23 @@ def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
         added.append(ax.annotate(f"{'C' if win_cand else 'B'} +{adv:.0f}%", (r.concurrency, y),
                                  textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7,
                                  color=CANDIDATE if win_cand else BASELINE))
-    ax.set_ylim(0, top * 1.15 if top else 1)
+    ax.set_ylim(0, y_top(top))
     return added
+
+
+_NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def y_top(top: float) -> float:
+    """The y axis's upper limit for a panel whose highest point is `top`: at least 15%
+    above it (room for the labels), rounded up to a round number.  A round limit reads
+    better, and experiments of one campaign then share a handful of y axes, which a frame
+    draws once each."""
+    if top <= 0:
+        return 1.0
+    need = top * 1.15
+    scale = 10.0 ** math.floor(math.log10(need))
+    return next(step * scale for step in _NICE if step * scale >= need * (1 - 1e-12))
 
 
 def _panels(exp: ExperimentView, workloads: list[str]) -> list[tuple[str, list[LevelRow], list[int]]]:
@@ -98,14 +113,18 @@ def _panels(exp: ExperimentView, workloads: list[str]) -> list[tuple[str, list[L
 
 def _new_figure(panels: list[tuple[str, list[LevelRow], list[int]]], unit: str) -> tuple[Figure, list[Any]]:
     n = len(panels)
-    fig = Figure(figsize=(5.2 * n, 3.6))
+    fig = Figure(figsize=(5.2 * n, 3.9), dpi=DPI)
     FigureCanvasAgg(fig)
     axes = []
     for i, (wl, _rows, cs) in enumerate(panels, 1):
         ax = fig.add_subplot(1, n, i)
         _level_frame(ax, cs, wl, unit)
         axes.append(ax)
-    fig.subplots_adjust(left=0.14 / n ** 0.5, right=0.98, bottom=0.15, top=0.82, wspace=0.3)
+    # one legend for the figure, below the panels: outside every axes, no data can hide it
+    fig.legend(handles=[Line2D([], [], color=color, marker="o", ms=4, lw=1.6, label=label)
+                        for color, label in ((CANDIDATE, "candidate"), (BASELINE, "baseline"))],
+               fontsize=8, loc="lower center", ncol=2, frameon=False)
+    fig.subplots_adjust(left=0.14 / n ** 0.5, right=0.98, bottom=0.23, top=0.84, wspace=0.3)
     return fig, axes
 
 
@@ -124,22 +143,58 @@ def _title(exp: ExperimentView) -> str:
 
 
 class _Frame:
-    """A figure whose axes, ticks, labels and legend are built once for a layout (the
-    workloads, their levels and the unit); each experiment only swaps its data in.
-    Building the axes and their ticks is about half of a plot's cost, and a campaign's
-    experiments share a handful of layouts."""
+    """A figure for one layout (the workloads, their levels and the unit) whose unchanging
+    part is drawn once and kept as pixels: the axes with their ticks, labels and grid, the
+    panel titles and the legend, one copy per set of y limits (`y_top` rounds them, so a
+    campaign's experiments share a few).  Each experiment then draws only its data and
+    title on top (matplotlib's blitting).  A full draw paints the kept part first and its
+    artists in z-order; the frame draws the rest in that same order, so the pixels are a
+    new figure's (`test_a_reused_frame_draws_exactly_what_a_new_figure_draws`).  Text is
+    most of a plot's cost, and most of the text is the frame's."""
+
+    KEPT = 16  # y-limit sets kept per layout (about 1.3 MB each)
 
     def __init__(self, panels: list[tuple[str, list[LevelRow], list[int]]], unit: str) -> None:
         self.fig, self.axes = _new_figure(panels, unit)
         self.title = self.fig.suptitle("", fontsize=11)
         self.data: list[Any] = []
+        self.kept: OrderedDict[tuple[tuple[float, float], ...], Any] = OrderedDict()
+        self.canvas: Any = self.fig.canvas  # the Agg canvas `_new_figure` made
+
+    def _background(self) -> Any:
+        """The kept pixels for the axes' current y limits (drawn now if new)."""
+        key = tuple(ax.get_ylim() for ax in self.axes)
+        pixels = self.kept.pop(key, None)
+        if pixels is None:
+            hidden = [self.title, *(s for ax in self.axes for s in ax.spines.values())]
+            for artist in hidden:  # drawn after the data in a full draw: not kept
+                artist.set_visible(False)
+            self.canvas.draw()
+            pixels = self.canvas.copy_from_bbox(self.fig.bbox)
+            for artist in hidden:
+                artist.set_visible(True)
+        self.kept[key] = pixels
+        while len(self.kept) > self.KEPT:
+            self.kept.popitem(last=False)
+        return pixels
 
     def draw(self, exp: ExperimentView, panels: list[tuple[str, list[LevelRow], list[int]]], path: Path) -> None:
         for artist in self.data:
             artist.remove()
+        self.data = []
+        for ax, (_wl, rows, _cs) in zip(self.axes, panels):
+            ax.set_ylim(0, y_top(max((max(r.candidate or 0, r.baseline or 0) for r in rows), default=0)))
+        background = self._background()
         self.data = [a for ax, (_wl, rows, _cs) in zip(self.axes, panels) for a in _level_data(ax, rows)]
         self.title.set_text(_title(exp))
-        save_figure(self.fig, path)
+        self.canvas.restore_region(background)
+        for ax in self.axes:
+            kept = {ax.patch, ax.xaxis, ax.yaxis, ax.title, ax._left_title, ax._right_title}
+            for artist in sorted(ax.get_children(), key=lambda a: a.get_zorder()):  # a full draw's order
+                if artist not in kept and artist.get_visible():
+                    ax.draw_artist(artist)
+        self.fig.draw_artist(self.title)
+        _write_png(self.canvas, path)
 
 
 _FRAMES: OrderedDict[tuple[Any, ...], _Frame] = OrderedDict()
@@ -162,12 +217,12 @@ def draw_experiment(exp: ExperimentView, workloads: list[str], path: Path) -> No
 
 def overview_figure(view: CampaignView) -> Figure | None:
     scored = [(n, e) for n, e in enumerate(view.experiments, 1) if e.verdict is not None][-OVERVIEW_LAST:]
-    history = [(h, head[1]) for h in view.baseline_history
+    history = [(number, h, head[1]) for number, h in enumerate(view.baseline_history, 1)  # numbered as the journal lists them
                if (head := baseline_headline(h, view.headline_workload)) is not None]
     if not scored and len(history) < 2:
         return None
     panels = 2 if len(history) >= 2 else 1
-    fig = Figure(figsize=(5.5 * panels, 3.8))
+    fig = Figure(figsize=(5.5 * panels, max(3.8, 1.3 + 0.17 * len(scored))), dpi=DPI)  # a bar, a label's height
     FigureCanvasAgg(fig)
     unit = unit_of(next((metric_of(e) for e in view.experiments if e.rows), "output_tokens_per_s"))
     ax = fig.add_subplot(1, panels, 1)
@@ -190,31 +245,55 @@ def overview_figure(view: CampaignView) -> Figure | None:
     span = max([abs(v) for v in values] + [5.0]) * 1.45
     ax.set_xlim(-span, span)
     ax.set_xlabel("headline change vs baseline (%)")
-    ax.set_title("experiments (green win, red dead end, grey inconclusive)", fontsize=9)
+    shown = f"the last {len(scored)} experiments" if len(scored) == OVERVIEW_LAST else "experiments"
+    ax.set_title(f"{shown} (green win, red dead end, grey inconclusive)", fontsize=9)
     if panels == 2:
-        hx = fig.add_subplot(1, 2, 2)
-        ys = [y for _, y in history]
-        hx.plot(range(len(ys)), ys, marker="o", color=CANDIDATE)
-        for i, y in enumerate(ys):
-            hx.annotate(f"{y:.1f}", (i, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
-        hx.set_xticks(range(len(ys)))
-        hx.set_xticklabels([textwrap.fill(textwrap.shorten(f"{i}. {h.reason or 'measured'}", 60, placeholder=" ..."), 22) for i, (h, _) in enumerate(history, 1)],
-                           fontsize=7)
-        hx.set_xlim(-0.5, len(ys) - 0.5)
-        hx.set_ylim(0, max(ys) * 1.2)
-        hx.set_ylabel(f"baseline headline ({unit}, node time)")
-        hx.set_title("how the baseline moved", fontsize=9)
-        hx.grid(True, alpha=0.3)
+        _baseline_panel(fig.add_subplot(1, 2, 2), history, unit)
     fig.suptitle(f"campaign {view.name}", fontsize=11)
     fig.tight_layout()
     return fig
 
 
+def _baseline_panel(hx: Any, history: list[tuple[int, Any, float]], unit: str) -> None:
+    """How the baseline's headline moved: the last HISTORY_LAST baselines.  A few are
+    labelled with their reason; more are numbered as in the journal's list (reasons under
+    a dozen points would print over each other)."""
+    first = max(0, len(history) - HISTORY_LAST)
+    shown = history[first:]
+    ys = [y for _, _, y in shown]
+    hx.plot(range(len(ys)), ys, marker="o", color=CANDIDATE)
+    for i, y in enumerate(ys):
+        hx.annotate(f"{y:.1f}", (i, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+    hx.set_xticks(range(len(ys)))
+    if len(history) <= 4:
+        hx.set_xticklabels([textwrap.fill(textwrap.shorten(f"{number}. {h.reason or 'measured'}", 60, placeholder=" ..."), 22)
+                            for number, h, _ in shown], fontsize=7)
+    else:
+        hx.set_xticklabels([str(number) for number, _, _ in shown], fontsize=7)
+        hx.set_xlabel("baseline, numbered as in the journal's list")
+    hx.set_xlim(-0.5, len(ys) - 0.5)
+    hx.set_ylim(0, max(ys) * 1.2)
+    hx.set_ylabel(f"baseline headline ({unit}, node time)")
+    hx.set_title("how the baseline moved" + (f" (the last {HISTORY_LAST})" if first else ""), fontsize=9)
+    hx.grid(True, alpha=0.3)
+
+
 def save_figure(fig: Figure, path: Path) -> None:
-    """Write the PNG atomically (temp file beside it, then replace)."""
+    """Draw `fig` and write its PNG (atomically)."""
+    canvas: Any = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    _write_png(canvas, path)
+
+
+def _write_png(canvas: Any, path: Path) -> None:
+    """Write what `canvas` holds now as an RGB PNG, atomically (temp file beside it, then
+    replace).  The figures are opaque, so RGB loses nothing; with zlib's fastest level
+    the file is smaller and written in half the time of matplotlib's RGBA default.  No
+    version or date goes into it: the same view gives the same bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    fig.savefig(tmp, **_SAVE)
+    rgb = Image.fromarray(np.asarray(canvas.buffer_rgba())[..., :3])
+    rgb.save(tmp, format="png", compress_level=1, dpi=(DPI, DPI))
     os.replace(tmp, path)
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import struct
 from pathlib import Path
 
@@ -67,7 +68,23 @@ def test_a_reused_frame_draws_exactly_what_a_new_figure_draws(tmp_path):
     draw_experiment(other, workloads, tmp_path / "other.png")
     draw_experiment(exp, workloads, tmp_path / "again.png")
     assert len(_FRAMES) == 1  # one layout: the frame was reused
+    (frame,) = _FRAMES.values()
+    assert len(frame.kept) == 2  # two y axes kept as pixels; "again" drew on the first one's
     new = (tmp_path / "new.png").read_bytes()
     assert (tmp_path / "first.png").read_bytes() == new
     assert (tmp_path / "again.png").read_bytes() == new
     assert (tmp_path / "other.png").read_bytes() != new
+
+
+def test_y_limits_are_round_and_leave_room_for_the_labels():
+    """The frame keeps one background per set of y limits: they must be round numbers (a
+    handful per campaign), at least 15% above the highest point and not much more."""
+    from campaign.journal.plots import _NICE, y_top
+
+    assert y_top(0) == 1.0
+    for top in (0.003, 0.87, 1, 7.9, 82.0, 99.9, 100, 869.6, 870, 4123.5, 7712, 65432.1):
+        limit = y_top(top)
+        assert top * 1.15 <= limit <= top * 1.15 * 1.25 + 1e-9, (top, limit)
+        mantissa = limit / 10 ** math.floor(math.log10(limit) + 1e-12)
+        assert any(abs(mantissa - step) < 1e-9 for step in _NICE), (top, limit)
+    assert len({y_top(3800 + k) for k in range(400)}) <= 2  # nearby experiments share an axis
