@@ -73,7 +73,6 @@ def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
             err = [[y * max(0.0, -(c.ci_low_pct - c.delta_pct)) / 100 for y, c in zip(ys, comps)],
                    [y * max(0.0, c.ci_high_pct - c.delta_pct) / 100 for y, c in zip(ys, comps)]]
         added.append(ax.errorbar(xs, ys, yerr=err, color=color, marker="o", ms=4, lw=1.6, capsize=3))
-    top = max((max(r.candidate or 0, r.baseline or 0) for r in rows), default=0)
     for r in rows:
         c = r.comparison
         if c is None or c.winner == "tie" or r.candidate is None or r.baseline is None:
@@ -84,11 +83,16 @@ def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
         added.append(ax.annotate(f"{'C' if win_cand else 'B'} +{adv:.0f}%", (r.concurrency, y),
                                  textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7,
                                  color=CANDIDATE if win_cand else BASELINE))
-    ax.set_ylim(0, y_top(top))
+    ax.set_ylim(0, panel_ylim(rows))
     return added
 
 
 _NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def panel_ylim(rows: list[LevelRow]) -> float:
+    """The y axis's upper limit for a panel showing `rows`."""
+    return y_top(max((max(r.candidate or 0, r.baseline or 0) for r in rows), default=0))
 
 
 def y_top(top: float) -> float:
@@ -183,7 +187,7 @@ class _Frame:
             artist.remove()
         self.data = []
         for ax, (_wl, rows, _cs) in zip(self.axes, panels):
-            ax.set_ylim(0, y_top(max((max(r.candidate or 0, r.baseline or 0) for r in rows), default=0)))
+            ax.set_ylim(0, panel_ylim(rows))  # known before the data: it picks the kept pixels
         background = self._background()
         self.data = [a for ax, (_wl, rows, _cs) in zip(self.axes, panels) for a in _level_data(ax, rows)]
         self.title.set_text(_title(exp))
