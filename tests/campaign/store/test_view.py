@@ -196,3 +196,30 @@ def test_running_campaign_without_measurements_and_unknown_id(tmp_path: Path) ->
         with pytest.raises(UserError) as err:
             call("no-such-campaign")
         assert "no-such-campaign" in str(err.value) and "campaign status" in str(err.value)
+
+
+def test_an_incremental_view_parses_only_the_specs_it_shows(campaign: tuple[Store, str, dict[str, str]]) -> None:
+    """The journal's per-verdict update reads the view with `detail`: it must show the same
+    dead ends (a revisit list that only the hypothesis's spec holds included) and the
+    re-rendered experiment's rationale, without parsing every other hypothesis's spec."""
+    from campaign.store.db import read_session
+    from campaign.store.snapshot import read_snapshot
+
+    store, cid, ids = campaign
+    store.upsert_hypothesis(cid, HypothesisSpec(name="custom-all-reduce", flags={"disable-custom-all-reduce": True},
+                                                revisit_on=["driver"]))
+    dead = store.start_experiment(cid, "custom-all-reduce", node="sim-0", baseline_ref=ids["b2"],
+                                  config=EffectiveConfig(flags=SMALL_GRAPH.flags | {"disable-custom-all-reduce": True}))
+    store.record_verdict(dead.id, Verdict(kind="dead_end", reason="slower: loses parallel at every C"))
+    store.finish_experiment(dead.id, node_seconds=60.0)
+    store.upsert_hypothesis(cid, HypothesisSpec(name="pending-idea", rationale="not run yet"))
+
+    full, part = store.view(cid), store.view(cid, detail={ids["win"]})
+    assert part.dead_ends == full.dead_ends
+    assert [d.revisit_on for d in part.dead_ends if d.hypothesis == "custom-all-reduce"] == [["driver"]]
+    assert next(e for e in part.experiments if e.id == ids["win"]).rationale == "frees KV memory"
+    with read_session(store._engine) as s:
+        parsed = {h.name for h in read_snapshot(s, cid, {ids["win"]}).hypotheses}
+        everything = {h.name for h in read_snapshot(s, cid).hypotheses}
+    assert parsed == {"smaller-cuda-graph", "flashinfer-allreduce-fusion", "custom-all-reduce"}
+    assert everything == parsed | {"nccl-fewer-channels", "pending-idea"}
