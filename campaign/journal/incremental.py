@@ -4,7 +4,10 @@ Why: a week-long campaign reaches 1,000+ experiments and the journal is regenera
 after each verdict; redrawing every section and plot each time is quadratic.  Each
 experiment's section, scoreboard cells and plot are content-addressed by a digest of
 the records they show (`Store.experiment_digests`, one indexed query), cached in
-`<journal>.d/index.json`, and re-rendered only when that digest changes.
+`<journal>.d/index.json`, and re-rendered only when that digest changes.  The index
+keeps every experiment's scoreboard and dead-end cells but the section text only of
+the latest (older ones live on their pages; a page a person edited or removed is
+rendered again), and the Store reuses the records it decoded for the last update.
 
 Layout: the main file holds the header, notes, baseline and its history, the
 scoreboard (the latest `SCOREBOARD_MAIN` rows when longer; the full one is
@@ -48,7 +51,7 @@ __all__ = ["RECENT", "SCOREBOARD_MAIN", "publish"]
 
 RECENT = 20  # experiments shown in full in the main file
 SCOREBOARD_MAIN = 100  # scoreboard rows in the main file
-_INDEX_VERSION = 3  # bumped when what a page or plot looks like changes: an old journal is redrawn
+_INDEX_VERSION = 4  # bumped when what a page or plot looks like changes: an old journal is redrawn
 _PLOTDIR = "PLOTDIR-5e1f"  # placeholder for the plot directory, resolved per file
 
 
@@ -70,9 +73,9 @@ def _load_index(path: Path) -> dict[str, Any]:
     return {"v": _INDEX_VERSION, "stamp": "", "experiments": {}}
 
 
-def _stat(path: Path) -> list[int] | None:
+def _stat(path: Path | str) -> list[int] | None:
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
     return [st.st_mtime_ns, st.st_size]
@@ -105,6 +108,10 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
     if plots:  # a plot lost with a killed worker is drawn again
         changed |= {i for i, e in entries.items() if i in digests and e.get("plot")
                     and not (plot_dir / e["plot"]).exists() and not plot_worker.is_pending(plot_dir / e["plot"])}
+    edited = {i for i, e in entries.items() if i in digests and e.get("page_stat") is not None
+              and _stat(os.path.join(pages, f"{e['key']}.md")) != e["page_stat"]}  # a human edited (or removed) it
+    changed |= {i for i in edited if "body" not in entries[i]}  # the index keeps only recent bodies: render again
+    changed |= {i for i in list(digests)[-RECENT:] if i in entries and "body" not in entries[i]}  # back among the latest
     view = store.view(campaign_id, detail=changed if entries else None)
     stamp = hashlib.sha1(repr((stamp_base, view.node, view.environment and view.environment.model_dump(),
                                sorted(d.experiment_id for d in view.dead_ends if d.reopened))).encode()).hexdigest()
@@ -113,7 +120,7 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
             view = store.view(campaign_id)
         entries = {}
         changed = set(digests)
-    keys = experiment_keys(view)
+    keys = experiment_keys(view, {i: e["key"] for i, e in entries.items() if i in digests})
     numbers = {e.id: n for n, e in enumerate(view.experiments, 1)}
     ids = [e.id for e in view.experiments]
     recent = set(ids[-RECENT:])
@@ -153,7 +160,7 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
     for exp_id in ids:
         entry, key = entries[exp_id], keys[exp_id]
         page = pages / f"{key}.md"
-        if entry.get("page_stat") is not None and _stat(page) != entry["page_stat"]:
+        if exp_id in edited:
             text = _read(page)  # a human edited the page: its notes block is theirs
             entry["notes"] = parse_notes(text).get(key, "") if text else entry.get("notes")
             entry["page_stat"] = None
@@ -172,6 +179,8 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
                                       key, target.name, plot_rel))
             entry["page_stat"] = _stat(page)
         entry["in_main"] = in_main
+        if not in_main:
+            entry.pop("body", None)  # on its page now; a new render brings it back when needed
 
     links = {i: (f"#{keys[i]}" if i in recent else f"{pages.name}/{keys[i]}.md") for i in ids}
     page_links = {i: f"{keys[i]}.md" for i in ids}
@@ -192,6 +201,7 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
         experiments_note=f"The latest {len(recent)} of {len(ids)} experiments in full; every experiment "
                          "has its own page, linked from the scoreboard." if len(ids) > RECENT else None,
         notes_elsewhere=notes_elsewhere,
+        keys=keys,
     )
     has_overview = any(e.verdict is not None for e in view.experiments) or len(view.baseline_history) >= 2
     overview = f"{plot_rel}/campaign-overview.png" if plots and has_overview else None

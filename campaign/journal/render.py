@@ -110,19 +110,21 @@ def experiment_key(view: CampaignView, experiment_id: str) -> str:
     return f"exp-{key}" if key in RESERVED_KEYS else key
 
 
-def experiment_keys(view: CampaignView) -> dict[str, str]:
-    """Notes key and anchor of every experiment, unique within the campaign."""
-    return _experiment_keys(view)
-
-
-def _experiment_keys(view: CampaignView) -> dict[str, str]:
+def experiment_keys(view: CampaignView, known: dict[str, str] | None = None) -> dict[str, str]:
+    """Notes key and anchor of every experiment, unique within the campaign (a repeated
+    slug gets -2, -3... in experiment order).  `known`: keys handed out before, kept when
+    those experiments are still the first ones in order (a new experiment comes last),
+    so an update slugs only the new ones; otherwise every key is derived again."""
+    ids = [e.id for e in view.experiments]
     keys: dict[str, str] = {}
-    taken: set[str] = set()
-    for exp in view.experiments:
-        key, n = experiment_key(view, exp.id), 2
+    if known and len(known) <= len(ids) and all(i in known for i in ids[:len(known)]):
+        keys = {i: known[i] for i in ids[:len(known)]}
+    taken = set(keys.values())
+    for exp_id in ids[len(keys):]:
+        key, n = experiment_key(view, exp_id), 2
         while key in taken:
-            key, n = f"{experiment_key(view, exp.id)}-{n}", n + 1
-        keys[exp.id] = key
+            key, n = f"{experiment_key(view, exp_id)}-{n}", n + 1
+        keys[exp_id] = key
         taken.add(key)
     return keys
 
@@ -193,6 +195,7 @@ class MainParts(BaseModel):
     scoreboard_note: str | None = None
     experiments_note: str | None = None
     notes_elsewhere: list[str] = []  # keys whose notes live in their own page
+    keys: dict[str, str] | None = None  # experiment_keys(view), when the caller has them
 
 
 def render_journal(view: CampaignView, existing_text: str | None = None, *,
@@ -202,7 +205,7 @@ def render_journal(view: CampaignView, existing_text: str | None = None, *,
     `existing_text`.  `plot_paths` maps experiment ids (and `plots.OVERVIEW_KEY`) to image
     paths relative to the journal's directory; `generated_at` defaults to the view's last update."""
     plots = plot_paths or {}
-    keys = _experiment_keys(view)
+    keys = experiment_keys(view)
     parts = MainParts(
         ids=[e.id for e in view.experiments],
         rows={e.id: row_prefix(scoreboard_cells(view, e, n)) for n, e in enumerate(view.experiments, 1)},
@@ -221,7 +224,7 @@ def render_main(view: CampaignView, existing_text: str | None, parts: MainParts,
     when not given)."""
     book = _Notes(notes if notes is not None else (parse_notes(existing_text) if existing_text else {}))
     book.used.update(parts.notes_elsewhere)
-    keys = _experiment_keys(view)
+    keys = parts.keys if parts.keys is not None else experiment_keys(view)
     status, commands = _status(view)
     env = view.environment.components() if view.environment else {}
     header = [

@@ -28,6 +28,7 @@ from campaign.store import lock as store_lock
 from campaign.store.convert import campaign_record, canonical, fingerprint_id, hypothesis_record
 from campaign.store.db import BUSY_TIMEOUT_MS, open_engine, read_session, write_session
 from campaign.store.experiments import ExperimentsMixin
+from campaign.store.memo import ParseMemo
 from campaign.store.models import (
     BASELINE_HYPOTHESIS,
     CampaignRecord,
@@ -64,6 +65,7 @@ class Store(ExperimentsMixin, ReviewLogMixin):
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = Path(path)
         self._engine = open_engine(self.path, busy_timeout_ms=busy_timeout_ms)
+        self._memo = ParseMemo()  # records decoded before: the journal's update reads them again after every verdict
 
     def close(self) -> None:
         self._engine.dispose()
@@ -253,7 +255,7 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         those experiments carry their measured rows (the others: verdict only), for an
         incremental journal update that re-renders just what changed."""
         with read_session(self._engine) as s:
-            return build_view(read_snapshot(s, campaign_id, detail))
+            return build_view(read_snapshot(s, campaign_id, detail, memo=self._memo))
 
     def experiment_digests(self, campaign_id: str) -> dict[str, str]:
         """Candidate experiment id -> a digest of every record its journal section shows,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from functools import partial
 from typing import Any
 
 from sqlmodel import Session, col, select
@@ -18,6 +19,7 @@ from campaign.store.convert import (
     verdict_detail,
     verdict_of,
 )
+from campaign.store.memo import ParseMemo
 from campaign.store.models import (
     ArtifactRow,
     ExperimentRow,
@@ -50,23 +52,60 @@ def read_verdicts(s: Session, ids: list[str]) -> dict[str, Verdict]:
             for v in s.exec(_plain(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids)))}
 
 
-def _plain(model: Any) -> Any:
+def _read_verdicts(s: Session, ids: list[str], full: set[str], *, parsed: set[str],
+                   memo: ParseMemo) -> dict[str, Verdict]:
+    """Every verdict of `ids`: in full for `full`; without per-level comparisons for
+    `parsed` and the dead ends (scoreboard, overview, revisit lists), decoded once per
+    Store; the rest from their columns alone (their details are not even read)."""
+    head = _plain(VerdictRow, "experiment_id", "kind", "reason", "failure_class", "recorded_at")
+    head = head.where(col(VerdictRow.experiment_id).in_(ids))
+    verdicts: dict[str, Verdict] = {}
+    decode: list[str] = []
+    for exp_id, kind, reason, failure_class, recorded_at in s.exec(head):
+        if exp_id not in full and (exp_id in parsed or kind == "dead_end"):
+            found = memo.verdicts.peek((exp_id, recorded_at, kind))
+            if found is not None:
+                verdicts[exp_id] = found
+                continue
+        if exp_id in full or exp_id in parsed or kind == "dead_end":
+            decode.append(exp_id)
+        else:  # the scoreboard's marker: from the columns
+            verdicts[exp_id] = memo.verdicts.get((exp_id, recorded_at, kind, reason, failure_class),
+                                                 lambda: Verdict(kind=kind, reason=reason, failure_class=failure_class))
+    if decode:
+        for v in s.exec(_plain(VerdictRow).where(col(VerdictRow.experiment_id).in_(decode))):
+            if v.experiment_id in full:
+                verdicts[v.experiment_id] = verdict_of(verdict_detail(v))
+            else:
+                verdicts[v.experiment_id] = memo.verdicts.get((v.experiment_id, v.recorded_at, v.kind),
+                                                              partial(_light, v))
+    return {i: verdicts[i] for i in ids if i in verdicts}
+
+
+def _light(row: Any) -> Verdict:
+    return light_verdict(verdict_detail(row))
+
+
+def _plain(model: Any, *names: str) -> Any:
     """Select a table's columns as plain rows, not ORM instances: building 3,000 SQLModel
     objects took half of a journal update at 1,000 experiments, and the converters read
     the same attribute names from either (the tables read this way name every column
-    after its attribute)."""
-    return select(*model.__table__.columns)
+    after its attribute).  With `names`, just those columns."""
+    table = model.__table__
+    return select(*(table.columns if not names else [table.c[n] for n in names]))
 
 
 def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, *,
-                  only: Collection[str] | None = None) -> CampaignSnapshot:
+                  only: Collection[str] | None = None, memo: ParseMemo | None = None) -> CampaignSnapshot:
     """Every record; with `detail`, runs and analyses only of those experiments and of the
-    baselines (what an incremental journal update re-renders), verdicts of all, and the
-    hypotheses of those experiments and of the dead ends (parsing every spec was a third
-    of an update at 1,000 experiments).  With
-    `only`, just those experiments, the baselines they borrow and their hypotheses, and
-    no reviews or events: what their own `show` pieces need, at the same cost at
-    experiment 5,000 as at 10."""
+    baselines (what an incremental journal update re-renders), verdicts of all (decoded
+    only where shown: those, the latest, the dead ends), and the hypotheses of those
+    experiments and of the dead ends (parsing every spec was a third of an update at
+    1,000 experiments).  With `only`, just those experiments, the baselines they borrow
+    and their hypotheses, and no reviews or events: what their own `show` pieces need, at
+    the same cost at experiment 5,000 as at 10.  `memo` reuses what the same Store has
+    decoded before (`campaign.store.memo`)."""
+    memo = memo or ParseMemo(limit=1)
     campaign = campaign_record(require_campaign(s, campaign_id))
     hyp_q = _plain(HypothesisRow).where(HypothesisRow.campaign_id == campaign_id)
     exp_q = _plain(ExperimentRow).where(ExperimentRow.campaign_id == campaign_id)
@@ -75,7 +114,6 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, 
         refs = {e.baseline_ref for e in chosen if e.baseline_ref} - {e.id for e in chosen}
         exp_q = exp_q.where(col(ExperimentRow.id).in_([e.id for e in chosen] + sorted(refs)))
         hyp_q = hyp_q.where(col(HypothesisRow.name).in_(sorted({e.hypothesis for e in chosen})))
-    hyp_rows = s.exec(hyp_q.order_by(col(HypothesisRow.position))).all()
     experiments = s.exec(exp_q.order_by(col(ExperimentRow.started_at), col(ExperimentRow.id))).all()
     ids = [e.id for e in experiments]
     runs: dict[str, Runs] = {}
@@ -83,20 +121,12 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, 
     metric = str(campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
     runs.update(read_runs(s, loaded, metric))
     full = set(loaded)
-    parsed = full | set(ids[-OVERVIEW_LAST:])  # the overview plot reads the latest verdicts' headline
-    verdicts = {}
-    for v in s.exec(_plain(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids))):
-        if v.experiment_id in full:
-            verdicts[v.experiment_id] = verdict_of(verdict_detail(v))
-        elif v.experiment_id in parsed or v.kind == "dead_end":  # dead ends: their revisit conditions
-            verdicts[v.experiment_id] = light_verdict(verdict_detail(v))
-        else:
-            verdicts[v.experiment_id] = Verdict(kind=v.kind, reason=v.reason,
-                                                failure_class=v.failure_class)
+    verdicts = _read_verdicts(s, ids, full, parsed=full | set(ids[-OVERVIEW_LAST:]), memo=memo)
     if detail is not None:  # what the view reads a spec for: a re-rendered section, a dead end's revisit list
         wanted = {e.hypothesis for e in experiments
                   if e.id in full or (e.id in verdicts and verdicts[e.id].kind == "dead_end")}
-        hyp_rows = [h for h in hyp_rows if h.name in wanted]
+        hyp_q = hyp_q.where(col(HypothesisRow.name).in_(sorted(wanted)))
+    hyp_rows = s.exec(hyp_q.order_by(col(HypothesisRow.position))).all()
     analyses = {
         a.experiment_id: unpack_text(a.content, a.content_z)
         for a in s.exec(
@@ -115,8 +145,8 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, 
     return CampaignSnapshot(
         detail=None if detail is None else full,
         campaign=campaign,
-        hypotheses=[hypothesis_record(h) for h in hyp_rows],
-        experiments=[experiment_record(e) for e in experiments],
+        hypotheses=[memo.hypotheses.get(tuple(h), partial(hypothesis_record, h)) for h in hyp_rows],
+        experiments=[memo.experiments.get(tuple(e), partial(experiment_record, e)) for e in experiments],
         runs=runs,
         verdicts=verdicts,
         fingerprints={f.id: Fingerprint.model_validate_json(f.json_) for f in fps},

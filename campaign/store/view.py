@@ -232,6 +232,7 @@ def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
     latest = snap.fingerprints.get(snap.latest_fingerprint_id or "")
     now = latest.components() if latest else {}
     specs = {h.name: h.spec for h in snap.hypotheses}
+    components: dict[str, dict[str, str]] = {}  # per environment, not per dead end (hundreds share a few)
     out: list[DeadEnd] = []
     for exp in snap.experiments:
         verdict = snap.verdicts.get(exp.id)
@@ -240,7 +241,9 @@ def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
         spec = specs.get(exp.hypothesis)
         revisit = verdict.revisit_on or (spec.revisit_on if spec else [])
         then_fp = snap.fingerprints.get(exp.fingerprint_id or "")
-        then = then_fp.components() if then_fp else {}
+        if then_fp is not None and exp.fingerprint_id not in components:
+            components[exp.fingerprint_id or ""] = then_fp.components()
+        then = components.get(exp.fingerprint_id or "", {}) if then_fp else {}
         out.append(
             DeadEnd(
                 hypothesis=exp.hypothesis,

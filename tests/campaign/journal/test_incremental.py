@@ -168,3 +168,49 @@ def test_temp_files_of_a_killed_writer_are_removed(tmp_path: Path) -> None:
     left = sorted(p.name for p in [*plots.iterdir(), *(tmp_path / "scale.d").iterdir()] if p.name.endswith(".tmp"))
     assert left == [f".exp-y.png.{os.getpid()}.tmp"]
     store.close()
+
+
+def test_the_index_keeps_only_the_latest_bodies_and_an_edited_old_page_is_rendered_again(
+        campaign, tmp_path: Path, counted) -> None:
+    """An update reads and writes the whole index: at 1,000 experiments every section's
+    text in it was most of that file.  Older sections live on their pages only; a page a
+    person edited (or removed) is rendered again from the database, keeping their notes."""
+    import json
+
+    store, cid = campaign
+    journal = tmp_path / "scale.md"
+    publish_journal(store, cid, journal)
+    index = json.loads((tmp_path / "scale.d" / "index.json").read_text())
+    ids = [e.id for e in store.view(cid).experiments]
+    assert [i for i in ids if "body" in index["experiments"][i]] == ids[-4:]
+
+    view = store.view(cid)
+    key = render.experiment_key(view, ids[0])
+    page = tmp_path / "scale.d" / f"{key}.md"
+    original = page.read_text()
+    edited = original.replace(f"<!-- notes:{key} -->\n", f"<!-- notes:{key} -->\nkept note\n")
+    edited = edited.replace(f"### 1. {view.experiments[0].hypothesis}", "### 1. scribbled over")
+    page.write_text(edited)
+    bodies = counted["bodies"]
+    publish_journal(store, cid, journal)
+    assert counted["bodies"] == bodies + 1  # that page only
+    text = page.read_text()
+    assert "kept note" in text and "scribbled over" not in text
+    assert text.startswith(original.split(f"<!-- notes:{key} -->")[0].rstrip("\n"))  # generated part restored
+    page.unlink()
+    publish_journal(store, cid, journal)
+    assert "kept note" in page.read_text()  # a lost page comes back with the notes the index holds
+    assert counted["bodies"] == bodies + 2
+
+
+def test_keys_handed_out_before_are_kept_and_only_new_experiments_are_slugged(campaign) -> None:
+    store, cid = campaign
+    view = store.view(cid)
+    every = render.experiment_keys(view)
+    ids = list(every)
+    assert render.experiment_keys(view, {i: every[i] for i in ids[:-2]}) == every
+    assert render.experiment_keys(view, {ids[0]: "custom-key"}) == {**every, ids[0]: "custom-key"}
+    assert render.experiment_keys(view, {"vanished": every[ids[0]]}) == every  # not the first ones: derived again
+    twin = view.model_copy(update={"experiments": [*view.experiments, view.experiments[0].model_copy()]})
+    keys = render.experiment_keys(twin, every)  # a repeated id slugs to a taken key: the next free suffix
+    assert len(set(keys.values())) == len(keys)

@@ -223,3 +223,41 @@ def test_an_incremental_view_parses_only_the_specs_it_shows(campaign: tuple[Stor
         everything = {h.name for h in read_snapshot(s, cid).hypotheses}
     assert parsed == {"smaller-cuda-graph", "flashinfer-allreduce-fusion", "custom-all-reduce"}
     assert everything == parsed | {"nccl-fewer-channels", "pending-idea"}
+
+
+def test_a_repeated_view_decodes_each_record_once_and_shows_every_change(
+        campaign: tuple[Store, str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The journal re-reads the view after every verdict from the same Store: what it
+    decoded before (experiment rows, outline verdicts) is reused, and a changed row is
+    decoded again, never served stale."""
+    import campaign.store.snapshot as snapshot
+
+    store, cid, ids = campaign
+    decoded = {"records": 0, "verdicts": 0}
+
+    def counting(name: str, real):  # type: ignore[no-untyped-def]
+        def wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
+            decoded[name] += 1
+            return real(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(snapshot, "experiment_record", counting("records", snapshot.experiment_record))
+    monkeypatch.setattr(snapshot, "light_verdict", counting("verdicts", snapshot.light_verdict))
+    first = store.view(cid, detail={ids["win"]})
+    assert decoded["records"] == len(store.list_experiments(cid)) and decoded["verdicts"] >= 1
+    decoded.update(records=0, verdicts=0)
+    again = store.view(cid, detail={ids["win"]})
+    assert decoded == {"records": 0, "verdicts": 0}
+    assert again == first
+
+    store.set_adopted(ids["win"], False)
+    later = store.view(cid, detail={ids["win"]})
+    assert decoded["records"] == 1  # the changed row only
+    assert not next(e for e in later.experiments if e.id == ids["win"]).adopted
+    assert next(e for e in first.experiments if e.id == ids["win"]).adopted
+    assert store.view(cid) == store.view(cid, detail=None)  # a full view is the same with or without reuse
+    fresh = Store(store.path)
+    try:
+        assert fresh.view(cid, detail={ids["win"]}) == later  # what reuse gives is what decoding again gives
+    finally:
+        fresh.close()
