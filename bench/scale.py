@@ -12,7 +12,9 @@ every figure is one fresh process, as a person or the loop would run it:
 - show: `campaign show ID --json` twice: the first builds and stores every piece (a
   campaign built outside the loop), the second reads them, as after the loop's
   per-verdict refresh (timed with the update); status: `campaign status`;
-- DB size per experiment, journal size and file count, peak RSS of every process.
+- DB size per experiment, journal size and file count, peak RSS of every process;
+- a CPU reference (a fixed pure-Python loop), since the same bench on two machines of
+  the same kind gave times 2x apart.
 
     PYTHONPATH=. python bench/scale.py [--n 10 100 1000 5000] [--dir /tmp/campaign-scale] [--json FILE]
 """
@@ -160,6 +162,19 @@ def op_update(db: str, cid: str, journal: str, n: int, plots: bool = True) -> No
 
 
 # ------------------------------------------------------------------ the table
+def cpu_reference() -> float:
+    """Seconds for 10 million additions in a pure-Python loop, the best of 3: how fast this
+    machine runs the interpreter, so tables from different machines can be compared (two
+    2-core machines of the same kind differed by 2x)."""
+    best = float("inf")
+    for _ in range(3):
+        t0, total = time.perf_counter(), 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return round(best, 2)
+
+
 def measure(n: int, base: Path, plots: bool = True) -> dict[str, float | int]:
     work = base / f"n{n}"
     shutil.rmtree(work, ignore_errors=True)
@@ -169,6 +184,7 @@ def measure(n: int, base: Path, plots: bool = True) -> dict[str, float | int]:
     cli = [sys.executable, "-m", "campaign.cli.entry"]  # the console script's path
     row: dict[str, float | int] = {"n": n}
     row["load_avg"] = round(os.getloadavg()[0], 1)
+    row["cpu_ref_s"] = cpu_reference()
     wall, rss, cid = run_measured([*py, "_build", str(db), str(n)])
     row["build_s"] = round(wall, 1)
     row["db_mb"] = round(db.stat().st_size / 1e6, 2)
@@ -213,7 +229,8 @@ COLUMNS = [("n", "N"), ("render_plots_s", "full render, plots (s)"), ("render_pl
            ("status_s", "status (s)"),
            ("status_cpu_s", "its CPU s"), ("db_kb_per_exp", "DB KB/exp"),
            ("db_mb", "DB MB"), ("journal_mb", "journal MB"), ("journal_files", "journal files"),
-           ("main_kb", "main file KB"), ("peak_rss_mb", "peak RSS MB"), ("load_avg", "load avg")]
+           ("main_kb", "main file KB"), ("peak_rss_mb", "peak RSS MB"), ("load_avg", "load avg"),
+           ("cpu_ref_s", "CPU reference (s)")]
 
 
 def table(rows: list[dict[str, float | int]]) -> str:

@@ -221,8 +221,8 @@ def _remove_stale_temp_files(*dirs: Path) -> None:
     import time
 
     for d in dirs:
-        try:
-            temps = [p for p in d.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
+        try:  # names, not Path objects: a campaign's page directory holds thousands
+            temps = [d / n for n in os.listdir(d) if n.startswith(".") and n.endswith(".tmp")]
         except OSError:
             continue
         for tmp in temps:

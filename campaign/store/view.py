@@ -233,6 +233,7 @@ def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
     now = latest.components() if latest else {}
     specs = {h.name: h.spec for h in snap.hypotheses}
     components: dict[str, dict[str, str]] = {}  # per environment, not per dead end (hundreds share a few)
+    moved: dict[tuple[str, tuple[str, ...]], bool] = {}
     out: list[DeadEnd] = []
     for exp in snap.experiments:
         verdict = snap.verdicts.get(exp.id)
@@ -252,10 +253,19 @@ def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
                 failure_class=verdict.failure_class,
                 revisit_on=list(revisit),
                 environment={k: v for k, v in then.items() if v},
-                reopened=bool(then_fp and latest and changed_components(revisit, then, now)),
+                reopened=bool(then_fp and latest and _reopened(moved, exp.fingerprint_id or "", revisit, then, now)),
             )
         )
     return out
+
+
+def _reopened(moved: dict[tuple[str, tuple[str, ...]], bool], fp_id: str, revisit: list[str],
+              then: dict[str, str], now: dict[str, str]) -> bool:
+    """changed_components, once per (environment, revisit list) of a view."""
+    key = (fp_id, tuple(revisit))
+    if key not in moved:
+        moved[key] = bool(changed_components(revisit, then, now))
+    return moved[key]
 
 
 def build_view(snap: CampaignSnapshot) -> CampaignView:
