@@ -35,15 +35,12 @@ class Memo(Generic[T]):
         self._values: dict[Hashable, T] = {}
         self._limit = limit
         self._lock = Lock()
-        self.hits = self.misses = 0
 
     def get(self, key: Hashable, decode: Callable[[], T]) -> T:
         found = self._values.get(key)
         if found is not None:
-            self.hits += 1
             return found
         value = decode()
-        self.misses += 1
         with self._lock:
             if len(self._values) >= self._limit:
                 self._values.clear()

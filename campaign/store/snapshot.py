@@ -79,7 +79,7 @@ def _read_verdicts(s: Session, ids: list[str], full: set[str], *, parsed: set[st
             else:
                 verdicts[v.experiment_id] = memo.verdicts.get((v.experiment_id, v.recorded_at, v.kind),
                                                               partial(_light, v))
-    return {i: verdicts[i] for i in ids if i in verdicts}
+    return verdicts
 
 
 def _light(row: Any) -> Verdict:

@@ -233,7 +233,7 @@ def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
     now = latest.components() if latest else {}
     specs = {h.name: h.spec for h in snap.hypotheses}
     components: dict[str, dict[str, str]] = {}  # per environment, not per dead end (hundreds share a few)
-    moved: dict[tuple[str, tuple[str, ...]], bool] = {}
+    moved: dict[tuple[str, tuple[str, ...]], bool] = {}  # reopened, per (environment, revisit list)
     out: list[DeadEnd] = []
     for exp in snap.experiments:
         verdict = snap.verdicts.get(exp.id)
@@ -241,10 +241,13 @@ def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
             continue
         spec = specs.get(exp.hypothesis)
         revisit = verdict.revisit_on or (spec.revisit_on if spec else [])
-        then_fp = snap.fingerprints.get(exp.fingerprint_id or "")
-        if then_fp is not None and exp.fingerprint_id not in components:
-            components[exp.fingerprint_id or ""] = then_fp.components()
-        then = components.get(exp.fingerprint_id or "", {}) if then_fp else {}
+        fp_id = exp.fingerprint_id or ""
+        then_fp = snap.fingerprints.get(fp_id)
+        if then_fp is not None and fp_id not in components:
+            components[fp_id] = then_fp.components()
+        then = components.get(fp_id, {})
+        if (fp_id, tuple(revisit)) not in moved:
+            moved[fp_id, tuple(revisit)] = bool(then_fp and latest and changed_components(revisit, then, now))
         out.append(
             DeadEnd(
                 hypothesis=exp.hypothesis,
@@ -253,19 +256,10 @@ def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
                 failure_class=verdict.failure_class,
                 revisit_on=list(revisit),
                 environment={k: v for k, v in then.items() if v},
-                reopened=bool(then_fp and latest and _reopened(moved, exp.fingerprint_id or "", revisit, then, now)),
+                reopened=moved[fp_id, tuple(revisit)],
             )
         )
     return out
-
-
-def _reopened(moved: dict[tuple[str, tuple[str, ...]], bool], fp_id: str, revisit: list[str],
-              then: dict[str, str], now: dict[str, str]) -> bool:
-    """changed_components, once per (environment, revisit list) of a view."""
-    key = (fp_id, tuple(revisit))
-    if key not in moved:
-        moved[key] = bool(changed_components(revisit, then, now))
-    return moved[key]
 
 
 def build_view(snap: CampaignSnapshot) -> CampaignView:
