@@ -211,6 +211,11 @@ class CampaignView(BaseModel):
     node_seconds: float = 0.0
     created_at: float = 0.0
     updated_at: float = 0.0
+    # a view of a window of the campaign (an incremental journal update): `experiments`
+    # holds only some; each one's number in the whole campaign, and per environment (its
+    # JSON) the first experiment that had it.  None: `experiments` is the whole campaign.
+    numbers: dict[str, int] | None = None
+    environment_first: dict[str, str] | None = None
 
 
 class LevelSamples(BaseModel):

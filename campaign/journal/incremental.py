@@ -2,12 +2,14 @@
 
 Why: a week-long campaign reaches 1,000+ experiments and the journal is regenerated
 after each verdict; redrawing every section and plot each time is quadratic.  Each
-experiment's section, scoreboard cells and plot are content-addressed by a digest of
-the records they show (`Store.experiment_digests`, one indexed query), cached in
-`<journal>.d/index.json`, and re-rendered only when that digest changes.  The index
-keeps every experiment's scoreboard and dead-end cells but the section text only of
-the latest (older ones live on their pages; a page a person edited or removed is
-rendered again), and the Store reuses the records it decoded for the last update.
+experiment's section, scoreboard cells and plot are cached in `<journal>.d/index.json`
+and re-rendered only when a record they show was written: the database stamps every
+such write with a change number (`campaign.store.changes`, SQLite triggers), and the
+index keeps the last number it has seen.  An update then reads from the Store only a
+window of the campaign (what changed, the latest experiments, the campaign-wide parts),
+so what it decodes and renders does not grow with the campaign.  The index keeps every
+experiment's scoreboard and dead-end cells but the section text only of the latest
+(older ones live on their pages; a page a person edited or removed is rendered again).
 
 Layout: the main file holds the header, notes, baseline and its history, the
 scoreboard (the latest `SCOREBOARD_MAIN` rows when longer; the full one is
@@ -51,7 +53,7 @@ __all__ = ["RECENT", "SCOREBOARD_MAIN", "publish"]
 
 RECENT = 20  # experiments shown in full in the main file
 SCOREBOARD_MAIN = 100  # scoreboard rows in the main file
-_INDEX_VERSION = 4  # bumped when what a page or plot looks like changes: an old journal is redrawn
+_INDEX_VERSION = 5  # bumped when what a page or plot looks like changes: an old journal is redrawn
 _PLOTDIR = "PLOTDIR-5e1f"  # placeholder for the plot directory, resolved per file
 
 
@@ -91,38 +93,61 @@ def _page(view: CampaignView, number: int, body: str, notes: str | None, key: st
             f"{body.replace(f']({_PLOTDIR}/', f'](../{plot_rel}/')}{where}\n")
 
 
-def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plots: bool = True) -> Path:
-    """Bring the journal at `path` up to date with the store, re-rendering only what changed."""
+def _stamp(base: str, view: CampaignView) -> str:
+    """What every section depends on: when it changes, everything is rendered again.  The
+    latest environment decides which dead ends are re-opened (the others' revisit lists
+    and environments are final, or stamped as changed)."""
+    return hashlib.sha1(repr((base, view.node, view.environment and view.environment.model_dump())).encode()).hexdigest()
+
+
+def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plots: bool = True,
+            verify: bool = True) -> Path:
+    """Bring the journal at `path` up to date with the store, re-rendering only what changed.
+
+    `verify`: also look at every page and plot on disk (a page a person edited or removed,
+    a plot lost with a killed worker): what `campaign journal` does.  The loop's update
+    after a verdict does not (its cost must not grow with the campaign); it checks the
+    pages it rewrites and the plots it submitted."""
     from campaign.journal import plot_worker
+    from campaign.journal.plots import OVERVIEW_LAST
 
     target = Path(path)
     pages = target.parent / f"{target.stem}.d"
     plot_dir = target.parent / f"{target.stem}.plots"
     plot_rel = plot_dir.name
-    digests = store.experiment_digests(campaign_id)
     index_path = pages / "index.json"
     stamp_base = f"{campaign_id}|{int(plots)}|{RECENT}"
     index = _load_index(index_path)
     entries: dict[str, Any] = index["experiments"]
-    changed = {i for i, d in digests.items() if entries.get(i, {}).get("digest") != d}
+    ids, fed, seq = store.journal_changes(campaign_id, index.get("seq") if entries else None)
+    changed = set(ids) if fed is None else {i for i in fed if i in entries} | {i for i in ids if i not in entries}
+    unconfirmed = [i for i in index.get("unconfirmed", []) if i in entries]  # plots submitted, not yet seen
     if plots:  # a plot lost with a killed worker is drawn again
-        changed |= {i for i, e in entries.items() if i in digests and e.get("plot")
-                    and not (plot_dir / e["plot"]).exists() and not plot_worker.is_pending(plot_dir / e["plot"])}
-    edited = {i for i, e in entries.items() if i in digests and e.get("page_stat") is not None
-              and _stat(os.path.join(pages, f"{e['key']}.md")) != e["page_stat"]}  # a human edited (or removed) it
+        maybe_lost = (i for i in (ids if verify else unconfirmed) if entries.get(i, {}).get("plot"))
+        lost = {i for i in maybe_lost
+                if not (plot_dir / entries[i]["plot"]).exists() and not plot_worker.is_pending(plot_dir / entries[i]["plot"])}
+        changed |= lost
+        unconfirmed = [i for i in unconfirmed if i not in lost and not (plot_dir / entries[i]["plot"]).exists()]
+    edited = {i for i in ids if i in entries and entries[i].get("page_stat") is not None
+              and _stat(os.path.join(pages, f"{entries[i]['key']}.md")) != entries[i]["page_stat"]} \
+        if verify else set()  # a person edited (or removed) it
     changed |= {i for i in edited if "body" not in entries[i]}  # the index keeps only recent bodies: render again
-    changed |= {i for i in list(digests)[-RECENT:] if i in entries and "body" not in entries[i]}  # back among the latest
-    view = store.view(campaign_id, detail=changed if entries else None)
-    stamp = hashlib.sha1(repr((stamp_base, view.node, view.environment and view.environment.model_dump(),
-                               sorted(d.experiment_id for d in view.dead_ends if d.reopened))).encode()).hexdigest()
-    if index.get("stamp") != stamp:  # environment, node or renderer changed: everything is re-rendered
-        if entries:
-            view = store.view(campaign_id)
-        entries = {}
-        changed = set(digests)
-    keys = experiment_keys(view, {i: e["key"] for i, e in entries.items() if i in digests})
-    numbers = {e.id: n for n, e in enumerate(view.experiments, 1)}
-    ids = [e.id for e in view.experiments]
+    changed |= {i for i in ids[-RECENT:] if i in entries and "body" not in entries[i]}  # back among the latest
+    view: CampaignView | None = None
+    whole = False  # the view holds every experiment (a full render)
+    if entries and fed is not None:  # a window: what changed and what the main file and overview show
+        tail = ids[-max(RECENT, 2 * OVERVIEW_LAST if plots else 0):]
+        view = store.view(campaign_id, detail=changed, window=changed | set(tail))
+        if index.get("stamp") != _stamp(stamp_base, view):
+            view = None
+    if view is None:  # first render, renderer or environment changed, or an older database: everything
+        view, whole = store.view(campaign_id), True
+        ids = [e.id for e in view.experiments]
+        entries, changed, unconfirmed = {}, set(ids), []
+    stamp = _stamp(stamp_base, view)
+    keys = experiment_keys(view, {i: e["key"] for i, e in entries.items()}, order=ids)
+    numbers = {i: n for n, i in enumerate(ids, 1)}
+    view.numbers = numbers
     recent = set(ids[-RECENT:])
     try:
         pages.mkdir(parents=True, exist_ok=True)
@@ -144,20 +169,26 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
             name = plot_file_name(view, exp.id)
             plot = f"{_PLOTDIR}/{name}"
             plot_worker.submit("experiment", (exp, workloads), plot_dir / name)
+            unconfirmed.append(exp.id)
         old = entries.get(exp.id, {})
-        entries[exp.id] = {"digest": digests.get(exp.id), "key": key, "number": number,
+        if old.get("page_stat") is not None and not verify and \
+                _stat(os.path.join(pages, f"{old['key']}.md")) != old["page_stat"]:
+            edited.add(exp.id)  # about to be rewritten: a person's notes on it are read first
+        entries[exp.id] = {"key": key, "number": number,
                            "body": experiment_body(view, exp, number, key, plot),
                            "row": row_prefix(scoreboard_cells(view, exp, number)), "plot": name,
                            "dead": row_prefix(dead_end_cells(dead[exp.id])) if exp.id in dead else None,
                            "in_main": old.get("in_main"), "notes": old.get("notes"),
                            "page_stat": old.get("page_stat"), "dirty": True}
+    scored = (bool(index.get("scored")) and not whole) or any(e.verdict is not None for e in view.experiments)
+    has_overview = scored or len(view.baseline_history) >= 2
     overview_path = plot_dir / "campaign-overview.png"
-    if plots and changed and not plot_worker.is_pending(overview_path) and \
-            (any(e.verdict is not None for e in view.experiments) or len(view.baseline_history) >= 2):
-        plot_worker.submit("overview", view, plot_dir / "campaign-overview.png")
+    if plots and changed and not plot_worker.is_pending(overview_path) and has_overview:
+        plot_worker.submit("overview", view, overview_path)
 
-    notes_elsewhere: list[str] = []
-    for exp_id in ids:
+    notes_elsewhere = [keys[i] for i in ids if i not in recent]
+    touched = set(ids) if verify or whole else changed | edited | recent | set(index.get("recent", []))
+    for exp_id in (i for i in ids if i in touched):
         entry, key = entries[exp_id], keys[exp_id]
         page = pages / f"{key}.md"
         if exp_id in edited:
@@ -172,8 +203,6 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
         in_main = exp_id in recent
         if in_main:
             main_notes[key] = entry["notes"] or ""
-        else:
-            notes_elsewhere.append(key)
         if entry.pop("dirty", False) or entry.get("page_stat") is None or entry.get("in_main") != in_main:
             _write_page(page, _page(view, entry["number"], entry["body"], None if in_main else entry["notes"],
                                       key, target.name, plot_rel))
@@ -194,7 +223,7 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
     parts = MainParts(
         ids=ids, rows=rows, links=links,
         dead_rows=[(i, entries[i]["dead"]) for i in ids if entries[i].get("dead")],
-        bodies={i: entries[i]["body"].replace(f"]({_PLOTDIR}/", f"]({plot_rel}/") for i in ids if i in recent},
+        bodies={i: entries[i]["body"].replace(f"]({_PLOTDIR}/", f"]({plot_rel}/") for i in ids[-RECENT:]},
         scoreboard_ids=shown,
         scoreboard_note=f"The latest {len(shown)} of {len(ids)} experiments; every one is in "
                         f"[the full scoreboard]({full})." if shown is not None else None,
@@ -203,14 +232,13 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
         notes_elsewhere=notes_elsewhere,
         keys=keys,
     )
-    has_overview = any(e.verdict is not None for e in view.experiments) or len(view.baseline_history) >= 2
     overview = f"{plot_rel}/campaign-overview.png" if plots and has_overview else None
-    if overview and not (plot_dir / "campaign-overview.png").exists() and not changed:
-        plot_worker.submit("overview", view, plot_dir / "campaign-overview.png")
+    if overview and not overview_path.exists() and not changed:
+        plot_worker.submit("overview", view, overview_path)
     text = render_main(view, existing, parts, overview_plot=overview, db_label=db_label, notes=main_notes)
     write_journal(target, text)
-    index["stamp"] = stamp
-    index["experiments"] = {i: entries[i] for i in ids}
+    index.update(stamp=stamp, seq=seq, scored=scored, recent=ids[-RECENT:], unconfirmed=unconfirmed,
+                 experiments={i: entries[i] for i in ids})
     _write_index(index_path, index)
     return target
 

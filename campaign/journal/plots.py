@@ -220,7 +220,8 @@ def draw_experiment(exp: ExperimentView, workloads: list[str], path: Path) -> No
 
 
 def overview_figure(view: CampaignView) -> Figure | None:
-    scored = [(n, e) for n, e in enumerate(view.experiments, 1) if e.verdict is not None][-OVERVIEW_LAST:]
+    numbered = ((view.numbers[e.id] if view.numbers else n, e) for n, e in enumerate(view.experiments, 1))
+    scored = [(n, e) for n, e in numbered if e.verdict is not None][-OVERVIEW_LAST:]
     history = [(number, h, head[1]) for number, h in enumerate(view.baseline_history, 1)  # numbered as the journal lists them
                if (head := baseline_headline(h, view.headline_workload)) is not None]
     if not scored and len(history) < 2:

@@ -7,12 +7,14 @@ from typing import Any
 
 
 def publish_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "",
-                    plots: bool = True) -> Path:
+                    plots: bool = True, verify: bool = True) -> Path:
     """Bring the journal up to date, re-rendering only the experiments whose records changed
-    (campaign.journal.incremental); plots are drawn by worker processes, not waited for."""
+    (campaign.journal.incremental); plots are drawn by worker processes, not waited for.
+    `verify=False` (the loop, after each verdict) skips looking at every page and plot on
+    disk for a person's edits and lost files: its cost stays that of what changed."""
     from campaign.journal.incremental import publish
 
-    return publish(store, campaign_id, Path(path), db_label=db_label, plots=plots)
+    return publish(store, campaign_id, Path(path), db_label=db_label, plots=plots, verify=verify)
 
 
 def journal_is_stale(store: Any, campaign_id: str, path: Path) -> bool:

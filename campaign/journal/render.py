@@ -110,12 +110,14 @@ def experiment_key(view: CampaignView, experiment_id: str) -> str:
     return f"exp-{key}" if key in RESERVED_KEYS else key
 
 
-def experiment_keys(view: CampaignView, known: dict[str, str] | None = None) -> dict[str, str]:
+def experiment_keys(view: CampaignView, known: dict[str, str] | None = None,
+                    order: list[str] | None = None) -> dict[str, str]:
     """Notes key and anchor of every experiment, unique within the campaign (a repeated
     slug gets -2, -3... in experiment order).  `known`: keys handed out before, kept when
     those experiments are still the first ones in order (a new experiment comes last),
-    so an update slugs only the new ones; otherwise every key is derived again."""
-    ids = [e.id for e in view.experiments]
+    so an update slugs only the new ones; otherwise every key is derived again.
+    `order`: every experiment's id, when `view` holds a window of the campaign."""
+    ids = order if order is not None else [e.id for e in view.experiments]
     keys: dict[str, str] = {}
     if known and len(known) <= len(ids) and all(i in known for i in ids[:len(known)]):
         keys = {i: known[i] for i in ids[:len(known)]}
@@ -257,7 +259,8 @@ def render_main(view: CampaignView, existing_text: str | None, parts: MainParts,
         "experiments_note": Md(parts.experiments_note) if parts.experiments_note else None,
         "dead_ends": (dead_end_rows(view, keys, parts.links) if parts.dead_rows is None else
                       linked_table(DEAD_END_HEADER, [p for _, p in parts.dead_rows],
-                                   [parts.links.get(i) for i, _ in parts.dead_rows])) if view.dead_ends else None,
+                                   [parts.links.get(i) for i, _ in parts.dead_rows]))
+        if (view.dead_ends if parts.dead_rows is None else parts.dead_rows) else None,
         "dead_end_notes": book.block("dead-ends"),
         "environment_changes": [mdsafe.text(x) for x in view.environment_changes],
         "drift_notes": [mdsafe.text(x) for x in view.drift_notes],

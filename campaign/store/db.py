@@ -20,9 +20,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, create_engine
 
 from campaign.domain.errors import UserError
+from campaign.store import changes
 from campaign.store.models import SCHEMA_VERSION, TABLES, MetaRow
 
-MIGRATABLE = frozenset({"1"})  # versions campaign.store.migrate brings up to date
+MIGRATABLE = frozenset({"1", "2"})  # versions campaign.store.migrate brings up to date
 
 BUSY_TIMEOUT_MS = 10_000
 _BEGIN_OPTION = "campaign_sqlite_begin"
@@ -93,6 +94,7 @@ def _ensure_schema(engine: Engine, path: Path) -> None:
                 conn = session.connection()
                 for model in TABLES:
                     model.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
+                changes.install(conn)
                 session.add(MetaRow(key="schema_version", value=str(SCHEMA_VERSION)))
                 return
     if found != str(SCHEMA_VERSION) and found in MIGRATABLE:

@@ -13,7 +13,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -250,21 +250,29 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         """Dead-end verdicts with revisit_on, environment at the time and `reopened`."""
         return dead_ends(self.snapshot(campaign_id))
 
-    def view(self, campaign_id: str, *, detail: set[str] | None = None) -> CampaignView:
+    def view(self, campaign_id: str, *, detail: set[str] | None = None,
+             window: Collection[str] | None = None) -> CampaignView:
         """Everything the journal renders, from one consistent read.  With `detail`, only
         those experiments carry their measured rows (the others: verdict only), for an
-        incremental journal update that re-renders just what changed."""
+        incremental journal update that re-renders just what changed; with `window`, only
+        those candidates are in the view at all (campaign-wide parts are whole)."""
         with read_session(self._engine) as s:
-            return build_view(read_snapshot(s, campaign_id, detail, memo=self._memo))
+            return build_view(read_snapshot(s, campaign_id, detail, window=window, memo=self._memo))
 
-    def experiment_digests(self, campaign_id: str) -> dict[str, str]:
-        """Candidate experiment id -> a digest of every record its journal section shows,
-        in start order: one indexed query, no run or verdict is decoded."""
-        from campaign.store.digests import experiment_digests
+    def journal_changes(self, campaign_id: str, since: int | None) -> tuple[list[str], set[str] | None, int]:
+        """(candidate ids in start order, the experiments changed after `since`, the
+        latest change number) from one read (`campaign.store.changes`).  Changed is None
+        when `since` is None or ahead of the database (restored from an older copy):
+        the reader must take everything as changed."""
+        from campaign.store import changes
 
         with read_session(self._engine) as s:
             require_campaign(s, campaign_id)
-            return experiment_digests(s, campaign_id)
+            conn = s.connection()
+            seq = changes.latest(conn)
+            order = changes.candidate_order(conn, campaign_id)
+            changed = changes.changed_since(conn, campaign_id, since) if since is not None and since <= seq else None
+            return order, changed, seq
 
     def show_json(self, campaign_id: str) -> dict[str, Any]:
         """The `campaign show --json` document."""

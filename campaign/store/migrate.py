@@ -7,6 +7,9 @@ migrated database reads exactly as before (same runs, verdicts and artifacts).
 1 -> 2: per-level `runs` rows become one packed `run_sides` row per side and round;
 long verdict details and artifacts are compressed; indexes for every query the loop
 and the CLI make replace the single-column ones.
+
+2 -> 3: the change sequence (`campaign.store.changes`): a table and the triggers that
+stamp an experiment whenever a record its journal section shows is written.
 """
 
 from __future__ import annotations
@@ -69,7 +72,13 @@ def _add_column(conn: Any, table: str, column: str) -> None:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} BLOB"))
 
 
-_STEPS = {"1": ("2", _v1_to_v2)}
+def _v2_to_v3(session: Session) -> None:
+    from campaign.store import changes
+
+    changes.install(session.connection())
+
+
+_STEPS = {"1": ("2", _v1_to_v2), "2": ("3", _v2_to_v3)}
 
 
 def migrate(session: Session, found: str) -> None:

@@ -20,7 +20,7 @@ from campaign.playbook.schema import HypothesisSpec, Playbook
 
 #: bump when a table changes; an older database is migrated on open (campaign.store.migrate),
 #: one with another version is refused.  2: runs packed per side and round, long text compressed.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 HypothesisSource = Literal["playbook", "llm", "review", "reopened"]
 HypothesisStatus = Literal["queued", "running", "done", "rejected"]

@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["campaign_list"]
 
-SCHEMA_VERSION = "2"  # campaign.store.models.SCHEMA_VERSION (checked by tests/campaign/store)
+SCHEMA_VERSION = "3"  # campaign.store.models.SCHEMA_VERSION (checked by tests/campaign/store)
 
 
 def campaign_list(path: Path, *, busy_timeout_ms: int = 10_000) -> list[dict[str, Any]] | None:

@@ -6,6 +6,7 @@ from collections.abc import Collection
 from functools import partial
 from typing import Any
 
+from sqlalchemy import text
 from sqlmodel import Session, col, select
 
 from campaign.domain.models import Fingerprint
@@ -96,15 +97,19 @@ def _plain(model: Any, *names: str) -> Any:
 
 
 def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, *,
-                  only: Collection[str] | None = None, memo: ParseMemo | None = None) -> CampaignSnapshot:
+                  only: Collection[str] | None = None, window: Collection[str] | None = None,
+                  memo: ParseMemo | None = None) -> CampaignSnapshot:
     """Every record; with `detail`, runs and analyses only of those experiments and of the
     baselines (what an incremental journal update re-renders), verdicts of all (decoded
     only where shown: those, the latest, the dead ends), and the hypotheses of those
     experiments and of the dead ends (parsing every spec was a third of an update at
     1,000 experiments).  With `only`, just those experiments, the baselines they borrow
     and their hypotheses, and no reviews or events: what their own `show` pieces need, at
-    the same cost at experiment 5,000 as at 10.  `memo` reuses what the same Store has
-    decoded before (`campaign.store.memo`)."""
+    the same cost at experiment 5,000 as at 10.  With `window`, the candidates in it and
+    every baseline, with everything campaign-wide (reviews, events, the node time summed
+    and each environment's first experiment in SQL): what a journal update shows, at the
+    cost of the window.  `memo` reuses what the same Store has decoded before
+    (`campaign.store.memo`)."""
     memo = memo or ParseMemo(limit=1)
     campaign = campaign_record(require_campaign(s, campaign_id))
     hyp_q = _plain(HypothesisRow).where(HypothesisRow.campaign_id == campaign_id)
@@ -114,6 +119,10 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, 
         refs = {e.baseline_ref for e in chosen if e.baseline_ref} - {e.id for e in chosen}
         exp_q = exp_q.where(col(ExperimentRow.id).in_([e.id for e in chosen] + sorted(refs)))
         hyp_q = hyp_q.where(col(HypothesisRow.name).in_(sorted({e.hypothesis for e in chosen})))
+    totals: dict[str, Any] | None = None
+    if window is not None:
+        exp_q = exp_q.where(col(ExperimentRow.id).in_(list(window)) | (col(ExperimentRow.role) == "baseline"))
+        totals = _campaign_totals(s, campaign_id)
     experiments = s.exec(exp_q.order_by(col(ExperimentRow.started_at), col(ExperimentRow.id))).all()
     ids = [e.id for e in experiments]
     runs: dict[str, Runs] = {}
@@ -157,7 +166,21 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, 
         events=ReviewLogMixin._events_in(s, campaign_id) if only is None else [],
         planner_cost=ReviewLogMixin._planner_cost_in(s, campaign_id) if only is None else {},
         planner_calls=ReviewLogMixin._planner_calls_in(s, campaign_id) if only is None else [],
+        totals=totals,
     )
+
+
+def _campaign_totals(s: Session, campaign_id: str) -> dict[str, Any]:
+    """What a view of a window still shows of the whole campaign: the node time of every
+    experiment, and the first candidate of each environment (`same as experiment N`).
+    Aggregates in SQL: no row reaches Python per experiment."""
+    conn = s.connection()
+    node_seconds = conn.execute(text("SELECT coalesce(sum(node_seconds), 0) FROM experiments "
+                                     "WHERE campaign_id = :cid"), {"cid": campaign_id}).scalar_one()
+    first = conn.execute(text(
+        "SELECT fingerprint_id, id, min(started_at) FROM experiments WHERE campaign_id = :cid "
+        "AND role = 'candidate' AND fingerprint_id IS NOT NULL GROUP BY fingerprint_id"), {"cid": campaign_id})
+    return {"node_seconds": float(node_seconds), "environment_first": {r[0]: r[1] for r in first}}
 
 
 __all__ = ["read_runs", "read_snapshot", "read_verdicts"]

@@ -90,6 +90,7 @@ class CampaignSnapshot(BaseModel):
     events: list[EventRecord] = Field(default_factory=list)
     planner_cost: dict[str, float] = Field(default_factory=dict)
     planner_calls: list[PlannerCall] = Field(default_factory=list)
+    totals: dict[str, Any] | None = None  # a window's view: campaign-wide figures from SQL
 
     def metric(self) -> str:
         return str(self.campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
@@ -290,7 +291,10 @@ def build_view(snap: CampaignSnapshot) -> CampaignView:
         planner_cost=snap.planner_cost,
         planner_calls=snap.planner_calls,
         planner_notes=[e.message for e in snap.events if e.kind == PLANNER_EVENT],
-        node_seconds=sum(e.node_seconds for e in snap.experiments),
+        node_seconds=snap.totals["node_seconds"] if snap.totals else sum(e.node_seconds for e in snap.experiments),
+        environment_first=None if snap.totals is None else {
+            snap.fingerprints[fp].model_dump_json(): exp_id
+            for fp, exp_id in snap.totals["environment_first"].items() if fp in snap.fingerprints},
         created_at=c.created_at,
         updated_at=c.updated_at,
     )

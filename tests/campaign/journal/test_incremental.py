@@ -214,3 +214,72 @@ def test_keys_handed_out_before_are_kept_and_only_new_experiments_are_slugged(ca
     twin = view.model_copy(update={"experiments": [*view.experiments, view.experiments[0].model_copy()]})
     keys = render.experiment_keys(twin, every)  # a repeated id slugs to a taken key: the next free suffix
     assert len(set(keys.values())) == len(keys)
+
+
+def test_a_loop_update_reads_a_window_and_writes_what_a_full_render_writes(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The update after a verdict reads the same number of experiments at 10 as at 25
+    (what changed and the latest), and its journal is byte for byte what a render from
+    scratch writes: numbers, node time, "same as experiment N", links, dead ends."""
+    monkeypatch.setattr(incremental, "RECENT", 4)
+    windows: list[int] = []
+    for n in (10, 25):
+        cid = scale_build.build(tmp_path / f"c{n}.db", n)
+        store = Store(tmp_path / f"c{n}.db")
+        journal = tmp_path / f"loop{n}" / "scale.md"
+        publish_journal(store, cid, journal, plots=False)
+        real_view = store.view
+        seen: list[int] = []
+
+        def view(*args, **kwargs):  # type: ignore[no-untyped-def]
+            got = real_view(*args, **kwargs)
+            seen.append(len(got.experiments))
+            return got
+
+        monkeypatch.setattr(store, "view", view)
+        add_one(store, cid)
+        publish_journal(store, cid, journal, plots=False, verify=False)
+        monkeypatch.setattr(store, "view", real_view)
+        windows.append(seen[0])
+        assert len(seen) == 1
+        fresh = tmp_path / f"fresh{n}" / "scale.md"
+        publish_journal(store, cid, fresh, plots=False)
+        assert journal.read_text() == fresh.read_text()
+        pages = sorted(p.name for p in (journal.parent / "scale.d").glob("*.md"))
+        assert pages == sorted(p.name for p in (fresh.parent / "scale.d").glob("*.md")) and len(pages) == n + 1
+        for name in pages:
+            assert (journal.parent / "scale.d" / name).read_text() == (fresh.parent / "scale.d" / name).read_text(), name
+        store.close()
+    assert windows == [4, 4]
+
+
+def test_a_database_restored_from_an_older_copy_redraws_the_journal(campaign, tmp_path: Path) -> None:
+    """The index's change number is ahead of the database: nothing it holds can be trusted."""
+    import shutil
+
+    store, cid = campaign
+    store.close()
+    shutil.copy(tmp_path / "campaign.db", tmp_path / "older.db")
+    import sqlite3
+
+    journal = tmp_path / "scale.md"
+    store = Store(tmp_path / "campaign.db")
+    publish_journal(store, cid, journal, plots=False)
+    add_one(store, cid)
+    first = store.list_experiments(cid, role="candidate")[0].id
+    store.close()
+    with sqlite3.connect(tmp_path / "campaign.db") as con:  # a change the older copy does not have
+        con.execute("UPDATE experiments SET node = 'moved-node' WHERE id = ?", (first,))
+    store = Store(tmp_path / "campaign.db")
+    publish_journal(store, cid, journal, plots=False, verify=False)
+    key = render.experiment_key(store.view(cid), first)
+    assert "moved-node" in (tmp_path / "scale.d" / f"{key}.md").read_text()
+    store.close()
+    older = Store(tmp_path / "older.db")
+    publish_journal(older, cid, journal, plots=False, verify=False)
+    fresh = tmp_path / "fresh" / "scale.md"
+    publish_journal(older, cid, fresh, plots=False)
+    assert journal.read_text() == fresh.read_text()
+    for page in (fresh.parent / "scale.d").glob("*.md"):
+        assert (tmp_path / "scale.d" / page.name).read_text() == page.read_text(), page.name
+    older.close()

@@ -1,0 +1,82 @@
+"""A change sequence in the database: which experiments' journal sections changed since a
+given point, at the cost of what changed.
+
+Why: a journal update at experiment 5,000 must cost what it costs at experiment 10, so
+it may not look at 5,000 experiments to find the one that changed (a digest per
+experiment was the largest part of an update that grew with the campaign).  SQLite
+triggers write the change, so no code path that writes a record can forget it: every
+insert or update of a record that an experiment's section shows (the experiment row, a
+run side, the verdict, an artifact, the hypothesis spec) stamps the experiment with the
+next number of one global sequence.  `journal_changes` keeps one row per experiment
+(its latest number), so it grows with the campaign, not with its writes.
+
+A reader keeps the highest number it has seen; `changed_since` returns the experiments
+stamped after it.  A number lower than the reader's (a database restored from an older
+copy) shows in `latest`, and the reader then starts over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+
+__all__ = ["DDL", "candidate_order", "changed_since", "install", "latest"]
+
+_BUMP = ("INSERT OR REPLACE INTO journal_changes (experiment_id, campaign_id, seq) "
+         "SELECT e.id, e.campaign_id, (SELECT coalesce(max(seq), 0) + 1 FROM journal_changes) "
+         "FROM experiments e WHERE {where};")
+
+_TRIGGERS = {
+    "jc_experiment_insert": ("AFTER INSERT ON experiments", "e.id = NEW.id"),
+    "jc_experiment_update": ("AFTER UPDATE ON experiments", "e.id = NEW.id"),
+    "jc_run_side_insert": ("AFTER INSERT ON run_sides", "e.id = NEW.experiment_id"),
+    "jc_run_side_update": ("AFTER UPDATE ON run_sides", "e.id = NEW.experiment_id"),
+    "jc_verdict_insert": ("AFTER INSERT ON verdicts", "e.id = NEW.experiment_id"),
+    "jc_verdict_update": ("AFTER UPDATE ON verdicts", "e.id = NEW.experiment_id"),
+    "jc_artifact_insert": ("AFTER INSERT ON artifacts", "e.id = NEW.experiment_id"),
+    "jc_artifact_update": ("AFTER UPDATE ON artifacts", "e.id = NEW.experiment_id"),
+    "jc_hypothesis_insert": ("AFTER INSERT ON hypotheses",
+                             "e.campaign_id = NEW.campaign_id AND e.hypothesis = NEW.name"),
+    "jc_hypothesis_update": ("AFTER UPDATE OF spec_json, source ON hypotheses",
+                             "e.campaign_id = NEW.campaign_id AND e.hypothesis = NEW.name"),
+}
+
+DDL = [
+    "CREATE TABLE IF NOT EXISTS journal_changes (experiment_id TEXT PRIMARY KEY, "
+    "campaign_id TEXT NOT NULL, seq INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS ix_journal_changes_campaign ON journal_changes (campaign_id, seq)",
+    "CREATE INDEX IF NOT EXISTS ix_journal_changes_seq ON journal_changes (seq)",
+    *(f"CREATE TRIGGER IF NOT EXISTS {name} {when} BEGIN {_BUMP.format(where=where)} END"
+      for name, (when, where) in _TRIGGERS.items()),
+]
+
+
+def install(conn: Any) -> None:
+    """Create the table and its triggers (a new database, or a migration: then every
+    existing experiment is stamped once, so a reader that starts from 0 sees them all)."""
+    for stmt in DDL:
+        conn.execute(text(stmt))
+    conn.execute(text("INSERT OR IGNORE INTO journal_changes (experiment_id, campaign_id, seq) "
+                      "SELECT id, campaign_id, 1 FROM experiments"))
+
+
+def latest(conn: Any) -> int:
+    """The highest number stamped so far (0 in a database without changes)."""
+    return int(conn.execute(text("SELECT coalesce(max(seq), 0) FROM journal_changes")).scalar_one())
+
+
+def changed_since(conn: Any, campaign_id: str, seq: int) -> set[str]:
+    """The campaign's experiments stamped after `seq` (an index range: only those rows)."""
+    rows = conn.execute(text("SELECT experiment_id FROM journal_changes WHERE campaign_id = :cid AND seq > :seq"),
+                        {"cid": campaign_id, "seq": seq})
+    return {r[0] for r in rows}
+
+
+def candidate_order(conn: Any, campaign_id: str) -> list[str]:
+    """The campaign's candidate experiments in start order (the journal's numbering): one
+    column from the order index, no record decoded."""
+    raw = conn.connection.driver_connection  # the sqlite3 connection of this transaction: no row objects
+    rows = raw.execute("SELECT id FROM experiments WHERE campaign_id = ? AND role = 'candidate' "
+                       "ORDER BY started_at, id", (campaign_id,)).fetchall()
+    return [r[0] for r in rows]
