@@ -2,28 +2,32 @@
 
 Why: a week-long campaign reaches 1,000+ experiments and the journal is regenerated
 after each verdict; redrawing every section and plot each time is quadratic.  Each
-experiment's section, scoreboard cells and plot are cached in `<journal>.d/index.json`
-and re-rendered only when a record they show was written: the database stamps every
-such write with a change number (`campaign.store.changes`, SQLite triggers), and the
-index keeps the last number it has seen.  An update then reads from the Store only a
-window of the campaign (what changed, the latest experiments, the campaign-wide parts),
-so what it decodes and renders does not grow with the campaign.  The index keeps every
-experiment's scoreboard and dead-end cells but the section text only of the latest
-(older ones live on their pages; a page a person edited or removed is rendered again).
+experiment's section, scoreboard cells and plot are cached in `<journal>.d/index.sqlite`
+(`campaign.journal.index`) and re-rendered only when a record they show was written:
+the database stamps every such write with a change number (`campaign.store.changes`,
+SQLite triggers), and the index keeps the last number it has seen.  An update reads
+from the Store only a window of the campaign (what changed, the latest experiments,
+the campaign-wide parts) and from the index only the rows it shows, so what it decodes
+and renders does not grow with the campaign.  The index keeps every experiment's
+scoreboard and dead-end cells but the section text only of the latest (older ones
+live on their pages; a page a person edited or removed is rendered again).
 
 Layout: the main file holds the header, notes, baseline and its history, the
-scoreboard (the latest `SCOREBOARD_MAIN` rows when longer; the full one is
-`<journal>.d/scoreboard.md`), the dead ends and the latest `RECENT` experiments in full.
-Every experiment has its own page `<journal>.d/<key>.md`.  An experiment's notes block
-lives in the main file while it is among the latest, then moves to its page; edits in
-either place are kept (a page's notes are re-read when the file changed).
+scoreboard (the latest `SCOREBOARD_MAIN` rows when longer; the full one in pages of
+`SCOREBOARD_PAGE` rows listed by `<journal>.d/scoreboard.md`), the dead ends and the
+latest `RECENT` experiments in full.  Every experiment has its own page
+`<journal>.d/<key>.md`.  An experiment's notes block lives in the main file while it
+is among the latest, then moves to its page; edits in either place are kept (a page's
+notes are re-read when the file changed: by every `verify` render, and by the loop's
+update before it rewrites that page).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import json
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -31,6 +35,7 @@ from urllib.parse import quote
 from campaign.domain.errors import UserError
 from campaign.domain.records import CampaignView
 from campaign.journal import mdsafe
+from campaign.journal.index import JournalIndex
 from campaign.journal.format import (
     dead_end_cells,
     plot_file_name,
@@ -42,6 +47,7 @@ from campaign.journal.format import (
 from campaign.journal.render import (
     MainParts,
     experiment_body,
+    experiment_key,
     experiment_keys,
     notes_part,
     parse_notes,
@@ -49,11 +55,11 @@ from campaign.journal.render import (
     write_journal,
 )
 
-__all__ = ["RECENT", "SCOREBOARD_MAIN", "publish"]
+__all__ = ["RECENT", "SCOREBOARD_MAIN", "SCOREBOARD_PAGE", "publish"]
 
 RECENT = 20  # experiments shown in full in the main file
 SCOREBOARD_MAIN = 100  # scoreboard rows in the main file
-_INDEX_VERSION = 5  # bumped when what a page or plot looks like changes: an old journal is redrawn
+SCOREBOARD_PAGE = 500  # rows per page of the full scoreboard
 _PLOTDIR = "PLOTDIR-5e1f"  # placeholder for the plot directory, resolved per file
 
 
@@ -63,16 +69,6 @@ def _read(path: Path) -> str | None:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the existing journal ({exc}) "
                         "(fix: restore the file or move it away; its notes blocks are kept only if readable)") from None
-
-
-def _load_index(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and data.get("v") == _INDEX_VERSION:
-            return data
-    except (OSError, ValueError):
-        pass
-    return {"v": _INDEX_VERSION, "stamp": "", "experiments": {}}
 
 
 def _stat(path: Path | str) -> list[int] | None:
@@ -108,55 +104,86 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
     a plot lost with a killed worker): what `campaign journal` does.  The loop's update
     after a verdict does not (its cost must not grow with the campaign); it checks the
     pages it rewrites and the plots it submitted."""
+    target = Path(path)
+    pages = target.parent / f"{target.stem}.d"
+    try:
+        pages.mkdir(parents=True, exist_ok=True)
+        idx = JournalIndex(pages / "index.sqlite")
+    except (OSError, sqlite3.Error) as exc:
+        raise UserError(f"{pages}: cannot write the journal's page directory ({exc}) "
+                        "(fix: make it writable, or set `journal:` in the playbook to a writable path)") from None
+    done = False
+    try:
+        _publish(store, campaign_id, target, idx, db_label=db_label, plots=plots, verify=verify)
+        done = True
+    finally:
+        idx.close(commit=done)
+    with contextlib.suppress(OSError):
+        (pages / "index.json").unlink()  # an older checkout's index
+    return target
+
+
+def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, db_label: str, plots: bool,
+             verify: bool) -> None:
     from campaign.journal import plot_worker
     from campaign.journal.plots import OVERVIEW_LAST
 
-    target = Path(path)
     pages = target.parent / f"{target.stem}.d"
     plot_dir = target.parent / f"{target.stem}.plots"
     plot_rel = plot_dir.name
-    index_path = pages / "index.json"
     stamp_base = f"{campaign_id}|{int(plots)}|{RECENT}"
-    index = _load_index(index_path)
-    entries: dict[str, Any] = index["experiments"]
-    ids, fed, seq = store.journal_changes(campaign_id, index.get("seq") if entries else None)
-    changed = set(ids) if fed is None else {i for i in fed if i in entries} | {i for i in ids if i not in entries}
-    unconfirmed = [i for i in index.get("unconfirmed", []) if i in entries]  # plots submitted, not yet seen
-    if plots:  # a plot lost with a killed worker is drawn again
-        maybe_lost = (i for i in (ids if verify else unconfirmed) if entries.get(i, {}).get("plot"))
-        lost = {i for i in maybe_lost
-                if not (plot_dir / entries[i]["plot"]).exists() and not plot_worker.is_pending(plot_dir / entries[i]["plot"])}
-        changed |= lost
-        unconfirmed = [i for i in unconfirmed if i not in lost and not (plot_dir / entries[i]["plot"]).exists()]
-    edited = {i for i in ids if i in entries and entries[i].get("page_stat") is not None
-              and _stat(os.path.join(pages, f"{entries[i]['key']}.md")) != entries[i]["page_stat"]} \
-        if verify else set()  # a person edited (or removed) it
+    meta = idx.meta
+    known = idx.count()
+    ids, fed, seq = store.journal_changes(campaign_id, meta.get("seq") if known else None)
+    if fed is not None and (known > len(ids) or idx.id_at(known) != ids[known - 1]):
+        fed = None  # the record's order is not the one the index holds: start over
+    numbers = {i: n for n, i in enumerate(ids, 1)}
+    changed = set(ids) if fed is None else {i for i in fed if numbers.get(i, known + 1) <= known} | set(ids[known:])
+    prev_recent: list[str] = meta.get("recent", [])
+    unconfirmed: list[str] = meta.get("unconfirmed", [])  # plots submitted, not yet seen on disk
+    entries: dict[str, Any] = {}
+    if fed is not None:
+        entries = idx.all() if verify else idx.get(changed | set(ids[-RECENT:]) | set(prev_recent) | set(unconfirmed))
+        unconfirmed = [i for i in unconfirmed if i in entries and entries[i].get("plot")]
+        if plots:  # a plot lost with a killed worker is drawn again
+            lost = {i for i in (entries if verify else unconfirmed) if entries[i].get("plot")
+                    and not (plot_dir / entries[i]["plot"]).exists()
+                    and not plot_worker.is_pending(plot_dir / entries[i]["plot"])}
+            changed |= lost
+            unconfirmed = [i for i in unconfirmed if i not in lost and not (plot_dir / entries[i]["plot"]).exists()]
+    edited = {i for i, e in entries.items() if e.get("page_stat") is not None
+              and _stat(os.path.join(pages, f"{e['key']}.md")) != e["page_stat"]} if verify else set()
     changed |= {i for i in edited if "body" not in entries[i]}  # the index keeps only recent bodies: render again
     changed |= {i for i in ids[-RECENT:] if i in entries and "body" not in entries[i]}  # back among the latest
     view: CampaignView | None = None
     whole = False  # the view holds every experiment (a full render)
-    if entries and fed is not None:  # a window: what changed and what the main file and overview show
+    if fed is not None:  # a window: what changed and what the main file and overview show
         tail = ids[-max(RECENT, 2 * OVERVIEW_LAST if plots else 0):]
         view = store.view(campaign_id, detail=changed, window=changed | set(tail))
-        if index.get("stamp") != _stamp(stamp_base, view):
+        if meta.get("stamp") != _stamp(stamp_base, view):
             view = None
     if view is None:  # first render, renderer or environment changed, or an older database: everything
         view, whole = store.view(campaign_id), True
         ids = [e.id for e in view.experiments]
-        entries, changed, unconfirmed = {}, set(ids), []
-    stamp = _stamp(stamp_base, view)
-    keys = experiment_keys(view, {i: e["key"] for i, e in entries.items()}, order=ids)
-    numbers = {i: n for n, i in enumerate(ids, 1)}
+        numbers = {i: n for n, i in enumerate(ids, 1)}
+        idx.clear()
+        entries, changed, unconfirmed, prev_recent = {}, set(ids), [], []
+    keys = {i: e["key"] for i, e in entries.items()}
+    if whole:
+        keys = experiment_keys(view)
+    else:
+        for exp_id in ids[known:]:  # new experiments, in order: the next free slug
+            base = key = experiment_key(view, exp_id)
+            n = 2
+            while key in keys.values() or idx.key_taken(key):
+                key, n = f"{base}-{n}", n + 1
+            keys[exp_id] = key
     view.numbers = numbers
-    recent = set(ids[-RECENT:])
-    try:
-        pages.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"{pages}: cannot create the journal's page directory ({exc.strerror}) "
-                        "(fix: make it writable, or set `journal:` in the playbook to a writable path)") from None
+    recent = ids[-RECENT:]
     existing = _read(target)
     main_notes = parse_notes(existing) if existing else {}
-    _remove_stale_temp_files(pages, plot_dir)
+    if verify or whole:  # a killed writer's temp files: listing thousands of pages is not the loop's job
+        _remove_stale_temp_files(pages, plot_dir)
 
     dead = {d.experiment_id: d for d in view.dead_ends if d.experiment_id in changed}
     for exp in view.experiments:
@@ -180,14 +207,14 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
                            "dead": row_prefix(dead_end_cells(dead[exp.id])) if exp.id in dead else None,
                            "in_main": old.get("in_main"), "notes": old.get("notes"),
                            "page_stat": old.get("page_stat"), "dirty": True}
-    scored = (bool(index.get("scored")) and not whole) or any(e.verdict is not None for e in view.experiments)
+    scored = (bool(meta.get("scored")) and not whole) or any(e.verdict is not None for e in view.experiments)
     has_overview = scored or len(view.baseline_history) >= 2
     overview_path = plot_dir / "campaign-overview.png"
     if plots and changed and not plot_worker.is_pending(overview_path) and has_overview:
         plot_worker.submit("overview", view, overview_path)
 
-    notes_elsewhere = [keys[i] for i in ids if i not in recent]
-    touched = set(ids) if verify or whole else changed | edited | recent | set(index.get("recent", []))
+    in_recent = set(recent)
+    touched = set(ids) if verify or whole else changed | edited | in_recent | set(prev_recent)
     for exp_id in (i for i in ids if i in touched):
         entry, key = entries[exp_id], keys[exp_id]
         page = pages / f"{key}.md"
@@ -200,7 +227,7 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
             entry["notes"] = (parse_notes(text).get(key, "") if text else "") or main_notes.get(key, "")
         elif entry.get("in_main"):
             entry["notes"] = main_notes.get(key, "")
-        in_main = exp_id in recent
+        in_main = exp_id in in_recent
         if in_main:
             main_notes[key] = entry["notes"] or ""
         if entry.pop("dirty", False) or entry.get("page_stat") is None or entry.get("in_main") != in_main:
@@ -210,26 +237,29 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
         entry["in_main"] = in_main
         if not in_main:
             entry.pop("body", None)  # on its page now; a new render brings it back when needed
+    idx.put({i: entries[i] for i in touched})
 
-    links = {i: (f"#{keys[i]}" if i in recent else f"{pages.name}/{keys[i]}.md") for i in ids}
-    page_links = {i: f"{keys[i]}.md" for i in ids}
-    rows = {i: entries[i]["row"] for i in ids}
+    def link(exp_id: str, key: str) -> str:
+        return f"#{key}" if exp_id in in_recent else f"{pages.name}/{key}.md"
+
     shown = ids[-SCOREBOARD_MAIN:] if len(ids) > SCOREBOARD_MAIN else None
+    board = idx.rows(len(ids) - len(shown) + 1 if shown else 1, len(ids))
+    dead_rows = idx.dead_rows()
+    links = {i: link(i, k) for i, k, _ in board} | {i: link(i, k) for i, k, _ in dead_rows}
     full = f"{pages.name}/scoreboard.md"
     if shown is not None or pages.joinpath("scoreboard.md").exists():
-        _write_page(pages / "scoreboard.md", f"# {mdsafe.text(view.name)}: scoreboard\n\n"
-                      f"Every experiment, in order; back to [the journal](../{target.name}).\n\n"
-                      f"{scoreboard_table([rows[i] for i in ids], page_links, ids)}\n")
+        _scoreboard_pages(idx, view.name, target.name, pages, len(ids),
+                          None if verify or whole else {numbers[i] for i in changed})
     parts = MainParts(
-        ids=ids, rows=rows, links=links,
-        dead_rows=[(i, entries[i]["dead"]) for i in ids if entries[i].get("dead")],
-        bodies={i: entries[i]["body"].replace(f"]({_PLOTDIR}/", f"]({plot_rel}/") for i in ids[-RECENT:]},
+        ids=ids, rows={i: row for i, _, row in board}, links=links,
+        dead_rows=[(i, row) for i, _, row in dead_rows],
+        bodies={i: entries[i]["body"].replace(f"]({_PLOTDIR}/", f"]({plot_rel}/") for i in recent},
         scoreboard_ids=shown,
         scoreboard_note=f"The latest {len(shown)} of {len(ids)} experiments; every one is in "
                         f"[the full scoreboard]({full})." if shown is not None else None,
         experiments_note=f"The latest {len(recent)} of {len(ids)} experiments in full; every experiment "
                          "has its own page, linked from the scoreboard." if len(ids) > RECENT else None,
-        notes_elsewhere=notes_elsewhere,
+        notes_elsewhere=[k for k in main_notes if k not in {keys[i] for i in recent} and idx.key_taken(k)],
         keys=keys,
     )
     overview = f"{plot_rel}/campaign-overview.png" if plots and has_overview else None
@@ -237,10 +267,30 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
         plot_worker.submit("overview", view, overview_path)
     text = render_main(view, existing, parts, overview_plot=overview, db_label=db_label, notes=main_notes)
     write_journal(target, text)
-    index.update(stamp=stamp, seq=seq, scored=scored, recent=ids[-RECENT:], unconfirmed=unconfirmed,
-                 experiments={i: entries[i] for i in ids})
-    _write_index(index_path, index)
-    return target
+    idx.meta.update(stamp=_stamp(stamp_base, view), seq=seq, scored=scored, recent=recent, unconfirmed=unconfirmed)
+
+
+def _scoreboard_pages(idx: JournalIndex, name: str, main_name: str, pages: Path, total: int,
+                      changed: set[int] | None) -> None:
+    """The full scoreboard in pages of SCOREBOARD_PAGE rows (`scoreboard-<k>.md`), listed by
+    `scoreboard.md`: an update rewrites the last page and those holding a changed row
+    (`changed`: their numbers; None: every page), not a table of the whole campaign."""
+    count = max(1, -(-total // SCOREBOARD_PAGE))
+    todo = set(range(1, count + 1)) if changed is None else {(n - 1) // SCOREBOARD_PAGE + 1 for n in changed} | {count}
+    title = mdsafe.text(name)
+    for k in sorted(todo):
+        first, last = (k - 1) * SCOREBOARD_PAGE + 1, min(total, k * SCOREBOARD_PAGE)
+        rows = idx.rows(first, last)
+        nav = " · ".join(x for x in (f"[previous](scoreboard-{k - 1}.md)" if k > 1 else "",
+                                     f"[next](scoreboard-{k + 1}.md)" if k < count else "") if x)
+        _write_page(pages / f"scoreboard-{k}.md",
+                    f"# {title}: scoreboard, experiments {first}-{last}\n\n"
+                    f"Back to [the journal](../{main_name}) and [every page](scoreboard.md). {nav}\n\n"
+                    f"{scoreboard_table([r for _, _, r in rows], {i: f'{key}.md' for i, key, _ in rows}, [i for i, _, _ in rows])}\n")
+    listing = "\n".join(f"- [experiments {(k - 1) * SCOREBOARD_PAGE + 1}-{min(total, k * SCOREBOARD_PAGE)}]"
+                        f"(scoreboard-{k}.md)" for k in range(1, count + 1))
+    _write_page(pages / "scoreboard.md", f"# {title}: scoreboard\n\nEvery experiment, in order, "
+                f"{SCOREBOARD_PAGE} to a page; back to [the journal](../{main_name}).\n\n{listing}\n")
 
 
 def _remove_stale_temp_files(*dirs: Path) -> None:
@@ -281,9 +331,3 @@ def _write_page(path: Path, text: str) -> None:
     except OSError as exc:
         raise UserError(f"{path}: cannot write the journal page ({exc.strerror or exc}) "
                         f"(fix: make {path.parent} writable)") from None
-
-
-def _write_index(path: Path, index: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
-    os.replace(tmp, path)

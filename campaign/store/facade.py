@@ -257,7 +257,8 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         incremental journal update that re-renders just what changed; with `window`, only
         those candidates are in the view at all (campaign-wide parts are whole)."""
         with read_session(self._engine) as s:
-            return build_view(read_snapshot(s, campaign_id, detail, window=window, memo=self._memo))
+            snap = read_snapshot(s, campaign_id, detail, window=window, memo=self._memo)
+        return build_view(snap, self._memo.baseline_views)
 
     def journal_changes(self, campaign_id: str, since: int | None) -> tuple[list[str], set[str] | None, int]:
         """(candidate ids in start order, the experiments changed after `since`, the
@@ -287,8 +288,19 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         """Build and store the `show --json` text of what changed since the last call (the
         loop calls it after each verdict, so `show --json` reads stored text at any size);
         the pieces already stored are not read."""
-        for _ in self._show_pieces(campaign_id, cached_text=False):
-            pass
+        from campaign.store import changes
+        from campaign.store.show import DriverConn, show_json_chunks
+        from campaign.store.showcache import refresh_scope
+
+        fresh: dict[str, tuple[str, str]] = {}
+        with read_session(self._engine) as s:
+            conn = s.connection()
+            seq = changes.latest(conn)
+            scope = refresh_scope(DriverConn(s), campaign_id, seq,
+                                  lambda since: changes.changed_since(conn, campaign_id, since))
+            for _ in show_json_chunks(s, campaign_id, fresh=fresh, cached_text=False, scope=scope):
+                pass
+        self._store_show_pieces(campaign_id, fresh, seq)
 
     def _show_pieces(self, campaign_id: str, *, cached_text: bool) -> Iterator[str]:
         from campaign.store.show import show_json_chunks
@@ -298,9 +310,10 @@ class Store(ExperimentsMixin, ReviewLogMixin):
             yield from show_json_chunks(s, campaign_id, fresh=fresh, cached_text=cached_text)
         self._store_show_pieces(campaign_id, fresh)
 
-    def _store_show_pieces(self, campaign_id: str, fresh: dict[str, tuple[str, str]]) -> None:
-        """Best effort: the cache is not a record, so a read-only or busy database skips it."""
-        if not fresh:
+    def _store_show_pieces(self, campaign_id: str, fresh: dict[str, tuple[str, str]], seq: int | None = None) -> None:
+        """Best effort: the cache is not a record, so a read-only or busy database skips it.
+        `seq`: the change number a refresh looked at (every piece is current with it)."""
+        if not fresh and seq is None:
             return
         from sqlalchemy.exc import DBAPIError
 
@@ -309,7 +322,7 @@ class Store(ExperimentsMixin, ReviewLogMixin):
 
         try:
             with write_session(self._engine) as s:
-                store_rows(DriverConn(s), campaign_id, fresh)
+                store_rows(DriverConn(s), campaign_id, fresh, seq)
         except DBAPIError:
             pass
 

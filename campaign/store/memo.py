@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from threading import Lock
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from campaign.domain.records import Verdict
+from campaign.domain.records import BaselineView, Verdict
 from campaign.store.models import ExperimentRecord, HypothesisRecord
 
 __all__ = ["Memo", "ParseMemo"]
@@ -61,3 +61,7 @@ class ParseMemo:
         self.experiments: Memo[ExperimentRecord] = Memo(limit)
         self.verdicts: Memo[Verdict] = Memo(limit)  # outline verdicts (no per-level comparisons)
         self.hypotheses: Memo[HypothesisRecord] = Memo(limit)
+        self.runs: Memo[Any] = Memo(limit)  # a baseline's rounds, keyed by (id, metric, each round's head)
+        # a baseline's view, by the identity of the record and rounds it was built from
+        # (both held in the value, so an identity is never reused while it is cached)
+        self.baseline_views: Memo[tuple[ExperimentRecord, Any, BaselineView]] = Memo(limit)

@@ -42,13 +42,15 @@ class DriverConn:
 
 
 def show_json_chunks(s: Session, campaign_id: str, *, chunk: int | None = None,
-                     fresh: dict[str, tuple[str, str]] | None = None, cached_text: bool = True) -> Iterator[str]:
+                     fresh: dict[str, tuple[str, str]] | None = None, cached_text: bool = True,
+                     scope: list[str] | None = None) -> Iterator[str]:
     """The document's pieces; without `cached_text` the stored pieces come back empty (not
-    read or decompressed): the loop's refresh only builds and stores what is missing."""
+    read or decompressed): the loop's refresh only builds and stores what is missing.
+    `scope`: only the head and those experiments' pieces (the refresh after a verdict)."""
     chunk = chunk or CHUNK
     fresh = {} if fresh is None else fresh
     conn = DriverConn(s)
-    wanted = digests(conn, campaign_id)
+    wanted = digests(conn, campaign_id, scope)
     if wanted is None:
         require_campaign(s, campaign_id)  # names the fix
         return

@@ -29,7 +29,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DDL", "HEAD", "cached_pieces", "digests", "load", "pieces", "quick_show", "store_rows"]
+__all__ = ["DDL", "HEAD", "SEQ_DDL", "cached_pieces", "digests", "load", "pieces", "quick_show", "refresh_scope",
+           "store_rows"]
 
 DDL = ("CREATE TABLE IF NOT EXISTS show_cache (campaign_id TEXT NOT NULL, key TEXT NOT NULL, "
        "digest TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (campaign_id, key))")
@@ -74,19 +75,50 @@ def _sha(*parts: Any) -> str:
     return hashlib.sha1(repr(parts).encode()).hexdigest()[:20]
 
 
-def digests(conn: Any, campaign_id: str) -> dict[str, str] | None:
-    """Key -> digest of the head (`HEAD`) and of every candidate experiment, in document
-    order; None for an unknown campaign.  `conn` is a sqlite3 connection (or anything
-    with the same `execute`) inside the read transaction the text is served from."""
+def digests(conn: Any, campaign_id: str, only: list[str] | None = None) -> dict[str, str] | None:
+    """Key -> digest of the head (`HEAD`) and of every candidate experiment (with `only`:
+    of those), in document order; None for an unknown campaign.  `conn` is a sqlite3
+    connection (or anything with the same `execute`) inside the read transaction the
+    text is served from."""
     row = conn.execute(_CAMPAIGN, (campaign_id,)).fetchone()
     if row is None:
         return None
     salt = _sha(_code_salt(), tuple(row[4:]))
     out = {HEAD: _sha(salt, tuple(row[:4]), [tuple(b) for b in conn.execute(_BASELINES, (campaign_id,))],
                       tuple(conn.execute(_PLANNER, (campaign_id, campaign_id)).fetchone()))}
-    for exp in conn.execute(_EXPERIMENTS, (campaign_id,)):
+    query, params = _EXPERIMENTS, [campaign_id]
+    if only is not None:
+        query = query.replace("AND e.role = 'candidate'", f"AND e.role = 'candidate' AND e.id IN ({_marks(only)})")
+        params = [campaign_id, *only]
+    for exp in conn.execute(query, tuple(params)):
         out[exp[0]] = _sha(salt, tuple(exp))
     return out
+
+
+def _marks(values: list[str]) -> str:
+    return ",".join("?" * len(values)) or "NULL"
+
+
+SEQ_DDL = "CREATE TABLE IF NOT EXISTS show_cache_seq (campaign_id TEXT PRIMARY KEY, seq INTEGER NOT NULL)"
+
+
+def refresh_scope(conn: Any, campaign_id: str, latest: int, changed_since: Any) -> list[str] | None:
+    """The candidates whose pieces may have changed since the last refresh stored its
+    change number (`campaign.store.changes`): those written since, and those borrowing
+    a baseline written since.  None: look at every piece (no number stored yet, or one
+    ahead of the database)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'show_cache_seq'").fetchone() is None:
+        return None
+    row = conn.execute("SELECT seq FROM show_cache_seq WHERE campaign_id = ?", (campaign_id,)).fetchone()
+    if row is None or row[0] > latest:
+        return None
+    written = sorted(changed_since(row[0]))
+    if not written:
+        return []
+    marks = _marks(written)
+    rows = conn.execute(f"SELECT id FROM experiments WHERE campaign_id = ? AND role = 'candidate' "
+                        f"AND (id IN ({marks}) OR baseline_ref IN ({marks}))", (campaign_id, *written, *written))
+    return [r[0] for r in rows]
 
 
 def load(conn: Any, campaign_id: str, wanted: dict[str, str], *, bodies: bool = True) -> dict[str, str]:
@@ -95,7 +127,10 @@ def load(conn: Any, campaign_id: str, wanted: dict[str, str], *, bodies: bool = 
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'show_cache'").fetchone() is None:
         return {}  # written by the first `show --json` or the loop's first verdict
     if not bodies:
-        rows = conn.execute("SELECT key, digest FROM show_cache WHERE campaign_id = ?", (campaign_id,))
+        keys = list(wanted)
+        rows = conn.execute(f"SELECT key, digest FROM show_cache WHERE campaign_id = ? AND key IN ({_marks(keys)})",
+                            (campaign_id, *keys)) if len(keys) <= 500 else \
+            conn.execute("SELECT key, digest FROM show_cache WHERE campaign_id = ?", (campaign_id,))
         return {k: "" for k, d in rows if wanted.get(k) == d}
     rows = conn.execute("SELECT key, digest, body FROM show_cache WHERE campaign_id = ?", (campaign_id,))
     return {k: zlib.decompress(body).decode() for k, d, body in rows if wanted.get(k) == d}
@@ -122,9 +157,13 @@ def cached_pieces(conn: Any, campaign_id: str) -> Iterator[str] | None:
     return pieces(found[HEAD], (found[k] for k in wanted if k != HEAD))
 
 
-def store_rows(conn: Any, campaign_id: str, fresh: dict[str, tuple[str, str]]) -> None:
-    """Write `key -> (digest, text)` into the cache (the caller holds a write transaction)."""
+def store_rows(conn: Any, campaign_id: str, fresh: dict[str, tuple[str, str]], seq: int | None = None) -> None:
+    """Write `key -> (digest, text)` into the cache (the caller holds a write transaction),
+    and the change number every piece is now current with (`seq`)."""
     conn.execute(DDL)
+    if seq is not None:
+        conn.execute(SEQ_DDL)
+        conn.execute("INSERT OR REPLACE INTO show_cache_seq (campaign_id, seq) VALUES (?, ?)", (campaign_id, seq))
     conn.executemany(
         "INSERT OR REPLACE INTO show_cache (campaign_id, key, digest, body) VALUES (?, ?, ?, ?)",
         [(campaign_id, k, d, zlib.compress(t.encode(), 6)) for k, (d, t) in fresh.items()],

@@ -48,6 +48,22 @@ def read_runs(s: Session, ids: list[str], metric: str) -> dict[str, Runs]:
     return runs
 
 
+def _memo_runs(s: Session, ids: list[str], metric: str, memo: ParseMemo) -> dict[str, Runs]:
+    """`read_runs` through the memo: each experiment keyed by its rounds' heads (side,
+    round, when recorded), read without their levels; only a new key is decoded."""
+    heads: dict[str, list[tuple[str, int, float]]] = {i: [] for i in ids}
+    q = select(RunSideRow.experiment_id, RunSideRow.side, RunSideRow.repeat, RunSideRow.recorded_at)
+    for exp_id, side, repeat, recorded_at in s.exec(q.where(col(RunSideRow.experiment_id).in_(ids))):
+        heads[exp_id].append((side, repeat, recorded_at))
+    keys = {i: (i, metric, tuple(sorted(h))) for i, h in heads.items()}
+    out = {i: found for i in ids if (found := memo.runs.peek(keys[i])) is not None}
+    missing = [i for i in ids if i not in out]
+    if missing:
+        for exp_id, decoded in read_runs(s, missing, metric).items():
+            out[exp_id] = memo.runs.get(keys[exp_id], lambda r=decoded: r)  # type: ignore[misc]
+    return out
+
+
 def read_verdicts(s: Session, ids: list[str]) -> dict[str, Verdict]:
     return {v.experiment_id: verdict_of(verdict_detail(v))
             for v in s.exec(_plain(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids)))}
@@ -128,7 +144,11 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, 
     runs: dict[str, Runs] = {}
     loaded = ids if detail is None else [e.id for e in experiments if e.id in detail or e.role == "baseline"]
     metric = str(campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
-    runs.update(read_runs(s, loaded, metric))
+    if detail is None:
+        runs.update(read_runs(s, loaded, metric))
+    else:  # a journal update: the baselines' rounds are final once written, decoded once per Store
+        runs.update(read_runs(s, [i for i in loaded if i in detail], metric))
+        runs.update(_memo_runs(s, [i for i in loaded if i not in detail], metric, memo))
     full = set(loaded)
     verdicts = _read_verdicts(s, ids, full, parsed=full | set(ids[-OVERVIEW_LAST:]), memo=memo)
     if detail is not None:  # what the view reads a spec for: a re-rendered section, a dead end's revisit list

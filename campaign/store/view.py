@@ -170,6 +170,18 @@ def baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> BaselineView
     )
 
 
+def _baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord, memo: Any) -> BaselineView:
+    if memo is None:
+        return baseline_view(snap, exp)
+    runs = _runs(snap, exp.id)
+    key = (exp.id, id(exp), id(runs), tuple(snap.workload_order()))
+    found = memo.peek(key)
+    if found is not None and found[0] is exp and found[1] is runs:
+        view: BaselineView = found[2]
+        return view
+    return memo.get(key, lambda: (exp, runs, baseline_view(snap, exp)))[2]  # type: ignore[no-any-return]
+
+
 def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentView:
     if snap.detail is not None and exp.id not in snap.detail:
         return _outline_view(snap, exp)
@@ -263,11 +275,14 @@ def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
     return out
 
 
-def build_view(snap: CampaignSnapshot) -> CampaignView:
+def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
+    """The view of `snap`; `memo` (a `campaign.store.memo.Memo`) reuses each baseline's
+    view built from the very same record and rounds before (a campaign adopts a new
+    baseline now and then: its history is rebuilt after every verdict otherwise)."""
     c = snap.campaign
     baselines = [e for e in snap.experiments if e.role == "baseline" and e.status == "finished"]
     current = next((e for e in baselines if e.id == c.baseline_experiment_id), baselines[-1] if baselines else None)
-    history = [baseline_view(snap, e) for e in baselines]
+    history = [_baseline_view(snap, e, memo) for e in baselines]
     return CampaignView(
         id=c.id,
         name=c.name,

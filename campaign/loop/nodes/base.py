@@ -20,6 +20,8 @@ from campaign.ports import Node
 
 __all__ = ["NodeFamily", "correctness_prompts", "reference_config"]
 
+_VERIFIED: set[tuple[str, str]] = set()  # (campaign, journal) rendered in full by this process
+
 
 class NodeFamily:
     """Base of the node families: one small class per family of graph nodes."""
@@ -47,7 +49,11 @@ class NodeFamily:
             return
         from campaign.journal.publish import publish_journal
 
-        publish_journal(self.d.store, cid, self.d.journal_path, db_label=self.d.db_label, verify=False)
+        # the first render of a run looks at every page and plot (a person may have edited
+        # pages while it was halted for review); the ones after each verdict cost what changed
+        first = (cid, str(self.d.journal_path)) not in _VERIFIED
+        publish_journal(self.d.store, cid, self.d.journal_path, db_label=self.d.db_label, verify=first)
+        _VERIFIED.add((cid, str(self.d.journal_path)))
         self.d.store.refresh_show_cache(cid)  # `campaign show --json` then reads stored text
 
     def _decide(self, cid: str, seq: int, decision: dict[str, Any]) -> None:

@@ -126,7 +126,7 @@ def test_notes_survive_wherever_they_are_written(campaign, tmp_path: Path) -> No
     moved = (tmp_path / "scale.d" / f"{edge_key}.md").read_text()
     assert "main-file note" in moved and "main-file note" not in journal.read_text()  # it moved home, once
     assert "Orphaned notes" not in journal.read_text()
-    (tmp_path / "scale.d" / "index.json").unlink()  # cache lost: notes are read back from the files
+    (tmp_path / "scale.d" / "index.sqlite").unlink()  # cache lost: notes are read back from the files
     publish_journal(store, cid, journal, plots=False)
     assert "page note" in page.read_text()
     assert "main-file note" in (tmp_path / "scale.d" / f"{edge_key}.md").read_text()
@@ -172,17 +172,18 @@ def test_temp_files_of_a_killed_writer_are_removed(tmp_path: Path) -> None:
 
 def test_the_index_keeps_only_the_latest_bodies_and_an_edited_old_page_is_rendered_again(
         campaign, tmp_path: Path, counted) -> None:
-    """An update reads and writes the whole index: at 1,000 experiments every section's
-    text in it was most of that file.  Older sections live on their pages only; a page a
-    person edited (or removed) is rendered again from the database, keeping their notes."""
-    import json
+    """Older sections live on their pages only (at 1,000 experiments every section's text
+    was most of the index); a page a person edited (or removed) is rendered again from
+    the database, keeping their notes."""
+    import sqlite3
 
     store, cid = campaign
     journal = tmp_path / "scale.md"
     publish_journal(store, cid, journal)
-    index = json.loads((tmp_path / "scale.d" / "index.json").read_text())
+    with sqlite3.connect(tmp_path / "scale.d" / "index.sqlite") as con:
+        with_body = {r[0] for r in con.execute("SELECT id FROM entries WHERE body IS NOT NULL")}
     ids = [e.id for e in store.view(cid).experiments]
-    assert [i for i in ids if "body" in index["experiments"][i]] == ids[-4:]
+    assert [i for i in ids if i in with_body] == ids[-4:]
 
     view = store.view(cid)
     key = render.experiment_key(view, ids[0])
@@ -222,6 +223,8 @@ def test_a_loop_update_reads_a_window_and_writes_what_a_full_render_writes(tmp_p
     (what changed and the latest), and its journal is byte for byte what a render from
     scratch writes: numbers, node time, "same as experiment N", links, dead ends."""
     monkeypatch.setattr(incremental, "RECENT", 4)
+    monkeypatch.setattr(incremental, "SCOREBOARD_MAIN", 6)  # the main file's latest rows, then pages
+    monkeypatch.setattr(incremental, "SCOREBOARD_PAGE", 4)
     windows: list[int] = []
     for n in (10, 25):
         cid = scale_build.build(tmp_path / f"c{n}.db", n)
@@ -238,19 +241,26 @@ def test_a_loop_update_reads_a_window_and_writes_what_a_full_render_writes(tmp_p
 
         monkeypatch.setattr(store, "view", view)
         add_one(store, cid)
+        old = store.list_experiments(cid, role="candidate")[1]
+        store.set_adopted(old.id, not old.adopted)  # an old experiment changes too: its page and scoreboard page
+        board = {p.name: p.stat().st_mtime_ns for p in (journal.parent / "scale.d").glob("scoreboard-*.md")}
         publish_journal(store, cid, journal, plots=False, verify=False)
         monkeypatch.setattr(store, "view", real_view)
         windows.append(seen[0])
         assert len(seen) == 1
+        rewritten = {p.name for p in (journal.parent / "scale.d").glob("scoreboard-*.md")
+                     if board.get(p.name) != p.stat().st_mtime_ns}
+        last = f"scoreboard-{-(-(n + 1) // 4)}.md"
+        assert rewritten == {"scoreboard-1.md", last}  # the old experiment's page and the last
         fresh = tmp_path / f"fresh{n}" / "scale.md"
         publish_journal(store, cid, fresh, plots=False)
         assert journal.read_text() == fresh.read_text()
         pages = sorted(p.name for p in (journal.parent / "scale.d").glob("*.md"))
-        assert pages == sorted(p.name for p in (fresh.parent / "scale.d").glob("*.md")) and len(pages) == n + 1
+        assert pages == sorted(p.name for p in (fresh.parent / "scale.d").glob("*.md")) and len(pages) == n + 1 + 1 + -(-(n + 1) // 4)
         for name in pages:
             assert (journal.parent / "scale.d" / name).read_text() == (fresh.parent / "scale.d" / name).read_text(), name
         store.close()
-    assert windows == [4, 4]
+    assert windows == [5, 5]  # the latest 4 and the old one that changed
 
 
 def test_a_database_restored_from_an_older_copy_redraws_the_journal(campaign, tmp_path: Path) -> None:
@@ -283,3 +293,20 @@ def test_a_database_restored_from_an_older_copy_redraws_the_journal(campaign, tm
     for page in (fresh.parent / "scale.d").glob("*.md"):
         assert (tmp_path / "scale.d" / page.name).read_text() == page.read_text(), page.name
     older.close()
+
+
+def test_the_loop_update_keeps_a_note_on_an_old_page_it_rewrites(campaign, tmp_path: Path) -> None:
+    """The loop's update does not look at every page, but one it is about to rewrite (its
+    experiment changed) is read first: the person's note survives."""
+    store, cid = campaign
+    journal = tmp_path / "scale.md"
+    publish_journal(store, cid, journal, plots=False)
+    first = store.list_experiments(cid, role="candidate")[0]
+    key = render.experiment_key(store.view(cid), first.id)
+    page = tmp_path / "scale.d" / f"{key}.md"
+    page.write_text(page.read_text().replace(f"<!-- notes:{key} -->\n", f"<!-- notes:{key} -->\nwritten on the page\n"))
+    store.set_adopted(first.id, not first.adopted)
+    publish_journal(store, cid, journal, plots=False, verify=False)
+    text = page.read_text()
+    assert "written on the page" in text
+    assert ("WIN (adopted)" in text) == (not first.adopted) or "WIN" not in text

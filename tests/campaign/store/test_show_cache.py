@@ -97,6 +97,8 @@ def test_a_borrowed_baseline_that_goes_stale_is_not_served_from_the_cache(tmp_pa
             == before["parallel"]["1"]["baseline"]
         store.mark_stale_experiments(cid, keep=(solo.id,))
         assert _cached(db, cid) is None
+        store.refresh_show_cache(cid)  # the refresh after a verdict: the borrowers of a written baseline too
+        assert _cached(db, cid) == _built(store, cid)
         assert "".join(store.show_json_text(cid)) == _built(store, cid)
         after = json.loads(_cached(db, cid) or "null")["experiments"][-1]["metrics"]
         assert after["parallel"]["1"]["baseline"] is None
@@ -170,3 +172,32 @@ def test_side_values_give_the_noise_model_the_same_launches_as_the_full_runs(tmp
                 want = {w: [[row[c] for c in sorted(row)] for _, row in sorted(by.items())] for w, by in full.items()}
                 assert tables_of(bulk[i]) == want
         assert any(bulk[i] for i in ids) and store.side_values([], "output_tokens_per_s") == {}
+
+
+def test_the_refresh_after_a_verdict_looks_only_at_what_changed(tmp_path: Path, monkeypatch) -> None:
+    """The loop refreshes after every verdict: at 5,000 experiments a digest of each was
+    0.2 s a verdict.  The change sequence names the experiments written since."""
+    from campaign.store import showcache
+
+    db = tmp_path / "campaign.db"
+    cid = scale_build.build(db, 8)
+    seen: list[int] = []
+    real = showcache.digests
+
+    def digests(conn, campaign_id, only=None):  # type: ignore[no-untyped-def]
+        got = real(conn, campaign_id, only)
+        seen.append(len(got or {}) - 1)
+        return got
+
+    monkeypatch.setattr("campaign.store.show.digests", digests)
+    with Store(db) as store:
+        store.refresh_show_cache(cid)
+        assert seen == [8]  # the first refresh: every piece
+        baseline = store.get_campaign(cid).baseline_experiment_id
+        exp_id, _ = scale_build.add_experiment(store, cid, random.Random(3), 9, store.get_experiment(baseline).fingerprint_id,
+                                               baseline)
+        store.refresh_show_cache(cid)
+        assert seen[-1] == 1
+        store.refresh_show_cache(cid)
+        assert seen[-1] == 0
+        assert _cached(db, cid) == _built(store, cid)

@@ -1,0 +1,136 @@
+"""The journal's cache of rendered parts, `<journal>.d/index.sqlite`: one row per experiment.
+
+Why SQLite and not one JSON file: an update after a verdict must not read and write an
+entry per experiment of the campaign (at 5,000 experiments the JSON index was the
+largest cost that grew with it).  Rows are read by id (what the update touches), by
+position (a scoreboard page, the main file's latest rows) or by having a dead-end row,
+and written back only where they changed, in one transaction that commits with the
+update.  A missing, unreadable or older index is started over: the journal is then
+rendered in full, as for a new journal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FIELDS", "JournalIndex"]
+
+VERSION = "6"  # bumped when what a page or plot looks like changes: an old journal is redrawn
+FIELDS = ("key", "number", "body", "row", "plot", "dead", "in_main", "notes", "page_stat")
+_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS entries (id TEXT PRIMARY KEY, key TEXT NOT NULL, number INTEGER NOT NULL, "
+    "body TEXT, row TEXT NOT NULL, plot TEXT, dead TEXT, in_main INTEGER, notes TEXT, page_stat TEXT)",
+    "CREATE INDEX IF NOT EXISTS ix_entries_number ON entries (number)",
+    "CREATE INDEX IF NOT EXISTS ix_entries_key ON entries (key)",
+]
+
+
+class JournalIndex:
+    """Open (or start) the index at `path`; `close()` commits or, after an error, drops
+    what this update wrote."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db = self._open(path)
+        self.meta: dict[str, Any] = {k: json.loads(v) for k, v in self.db.execute("SELECT k, v FROM meta")}
+        if self.meta.get("version") != VERSION:
+            self.clear()
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        for attempt in (0, 1):
+            try:
+                db = sqlite3.connect(path, isolation_level=None)
+                db.execute("PRAGMA journal_mode=DELETE")
+                db.execute("PRAGMA synchronous=OFF")  # a cache: a lost write is re-rendered from the record
+                db.execute("BEGIN IMMEDIATE")
+                for stmt in _SCHEMA:
+                    db.execute(stmt)
+                return db
+            except sqlite3.DatabaseError:
+                if attempt:
+                    raise
+                with contextlib.suppress(OSError):
+                    path.unlink()  # not an index of ours (or damaged): start over
+        raise AssertionError("unreachable")
+
+    def clear(self) -> None:
+        self.db.execute("DELETE FROM entries")
+        self.db.execute("DELETE FROM meta")
+        self.meta = {"version": VERSION}
+
+    def count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    def id_at(self, number: int) -> str | None:
+        row = self.db.execute("SELECT id FROM entries WHERE number = ?", (number,)).fetchone()
+        return row[0] if row else None
+
+    def get(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Entries by id (those present)."""
+        wanted = list(ids)
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self.db.execute(f"SELECT id, {', '.join(FIELDS)} FROM entries WHERE id IN ({marks})", chunk):
+                out[row[0]] = _entry(row[1:])
+        return out
+
+    def all(self) -> dict[str, dict[str, Any]]:
+        return {row[0]: _entry(row[1:]) for row in self.db.execute(f"SELECT id, {', '.join(FIELDS)} FROM entries")}
+
+    def key_taken(self, key: str) -> bool:
+        return self.db.execute("SELECT 1 FROM entries WHERE key = ?", (key,)).fetchone() is not None
+
+    def rows(self, first: int, last: int) -> list[tuple[str, str, str]]:
+        """(id, key, scoreboard row) of the experiments numbered first..last, in order."""
+        return list(self.db.execute("SELECT id, key, row FROM entries WHERE number BETWEEN ? AND ? ORDER BY number",
+                                    (first, last)))
+
+    def dead_rows(self) -> list[tuple[str, str, str]]:
+        """(id, key, dead-end row) of every dead end, in order."""
+        return list(self.db.execute("SELECT id, key, dead FROM entries WHERE dead IS NOT NULL ORDER BY number"))
+
+    def put(self, entries: dict[str, dict[str, Any]]) -> None:
+        cols = ", ".join(FIELDS)
+        self.db.executemany(
+            f"INSERT OR REPLACE INTO entries (id, {cols}) VALUES (?, {', '.join('?' * len(FIELDS))})",
+            [(i, *(_column(f, e.get(f)) for f in FIELDS)) for i, e in entries.items()])
+
+    def close(self, *, commit: bool) -> None:
+        try:
+            if commit:
+                self.db.execute("DELETE FROM meta")
+                self.db.executemany("INSERT INTO meta (k, v) VALUES (?, ?)",
+                                    [(k, json.dumps(v)) for k, v in self.meta.items()])
+                self.db.execute("COMMIT")
+            else:
+                self.db.execute("ROLLBACK")
+        finally:
+            self.db.close()
+
+
+def _column(field: str, value: Any) -> Any:
+    if field == "page_stat":
+        return None if value is None else json.dumps(value)
+    if field == "in_main":
+        return None if value is None else int(bool(value))
+    return value
+
+
+def _entry(values: tuple[Any, ...]) -> dict[str, Any]:
+    e = dict(zip(FIELDS, values))
+    if e["page_stat"] is not None:
+        e["page_stat"] = json.loads(e["page_stat"])
+    if e["in_main"] is not None:
+        e["in_main"] = bool(e["in_main"])
+    if e["body"] is None:
+        del e["body"]
+    return e
