@@ -16,6 +16,7 @@ from campaign.domain.models import ConfigChange, ReportedChange
 from campaign.domain.records import BaselineView, CampaignView, DeadEnd, ExperimentView, LevelRow
 
 UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}
+OVERVIEW_LAST = 40  # the overview's bar chart shows the latest experiments: 1,000 bars read as none
 
 
 class NotesSource(Protocol):

@@ -37,6 +37,7 @@ from campaign.domain.records import CampaignView
 from campaign.journal import mdsafe
 from campaign.journal.index import JournalIndex
 from campaign.journal.format import (
+    OVERVIEW_LAST,
     dead_end_cells,
     plot_file_name,
     plot_workloads,
@@ -126,7 +127,6 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
 def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, db_label: str, plots: bool,
              verify: bool) -> None:
     from campaign.journal import plot_worker
-    from campaign.journal.plots import OVERVIEW_LAST
 
     pages = target.parent / f"{target.stem}.d"
     plot_dir = target.parent / f"{target.stem}.plots"

@@ -24,7 +24,7 @@ from PIL import Image
 
 from campaign.domain.errors import UserError
 from campaign.journal.format import (
-    baseline_headline, fmt_pct, marker, metric_of, plot_file_name, plot_workloads, unit_of,
+    OVERVIEW_LAST, baseline_headline, fmt_pct, marker, metric_of, plot_file_name, plot_workloads, unit_of,
 )
 from campaign.domain.records import CampaignView, ExperimentView, LevelRow
 
@@ -37,7 +37,6 @@ CANDIDATE, BASELINE, TIE = "#1f77b4", "#7f7f7f", "#555555"
 VERDICT_COLORS = {"win": "#2ca02c", "dead_end": "#d62728", "inconclusive": "#9e9e9e"}
 
 
-OVERVIEW_LAST = 40  # the overview's bar chart shows the latest experiments: 1,000 bars read as none
 HISTORY_LAST = 12  # ...and its baseline panel the latest baselines
 
 

@@ -35,7 +35,7 @@ from campaign.store.pack import level_values, unpack_text
 from campaign.store.reviews import ReviewLogMixin
 from campaign.store.view import CampaignSnapshot, Runs, light_verdict
 
-OVERVIEW_LAST = 40  # campaign.journal.plots.OVERVIEW_LAST (the store does not import the journal)
+OVERVIEW_LAST = 40  # campaign.journal.format.OVERVIEW_LAST (the store does not import the journal)
 
 
 def read_runs(s: Session, ids: list[str], metric: str) -> dict[str, Runs]:

@@ -310,3 +310,19 @@ def test_the_loop_update_keeps_a_note_on_an_old_page_it_rewrites(campaign, tmp_p
     text = page.read_text()
     assert "written on the page" in text
     assert ("WIN (adopted)" in text) == (not first.adopted) or "WIN" not in text
+
+
+def test_a_journal_without_plots_never_imports_matplotlib(tmp_path: Path) -> None:
+    """`--no-plots` renders and the controller's updates stay free of matplotlib (1 s of
+    imports and ~30 MB: the plots are drawn by worker processes)."""
+    import subprocess
+
+    cid = scale_build.build(tmp_path / "campaign.db", 3)
+    code = ("import sys; from pathlib import Path; from campaign.store import Store; "
+            "from campaign.journal.publish import publish_journal; "
+            f"s = Store({str(tmp_path / 'campaign.db')!r}); "
+            f"publish_journal(s, {cid!r}, Path({str(tmp_path / 'j.md')!r}), plots=False); "
+            f"publish_journal(s, {cid!r}, Path({str(tmp_path / 'j.md')!r}), plots=False, verify=False); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
