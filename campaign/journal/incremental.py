@@ -107,18 +107,27 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
     pages it rewrites and the plots it submitted."""
     target = Path(path)
     pages = target.parent / f"{target.stem}.d"
-    try:
-        pages.mkdir(parents=True, exist_ok=True)
-        idx = JournalIndex(pages / "index.sqlite")
-    except (OSError, sqlite3.Error) as exc:
-        raise UserError(f"{pages}: cannot write the journal's page directory ({exc}) "
-                        "(fix: make it writable, or set `journal:` in the playbook to a writable path)") from None
-    done = False
-    try:
-        _publish(store, campaign_id, target, idx, db_label=db_label, plots=plots, verify=verify)
-        done = True
-    finally:
-        idx.close(commit=done)
+    for attempt in (1, 2):
+        try:
+            pages.mkdir(parents=True, exist_ok=True)
+            idx = JournalIndex(pages / "index.sqlite")
+        except (OSError, sqlite3.Error) as exc:
+            raise UserError(f"{pages}: cannot write the journal's page directory ({exc}) "
+                            "(fix: make it writable, or set `journal:` in the playbook to a writable path)") from None
+        done = False
+        try:
+            _publish(store, campaign_id, target, idx, db_label=db_label, plots=plots, verify=verify)
+            done = True
+        except sqlite3.DatabaseError as exc:  # the index is damaged: it is a cache, start it over
+            if attempt == 2:
+                raise UserError(f"{pages / 'index.sqlite'}: the journal's index is unreadable ({exc}) "
+                                "(fix: delete it; the journal is then rendered again in full)") from None
+        finally:
+            idx.close(commit=done)
+        if done:
+            break
+        with contextlib.suppress(OSError):
+            (pages / "index.sqlite").unlink()
     with contextlib.suppress(OSError):
         (pages / "index.json").unlink()  # an older checkout's index
     return target

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FIELDS", "JournalIndex"]
+__all__ = ["FIELDS", "IndexDamaged", "JournalIndex"]
 
 VERSION = "6"  # bumped when what a page or plot looks like changes: an old journal is redrawn
 FIELDS = ("key", "number", "body", "row", "plot", "dead", "in_main", "notes", "page_stat")
@@ -38,7 +38,10 @@ class JournalIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.db = self._open(path)
-        self.meta: dict[str, Any] = {k: json.loads(v) for k, v in self.db.execute("SELECT k, v FROM meta")}
+        try:
+            self.meta: dict[str, Any] = {k: json.loads(v) for k, v in self.db.execute("SELECT k, v FROM meta")}
+        except ValueError:
+            self.meta = {}
         if self.meta.get("version") != VERSION:
             self.clear()
 
@@ -112,7 +115,8 @@ class JournalIndex:
                                     [(k, json.dumps(v)) for k, v in self.meta.items()])
                 self.db.execute("COMMIT")
             else:
-                self.db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # a damaged index: the caller starts it over
+                    self.db.execute("ROLLBACK")
         finally:
             self.db.close()
 
@@ -125,10 +129,17 @@ def _column(field: str, value: Any) -> Any:
     return value
 
 
+class IndexDamaged(sqlite3.DatabaseError):
+    """A row this code did not write: the caller starts the index over."""
+
+
 def _entry(values: tuple[Any, ...]) -> dict[str, Any]:
     e = dict(zip(FIELDS, values))
     if e["page_stat"] is not None:
-        e["page_stat"] = json.loads(e["page_stat"])
+        try:
+            e["page_stat"] = json.loads(e["page_stat"])
+        except ValueError:
+            raise IndexDamaged(f"page_stat {e['page_stat']!r}") from None
     if e["in_main"] is not None:
         e["in_main"] = bool(e["in_main"])
     if e["body"] is None:

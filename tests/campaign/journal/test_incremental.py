@@ -326,3 +326,33 @@ def test_a_journal_without_plots_never_imports_matplotlib(tmp_path: Path) -> Non
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize("damage", ["garbage", "foreign_table", "bad_meta", "bad_row"])
+def test_a_damaged_index_is_started_over(campaign, tmp_path: Path, damage: str) -> None:
+    """The index is a cache: whatever is in its place, the journal comes out as from scratch."""
+    import sqlite3
+
+    store, cid = campaign
+    journal = tmp_path / "scale.md"
+    publish_journal(store, cid, journal, plots=False)
+    index = tmp_path / "scale.d" / "index.sqlite"
+    if damage == "garbage":
+        index.write_bytes(b"not a database " * 100)
+    elif damage in ("bad_meta", "bad_row"):
+        with sqlite3.connect(index) as con:
+            if damage == "bad_meta":
+                con.execute("UPDATE meta SET v = 'not json' WHERE k = 'seq'")
+            else:
+                con.execute("UPDATE entries SET page_stat = 'not json'")
+    else:
+        index.unlink()
+        with sqlite3.connect(index) as con:
+            con.execute("CREATE TABLE entries (id TEXT PRIMARY KEY, other TEXT)")
+            con.execute("CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
+            con.execute("INSERT INTO meta VALUES ('version', '\"6\"')")
+    add_one(store, cid)
+    publish_journal(store, cid, journal, plots=False, verify=False)
+    fresh = tmp_path / "fresh" / "scale.md"
+    publish_journal(store, cid, fresh, plots=False)
+    assert journal.read_text() == fresh.read_text()
