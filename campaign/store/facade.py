@@ -258,7 +258,9 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         those candidates are in the view at all (campaign-wide parts are whole)."""
         with read_session(self._engine) as s:
             snap = read_snapshot(s, campaign_id, detail, window=window, memo=self._memo)
-        return build_view(snap, self._memo.baseline_views)
+        # a journal update's baselines come from the memo (the same objects each time): their
+        # views can be reused too; a full view decodes fresh rounds, nothing to reuse
+        return build_view(snap, self._memo.baseline_views if detail is not None else None)
 
     def journal_changes(self, campaign_id: str, since: int | None) -> tuple[list[str], set[str] | None, int]:
         """(candidate ids in start order, the experiments changed after `since`, the
