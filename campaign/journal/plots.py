@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 import textwrap
 import threading
+import zlib
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,6 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from PIL import Image
 
 from campaign.domain.errors import UserError
 from campaign.journal.format import (
@@ -291,14 +292,37 @@ def save_figure(fig: Figure, path: Path) -> None:
 
 def _write_png(canvas: Any, path: Path) -> None:
     """Write what `canvas` holds now as an RGB PNG, atomically (temp file beside it, then
-    replace).  The figures are opaque, so RGB loses nothing; with zlib's fastest level
-    the file is smaller and written in half the time of matplotlib's RGBA default.  No
-    version or date goes into it: the same view gives the same bytes."""
+    replace).  The figures are opaque, so RGB loses nothing.  The file is written here
+    from the pixels (`png_bytes`), not by Pillow: Pillow filters every row of a truecolour
+    image adaptively (five trial filters per row) and has no option to skip it, which was
+    11 ms of a plot's 64; unfiltered rows at zlib's fastest level take 3 ms for a file of
+    the same size (a plot is mostly flat colour).  No version or date goes into it: the
+    same view gives the same bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    rgb = Image.fromarray(np.asarray(canvas.buffer_rgba())[..., :3])
-    rgb.save(tmp, format="png", compress_level=1, dpi=(DPI, DPI))
+    tmp.write_bytes(png_bytes(np.asarray(canvas.buffer_rgba())[..., :3], DPI))
     os.replace(tmp, path)
+
+
+def png_bytes(rgb: Any, dpi: float) -> bytes:
+    """An 8-bit RGB PNG (ISO/IEC 15948) of an H x W x 3 uint8 array: IHDR, pHYs (the dpi),
+    one IDAT of unfiltered rows (filter byte 0) at zlib level 1, IEND."""
+    height, width = int(rgb.shape[0]), int(rgb.shape[1])
+    rows = np.empty((height, 1 + 3 * width), dtype=np.uint8)
+    rows[:, 0] = 0
+    rows[:, 1:] = rgb.reshape(height, 3 * width)
+    per_metre = round(dpi / 0.0254)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return b"".join((
+        b"\x89PNG\r\n\x1a\n",
+        chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)),
+        chunk(b"pHYs", struct.pack(">IIB", per_metre, per_metre, 1)),
+        chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)),
+        chunk(b"IEND", b""),
+    ))
 
 
 def render_plots(view: CampaignView, out_dir: str | os.PathLike[str], *,

@@ -88,3 +88,38 @@ def test_y_limits_are_round_and_leave_room_for_the_labels():
         mantissa = limit / 10 ** math.floor(math.log10(limit) + 1e-12)
         assert any(abs(mantissa - step) < 1e-9 for step in _NICE), (top, limit)
     assert len({y_top(3800 + k) for k in range(400)}) <= 2  # nearby experiments share an axis
+
+
+def test_a_plot_file_holds_the_canvas_pixels_and_its_dpi(tmp_path):
+    """The PNG is written by `png_bytes`, not Pillow: Pillow (a decoder written by others)
+    must read back every pixel the canvas drew, and the dpi."""
+    import numpy as np
+    from PIL import Image
+
+    from campaign.journal.plots import DPI, experiment_figure, save_figure
+
+    exp = next(e for e in seed_view().experiments if e.id == f"{CID}/eagle3#2")
+    fig = experiment_figure(exp, plot_workloads(exp))
+    save_figure(fig, tmp_path / "p.png")
+    want = np.asarray(fig.canvas.buffer_rgba())[..., :3]  # type: ignore[attr-defined]
+    with Image.open(tmp_path / "p.png") as im:
+        im.load()
+        assert im.mode == "RGB" and im.size == (want.shape[1], want.shape[0])
+        assert round(im.info["dpi"][0]) == DPI
+        got = np.asarray(im)
+    assert got.shape == want.shape and (got == want).all()
+    assert len({tuple(px) for px in want.reshape(-1, 3)[::97]}) > 20  # a real plot, not a blank canvas
+
+
+def test_png_bytes_round_trips_odd_sizes_and_every_byte_value(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from campaign.journal.plots import png_bytes
+
+    rng = np.random.default_rng(3)
+    for h, w in ((1, 1), (7, 13), (256, 3)):
+        rgb = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+        (tmp_path / "x.png").write_bytes(png_bytes(rgb, 72))
+        with Image.open(tmp_path / "x.png") as im:
+            assert (np.asarray(im.convert("RGB")) == rgb).all()
