@@ -38,6 +38,7 @@ CANDIDATE, BASELINE, TIE = "#1f77b4", "#7f7f7f", "#555555"
 VERDICT_COLORS = {"win": "#2ca02c", "dead_end": "#d62728", "inconclusive": "#9e9e9e"}
 
 
+ERRORBAR_LINE_ZORDER = 2.1  # matplotlib's errorbar draws its data line there (lines: 2)
 HISTORY_LAST = 12  # ...and its baseline panel the latest baselines
 
 
@@ -72,7 +73,10 @@ def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
             comps = [p[2] for p in pts if p[2] is not None]
             err = [[y * max(0.0, -(c.ci_low_pct - c.delta_pct)) / 100 for y, c in zip(ys, comps)],
                    [y * max(0.0, c.ci_high_pct - c.delta_pct) / 100 for y, c in zip(ys, comps)]]
-        added.append(ax.errorbar(xs, ys, yerr=err, color=color, marker="o", ms=4, lw=1.6, capsize=3))
+        if err is None:  # errorbar without bars draws this line, at its zorder, for 4x the cost
+            added.extend(ax.plot(xs, ys, color=color, marker="o", ms=4, lw=1.6, zorder=ERRORBAR_LINE_ZORDER))
+        else:
+            added.append(ax.errorbar(xs, ys, yerr=err, color=color, marker="o", ms=4, lw=1.6, capsize=3))
     for r in rows:
         c = r.comparison
         if c is None or c.winner == "tie" or r.candidate is None or r.baseline is None:
