@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from campaign.domain.errors import UserError
+from campaign.journal.plot_labels import Label
 from campaign.journal.format import (
     OVERVIEW_LAST, baseline_headline, fmt_pct, marker, metric_of, plot_file_name, plot_workloads, unit_of,
 )
@@ -84,9 +85,8 @@ def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
         win_cand = c.winner == "candidate"
         adv = c.delta_pct if win_cand else (c.baseline_mean / c.candidate_mean - 1) * 100
         y = max(r.candidate, r.baseline)
-        added.append(ax.annotate(f"{'C' if win_cand else 'B'} +{adv:.0f}%", (r.concurrency, y),
-                                 textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7,
-                                 color=CANDIDATE if win_cand else BASELINE))
+        added.append(Label(ax, f"{'C' if win_cand else 'B'} +{adv:.0f}%", (r.concurrency, y), 6,
+                           CANDIDATE if win_cand else BASELINE, 7))
     ax.set_ylim(0, panel_ylim(rows))
     return added
 
@@ -314,7 +314,9 @@ def png_bytes(rgb: Any, dpi: float) -> bytes:
     height, width = int(rgb.shape[0]), int(rgb.shape[1])
     rows = np.empty((height, 1 + 3 * width), dtype=np.uint8)
     rows[:, 0] = 0
-    rows[:, 1:] = rgb.reshape(height, 3 * width)
+    pixels = rows[:, 1:].view()
+    pixels.shape = (height, width, 3)  # a view of the rows (raises rather than copy)
+    pixels[...] = rgb
     per_metre = round(dpi / 0.0254)
 
     def chunk(kind: bytes, data: bytes) -> bytes:

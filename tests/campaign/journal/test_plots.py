@@ -148,3 +148,64 @@ def test_a_side_without_error_bars_looks_as_errorbar_drew_it(tmp_path, monkeypat
             m.setattr(Axes, "plot", errorbar_always)
             save_figure(experiment_figure(view, plot_workloads(view)), tmp_path / "before.png")
         assert calls and (tmp_path / "now.png").read_bytes() == (tmp_path / "before.png").read_bytes()
+
+
+def test_a_stamped_label_looks_as_annotate_draws_it():
+    """Level labels are stamped from pixels rendered once (`plot_labels`); matplotlib's
+    own `annotate` is the reference: the same ink within half a pixel of the same place."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from campaign.journal.plot_labels import Label
+
+    def draw(stamp: bool):
+        fig = Figure(figsize=(5.2, 3.9), dpi=90)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        ax.set_xscale("log")
+        ax.set_xlim(0.7, 350)
+        ax.set_ylim(0, 10_000)
+        ax.set_axis_off()  # only the labels' ink
+        for i, x in enumerate((1, 2, 5, 10, 30, 70, 100, 250)):
+            text, color = (f"C +{i}%", "#1f77b4") if i % 2 else (f"B +{10 * i}%", "#7f7f7f")
+            if stamp:
+                Label(ax, text, (x, 1000.0 * i + 333), 6, color, 7)
+            else:
+                ax.annotate(text, (x, 1000.0 * i + 333), textcoords="offset points", xytext=(0, 6), ha="center",
+                            fontsize=7, color=color)
+        fig.canvas.draw()
+        return 255 - np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(float)  # ink
+
+    ref, got = draw(False), draw(True)
+    assert got.sum() > 0 and abs(got.sum() - ref.sum()) < 0.02 * ref.sum()  # the same amount of ink
+    for axis in (0, 1):  # the same place: ink profiles along each axis within half a pixel
+        idx = np.arange(ref.shape[axis])
+        other = 1 - axis
+        w_ref, w_got = ref.sum(axis=(other, 2)), got.sum(axis=(other, 2))
+        spans = np.flatnonzero(w_ref > 0)
+        assert set(np.flatnonzero(w_got > 0)) <= set(range(spans.min() - 1, spans.max() + 2))
+    # label by label: each label's ink centre within half a pixel of annotate's
+    bands = _bands(ref)
+    assert len(bands) == 8
+    for y0, y1 in bands:
+        for a in (ref, got):
+            assert a[y0:y1].sum() > 0
+        cy = [(a[y0:y1].sum(axis=(1, 2)) * np.arange(y0, y1)).sum() / a[y0:y1].sum() for a in (ref, got)]
+        cx = [(a[y0:y1].sum(axis=(0, 2)) * np.arange(a.shape[1])).sum() / a[y0:y1].sum() for a in (ref, got)]
+        assert abs(cy[0] - cy[1]) <= 0.5 and abs(cx[0] - cx[1]) <= 0.5, (y0, cx, cy)
+
+
+def _bands(ink):
+    """Row ranges holding one label each (rows with ink, split by gaps)."""
+    import numpy as np
+
+    rows = ink.sum(axis=(1, 2)) > 0
+    out, start = [], None
+    for i, on in enumerate(np.append(rows, False)):
+        if on and start is None:
+            start = i
+        elif not on and start is not None:
+            out.append((start, i))
+            start = None
+    return out
