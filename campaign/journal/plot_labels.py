@@ -30,7 +30,7 @@ def label_pixels(text: str, color: str, fontsize: float, dpi: float) -> tuple[An
     """(RGBA rows bottom-up, dx, dy): the label's rendered pixels, and where their lower
     left corner lies from the anchor (the text's centre on its baseline), in pixels."""
     fig = Figure(figsize=_CANVAS_IN, dpi=dpi)
-    canvas = FigureCanvasAgg(fig)
+    canvas: Any = FigureCanvasAgg(fig)  # matplotlib's Agg methods are untyped
     fig.patch.set_alpha(0.0)
     width, height = fig.bbox.width, fig.bbox.height
     x0, y0 = round(width / 2), round(height / 3)
