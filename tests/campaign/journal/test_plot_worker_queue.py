@@ -3,6 +3,7 @@ until `wait_idle` raises its error."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -10,6 +11,15 @@ import pytest
 from campaign.journal import plot_worker
 from campaign.journal.format import plot_workloads
 from tests.campaign.seed_campaign import CID, seed_view
+
+
+@pytest.fixture(autouse=True)
+def _drained():
+    """Start from an empty queue: a plot an earlier test submitted and never waited for
+    (a failed one stays queued until `wait_idle`) is not this test's."""
+    with contextlib.suppress(Exception):
+        plot_worker.wait_idle(timeout=120)
+    yield
 
 
 def _settle(timeout: float = 120.0) -> None:
