@@ -110,10 +110,15 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
     for attempt in (1, 2):
         try:
             pages.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"{pages}: cannot write the journal's page directory ({exc.strerror or exc}) "
+                            "(fix: make it writable, or set `journal:` in the playbook to a writable path)") from None
+        try:
             idx = JournalIndex(pages / "index.sqlite")
         except (OSError, sqlite3.Error) as exc:
-            raise UserError(f"{pages}: cannot write the journal's page directory ({exc}) "
-                            "(fix: make it writable, or set `journal:` in the playbook to a writable path)") from None
+            raise UserError(f"{pages / 'index.sqlite'}: cannot open the journal's index ({exc}) (fix: remove "
+                            f"whatever is at that path and make {pages} writable; the index is a cache, the "
+                            "journal is then rendered again in full)") from None
         done = False
         try:
             _publish(store, campaign_id, target, idx, db_label=db_label, plots=plots, verify=verify)

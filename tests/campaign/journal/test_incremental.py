@@ -356,3 +356,20 @@ def test_a_damaged_index_is_started_over(campaign, tmp_path: Path, damage: str) 
     fresh = tmp_path / "fresh" / "scale.md"
     publish_journal(store, cid, fresh, plots=False)
     assert journal.read_text() == fresh.read_text()
+
+
+def test_an_index_that_cannot_be_opened_is_named_in_one_line(tmp_path: Path) -> None:
+    """`campaign journal` where `<journal>.d/index.sqlite` is a directory: one line naming
+    that file (not the page directory, which is fine), exit 2, nothing else written."""
+    import subprocess
+
+    cid = scale_build.build(tmp_path / "campaign.db", 2)
+    (tmp_path / "j.d" / "index.sqlite").mkdir(parents=True)
+    out = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "journal", cid, "--db",
+                          str(tmp_path / "campaign.db"), "--out", str(tmp_path / "j.md")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert len(lines) == 1 and "Traceback" not in lines[0], lines
+    assert f"{tmp_path / 'j.d' / 'index.sqlite'}: cannot open the journal's index" in lines[0]
+    assert "fix:" in lines[0] and not (tmp_path / "j.md").exists()
