@@ -91,7 +91,7 @@ def draw_inline(kind: str, payload: Any, path: str) -> str:
 def submit(kind: str, payload: Any, path: str | os.PathLike[str]) -> None:
     """Queue one plot ("experiment": (ExperimentView, workloads); "overview": CampaignView).
     A finished plot leaves the bookkeeping by its own callback: scanning every queued plot
-    at each submit made a full render of 1,000 plots quadratic (2.5 s of the controller)."""
+    at each submit made a full render of 1,000 plots quadratic."""
     global _pool
     key = str(path)
     with _lock:
