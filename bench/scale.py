@@ -4,7 +4,9 @@ For each N a campaign is built through the Store API (`bench/scale_build.py`: 2
 workloads x 8 levels x 2 sides x 3 rounds per experiment, a mix of verdicts), then
 every figure is one fresh process, as a person or the loop would run it:
 
-- render full: `publish_journal` into an empty directory, with and without plots;
+- render full: `publish_journal` into an empty directory (the previous run's journal is
+  removed before the clock starts), read as `campaign journal` reads (the plain-sqlite3
+  `campaign.store.reader`), with and without plots;
 - update: the per-verdict update after one more experiment (imports warm, journal
   present, plot workers running, as in the loop's render node), until the Markdown is
   written and until its plots (the experiment's and the overview) are on disk; the
@@ -81,15 +83,41 @@ def op_build(db: str, n: int) -> None:
 
 
 def op_render(db: str, cid: str, journal: str, plots: bool) -> None:
+    """As `campaign journal` reads: the plain-sqlite3 reader (no sqlmodel import)."""
     from campaign.journal.publish import publish_journal
-    from campaign.store import Store
+    from campaign.store.reader import open_reader
 
-    target = Path(journal)
-    for p in target.parent.glob(f"{target.stem}*"):
-        shutil.rmtree(p) if p.is_dir() else p.unlink()
-    with Store(db) as store:
-        publish_journal(store, cid, target, db_label="campaign.db", **({} if plots else {"plots": False}))
+    _clear(Path(journal))
+    reader = open_reader(Path(db))
+    assert reader is not None, f"{db}: not a current database"
+    with reader:
+        publish_journal(reader, cid, Path(journal), db_label="campaign.db", **({} if plots else {"plots": False}))
         _wait_plots()
+
+
+TRASH = ".trash"  # beside a bench directory: what the bench removes, deleted when it ends
+
+
+def _discard(path: Path) -> None:
+    """Move `path` aside, to be deleted when the bench ends.  Why not delete now: ext4
+    skips inodes freed in the last minutes when it allocates new ones, and each skip
+    reads an inode table block (`recently_deleted` in perf: a full render right after
+    deleting the last one's 2,000 files spent up to 0.8 s more creating its pages).
+    A person renders into a directory that has not just lost thousands of files."""
+    trash = path.parent / TRASH
+    trash.mkdir(exist_ok=True)
+    path.rename(trash / f"{path.name}.{time.time_ns()}")
+
+
+def _clear(target: Path) -> None:
+    """Move a journal, its pages and its plots aside (`_discard`)."""
+    for p in target.parent.glob(f"{target.stem}*"):
+        _discard(p)
+
+
+def _empty_trash(*dirs: Path) -> None:
+    for d in dirs:
+        shutil.rmtree(d / TRASH, ignore_errors=True)
 
 
 def _wait_plots() -> float:
@@ -177,7 +205,8 @@ def cpu_reference() -> float:
 
 def measure(n: int, base: Path, plots: bool = True) -> dict[str, float | int]:
     work = base / f"n{n}"
-    shutil.rmtree(work, ignore_errors=True)
+    if work.exists():
+        _discard(work)
     work.mkdir(parents=True)
     db, journal = work / "campaign.db", work / "journal" / "scale.md"
     py = [sys.executable, str(Path(__file__).resolve())]
@@ -190,11 +219,13 @@ def measure(n: int, base: Path, plots: bool = True) -> dict[str, float | int]:
     row["db_mb"] = round(db.stat().st_size / 1e6, 2)
     row["db_kb_per_exp"] = round(db.stat().st_size / 1e3 / n, 1)
     rss_all = [rss]
+    _clear(journal)  # not timed: a render into a new directory deletes nothing
     wall, rss, _ = run_measured([*py, "_render", str(db), cid, str(journal), "0"])
     row["render_noplots_s"], row["render_noplots_rss_mb"] = round(wall, 2), round(rss)
     row["render_noplots_cpu_s"] = round(CPU["last"], 2)
     rss_all.append(rss)
     if plots:
+        _clear(journal)
         wall, rss, _ = run_measured([*py, "_render", str(db), cid, str(journal), "1"])
         row["render_plots_s"], row["render_plots_rss_mb"] = round(wall, 2), round(rss)
         row["render_plots_cpu_s"] = round(CPU["last"], 2)
@@ -258,9 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-plots", action="store_true", help="no full render with plots (about 0.03 CPU s a figure)")
     ns = ap.parse_args(args)
     rows = []
-    for n in ns.n:
-        rows.append(measure(n, Path(ns.dir), plots=not ns.skip_plots))
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    try:
+        for n in ns.n:
+            rows.append(measure(n, Path(ns.dir), plots=not ns.skip_plots))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    finally:
+        _empty_trash(Path(ns.dir), *(Path(ns.dir) / f"n{n}" / "journal" for n in ns.n))
     print(table(rows))
     if ns.json:
         Path(ns.json).write_text(json.dumps(rows, indent=2) + "\n")

@@ -199,9 +199,10 @@ def journal(campaign_id: str, db: str | None = DB_OPT,
 
     from campaign.journal.publish import publish_journal
     from campaign.playbook.load import load_playbook
+    from campaign.store.reader import open_reader
 
-    try:
-        store = _store(db)
+    try:  # the plain-sqlite3 reader when it can (no sqlmodel import), else the Store (migrates, names the fix)
+        store = open_reader(Path(db or ".campaign/campaign.db")) or _store(db)
         row = store.get_campaign(campaign_id)
         path = Path(out) if out else Path(load_playbook(row.playbook_path).journal)
         publish_journal(store, campaign_id, path, db_label=str(db or ".campaign/campaign.db"))

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
-
-__all__ = ["DDL", "candidate_order", "changed_since", "install", "latest"]
+__all__ = ["DDL", "candidate_order", "changed_since", "install", "journal_changes", "latest"]
 
 _BUMP = ("INSERT OR REPLACE INTO journal_changes (experiment_id, campaign_id, seq) "
          "SELECT e.id, e.campaign_id, (SELECT coalesce(max(seq), 0) + 1 FROM journal_changes) "
@@ -54,29 +52,43 @@ DDL = [
 
 def install(conn: Any) -> None:
     """Create the table and its triggers (a new database, or a migration: then every
-    existing experiment is stamped once, so a reader that starts from 0 sees them all)."""
+    existing experiment is stamped once, so a reader that starts from 0 sees them all).
+    `conn`: a SQLAlchemy connection (the readers below take the sqlite3 connection)."""
     for stmt in DDL:
-        conn.execute(text(stmt))
-    conn.execute(text("INSERT OR IGNORE INTO journal_changes (experiment_id, campaign_id, seq) "
-                      "SELECT id, campaign_id, 1 FROM experiments"))
+        conn.exec_driver_sql(stmt)
+    conn.exec_driver_sql("INSERT OR IGNORE INTO journal_changes (experiment_id, campaign_id, seq) "
+                         "SELECT id, campaign_id, 1 FROM experiments")
 
 
 def latest(conn: Any) -> int:
-    """The highest number stamped so far (0 in a database without changes)."""
-    return int(conn.execute(text("SELECT coalesce(max(seq), 0) FROM journal_changes")).scalar_one())
+    """The highest number stamped so far (0 in a database without changes).  `conn` here
+    and below: a sqlite3 connection (campaign.store.plain), inside the reader's transaction."""
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM journal_changes").fetchone()[0])
 
 
 def changed_since(conn: Any, campaign_id: str, seq: int) -> set[str]:
     """The campaign's experiments stamped after `seq` (an index range: only those rows)."""
-    rows = conn.execute(text("SELECT experiment_id FROM journal_changes WHERE campaign_id = :cid AND seq > :seq"),
-                        {"cid": campaign_id, "seq": seq})
+    rows = conn.execute("SELECT experiment_id FROM journal_changes WHERE campaign_id = ? AND seq > ?",
+                        (campaign_id, seq))
     return {r[0] for r in rows}
 
 
 def candidate_order(conn: Any, campaign_id: str) -> list[str]:
     """The campaign's candidate experiments in start order (the journal's numbering): one
     column from the order index, no record decoded."""
-    raw = conn.connection.driver_connection  # the sqlite3 connection of this transaction: no row objects
-    rows = raw.execute("SELECT id FROM experiments WHERE campaign_id = ? AND role = 'candidate' "
+    rows = conn.execute("SELECT id FROM experiments WHERE campaign_id = ? AND role = 'candidate' "
                        "ORDER BY started_at, id", (campaign_id,)).fetchall()
     return [r[0] for r in rows]
+
+
+def journal_changes(conn: Any, campaign_id: str, since: int | None) -> tuple[list[str], set[str] | None, int]:
+    """(candidate ids in start order, the experiments changed after `since`, the latest
+    change number), inside one read transaction.  Changed is None when `since` is None or
+    ahead of the database (restored from an older copy): the reader must take everything
+    as changed."""
+    from campaign.store.plain import require_campaign_row
+
+    require_campaign_row(conn, campaign_id)
+    seq = latest(conn)
+    changed = changed_since(conn, campaign_id, since) if since is not None and since <= seq else None
+    return candidate_order(conn, campaign_id), changed, seq

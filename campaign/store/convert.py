@@ -8,29 +8,33 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from campaign.domain.models import EffectiveConfig, Failure, Fingerprint
 from campaign.domain.records import Verdict
 from campaign.playbook.schema import HypothesisSpec
-from campaign.store.models import (
-    CampaignRecord,
-    CampaignRow,
-    EventRecord,
-    EventRow,
-    ExperimentRecord,
-    ExperimentRow,
-    HypothesisRecord,
-    HypothesisRow,
-    ReviewRecord,
-    ReviewRow,
-    RunRecord,
-    RunSideRow,
-    VerdictRow,
-)
 from campaign.store.pack import unpack_levels, unpack_text
+from campaign.store.records import (
+    CampaignRecord,
+    EventRecord,
+    ExperimentRecord,
+    HypothesisRecord,
+    ReviewRecord,
+    RunRecord,
+)
+
+if TYPE_CHECKING:  # rows of either kind: ORM rows, or plain ones with the same attribute names
+    from campaign.store.models import (
+        CampaignRow,
+        EventRow,
+        ExperimentRow,
+        HypothesisRow,
+        ReviewRow,
+        RunSideRow,
+        VerdictRow,
+    )
 
 
 def canonical(value: BaseModel | dict[str, Any] | list[Any] | None) -> str:

@@ -125,3 +125,11 @@ def read_session(engine: Engine) -> Iterator[Session]:
     """A read snapshot: sees one consistent state, never blocks the writer (WAL)."""
     with Session(engine, expire_on_commit=False) as session, session.begin():
         yield session
+
+
+def driver_connection(session: Session) -> sqlite3.Connection:
+    """The sqlite3 connection of the session's open transaction: what the plain readers
+    (campaign.store.plain) query, so they see the same snapshot."""
+    conn = session.connection().connection.driver_connection
+    assert isinstance(conn, sqlite3.Connection)
+    return conn

@@ -18,20 +18,10 @@ from campaign.domain.models import EffectiveConfig, Failure, LevelResult
 from campaign.domain.records import LevelSamples, Verdict
 from campaign.store.convert import canonical, experiment_record, run_order, run_records, verdict_detail, verdict_of
 from campaign.store.db import read_session, write_session
-from campaign.store.models import (
-    ArtifactKind,
-    ArtifactRow,
-    ExperimentRecord,
-    ExperimentRole,
-    ExperimentRow,
-    ExperimentStatus,
-    RunRecord,
-    RunSide,
-    RunSideRow,
-    VerdictRow,
-)
+from campaign.store.models import ArtifactRow, ExperimentRow, RunSideRow, VerdictRow
 from campaign.store.ops import ImmutableRecordError, require_campaign, require_experiment
 from campaign.store.pack import pack_levels, pack_text, unpack_levels, unpack_text
+from campaign.store.records import ArtifactKind, ExperimentRecord, ExperimentRole, ExperimentStatus, RunRecord, RunSide
 
 _TERMINAL = ("finished", "failed", "stale")
 

@@ -26,20 +26,12 @@ from campaign.domain.records import CampaignStatus, CampaignView, DeadEnd
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.store import lock as store_lock
 from campaign.store.convert import campaign_record, canonical, fingerprint_id, hypothesis_record
-from campaign.store.db import BUSY_TIMEOUT_MS, open_engine, read_session, write_session
+from campaign.store.db import BUSY_TIMEOUT_MS, driver_connection, open_engine, read_session, write_session
 from campaign.store.experiments import ExperimentsMixin
 from campaign.store.memo import ParseMemo
-from campaign.store.models import (
-    BASELINE_HYPOTHESIS,
-    CampaignRecord,
-    CampaignRow,
-    FingerprintRow,
-    HypothesisRecord,
-    HypothesisRow,
-    HypothesisStatus,
-    RunLockRow,
-)
+from campaign.store.models import CampaignRow, FingerprintRow, HypothesisRow, RunLockRow
 from campaign.store.ops import ImmutableRecordError, require_campaign, unknown_campaign, upsert_hypothesis_in
+from campaign.store.records import BASELINE_HYPOTHESIS, CampaignRecord, HypothesisRecord, HypothesisStatus
 from campaign.store.reviews import ReviewLogMixin
 from campaign.store.snapshot import read_snapshot
 from campaign.store.view import ENVIRONMENT_EVENT, CampaignSnapshot, build_view, dead_ends, show_json
@@ -244,7 +236,7 @@ class Store(ExperimentsMixin, ReviewLogMixin):
     def snapshot(self, campaign_id: str) -> CampaignSnapshot:
         """Every record of the campaign, read in one transaction."""
         with read_session(self._engine) as s:
-            return read_snapshot(s, campaign_id)
+            return read_snapshot(driver_connection(s), campaign_id)
 
     def dead_ends(self, campaign_id: str) -> list[DeadEnd]:
         """Dead-end verdicts with revisit_on, environment at the time and `reopened`."""
@@ -257,7 +249,7 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         incremental journal update that re-renders just what changed; with `window`, only
         those candidates are in the view at all (campaign-wide parts are whole)."""
         with read_session(self._engine) as s:
-            snap = read_snapshot(s, campaign_id, detail, window=window, memo=self._memo)
+            snap = read_snapshot(driver_connection(s), campaign_id, detail, window=window, memo=self._memo)
         # a journal update's baselines come from the memo (the same objects each time): their
         # views can be reused too; a full view decodes fresh rounds, nothing to reuse
         return build_view(snap, self._memo.baseline_views if detail is not None else None)
@@ -270,12 +262,7 @@ class Store(ExperimentsMixin, ReviewLogMixin):
         from campaign.store import changes
 
         with read_session(self._engine) as s:
-            require_campaign(s, campaign_id)
-            conn = s.connection()
-            seq = changes.latest(conn)
-            order = changes.candidate_order(conn, campaign_id)
-            changed = changes.changed_since(conn, campaign_id, since) if since is not None and since <= seq else None
-            return order, changed, seq
+            return changes.journal_changes(driver_connection(s), campaign_id, since)
 
     def show_json(self, campaign_id: str) -> dict[str, Any]:
         """The `campaign show --json` document."""
@@ -296,7 +283,7 @@ class Store(ExperimentsMixin, ReviewLogMixin):
 
         fresh: dict[str, tuple[str, str]] = {}
         with read_session(self._engine) as s:
-            conn = s.connection()
+            conn = driver_connection(s)
             seq = changes.latest(conn)
             scope = refresh_scope(DriverConn(s), campaign_id, seq,
                                   lambda since: changes.changed_since(conn, campaign_id, since))

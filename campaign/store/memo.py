@@ -20,7 +20,7 @@ from threading import Lock
 from typing import Any, Generic, TypeVar
 
 from campaign.domain.records import BaselineView, Verdict
-from campaign.store.models import ExperimentRecord, HypothesisRecord
+from campaign.store.records import ExperimentRecord, HypothesisRecord
 
 __all__ = ["Memo", "ParseMemo"]
 

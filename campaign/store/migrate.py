@@ -21,14 +21,7 @@ from sqlalchemy import inspect, text
 from sqlmodel import Session
 
 from campaign.domain.models import LevelResult
-from campaign.store.models import (
-    SCHEMA_VERSION,
-    ArtifactRow,
-    ExperimentRow,
-    HypothesisRow,
-    MetaRow,
-    RunSideRow,
-)
+from campaign.store.models import SCHEMA_VERSION, ArtifactRow, ExperimentRow, HypothesisRow, MetaRow, RunSideRow
 from campaign.store.pack import PACK_TEXT_FROM, pack_levels, pack_text
 
 __all__ = ["migrate"]

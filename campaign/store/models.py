@@ -1,39 +1,21 @@
-"""The campaign record's tables (sqlmodel) and the read records the Store hands out.
+"""The campaign record's tables (sqlmodel).
 
-Rows never leave the store: callers get the pydantic `*Record` models below, so a
-detached ORM object can never lazily hit the database from another thread.  JSON
-columns hold `model_dump(mode="json")` of the shared boundary models.
+Rows never leave the store: callers get the pydantic `*Record` models
+(`campaign.store.records`), so a detached ORM object can never lazily
+hit the database from another thread.  JSON columns hold `model_dump(mode="json")` of
+the shared boundary models.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel
-from pydantic import Field as PField
 from sqlalchemy import Column, Index, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
-
-from campaign.domain.models import EffectiveConfig, Failure, LevelResult
-from campaign.domain.records import CampaignStatus
-from campaign.playbook.schema import HypothesisSpec, Playbook
 
 #: bump when a table changes; an older database is migrated on open (campaign.store.migrate),
 #: one with another version is refused.  2: runs packed per side and round, long text compressed.
 SCHEMA_VERSION = 3
-
-HypothesisSource = Literal["playbook", "llm", "review", "reopened"]
-HypothesisStatus = Literal["queued", "running", "done", "rejected"]
-ExperimentRole = Literal["baseline", "candidate"]
-ExperimentStatus = Literal["running", "finished", "failed", "stale"]
-RunSide = Literal["baseline", "candidate"]
-ArtifactKind = Literal[
-    "log_excerpt", "command", "config_diff", "patch", "analysis", "correctness",
-    "outputs", "reported_config", "failure", "node_seconds", "queue_seconds", "drift", "server_stats",
-    "stop_reason",
-]
-ReviewDecision = Literal["approve", "reject"]
-BASELINE_HYPOTHESIS = "baseline"  # the `hypothesis` of every baseline measurement
 
 
 def _text() -> Any:
@@ -207,86 +189,3 @@ TABLES = [
     MetaRow, CampaignRow, HypothesisRow, ExperimentRow, RunSideRow, VerdictRow,
     FingerprintRow, ArtifactRow, ReviewRow, LlmCallRow, EventRow, RunLockRow,
 ]  # fmt: skip
-
-
-# ---------------------------------------------------------------------- read records
-class CampaignRecord(BaseModel):
-    id: str
-    name: str
-    playbook_path: str
-    playbook: dict[str, Any]
-    overrides: dict[str, Any]
-    status: CampaignStatus
-    halt_reason: str | None
-    baseline_experiment_id: str | None
-    description: str
-    node: str
-    time_scale: float
-    created_at: float
-    updated_at: float
-
-    def playbook_model(self) -> Playbook:
-        return Playbook.model_validate(self.playbook)
-
-
-class HypothesisRecord(BaseModel):
-    campaign_id: str
-    name: str
-    source: HypothesisSource
-    spec: HypothesisSpec
-    status: HypothesisStatus
-    position: int
-    reopen_count: int
-    rejection_reason: str | None
-
-
-class ExperimentRecord(BaseModel):
-    id: str
-    campaign_id: str
-    hypothesis: str
-    attempt: int
-    role: ExperimentRole
-    node: str
-    config: EffectiveConfig
-    command: str
-    fingerprint_id: str | None
-    status: ExperimentStatus
-    patch_sha: str | None
-    failure: Failure | None
-    baseline_ref: str | None
-    reason: str
-    started_at: float
-    finished_at: float | None
-    node_seconds: float
-    adopted: bool
-
-
-class RunRecord(BaseModel):
-    experiment_id: str
-    side: RunSide
-    repeat: int
-    workload: str
-    concurrency: int
-    result: LevelResult
-    prompt_set_hash: str
-    node: str
-    recorded_at: float
-
-
-class ReviewRecord(BaseModel):
-    campaign_id: str
-    seq: int
-    key: str
-    reason: str
-    requested_at: float
-    decision: ReviewDecision | None
-    note: str
-    added_hypotheses: list[HypothesisSpec] = PField(default_factory=list)
-    overrides: dict[str, Any] = PField(default_factory=dict)
-    decided_at: float | None
-
-
-class EventRecord(BaseModel):
-    ts: float
-    kind: str
-    message: str

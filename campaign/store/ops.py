@@ -11,14 +11,11 @@ from campaign.domain.errors import UserError
 from campaign.playbook.schema import HypothesisSpec
 from campaign.store.convert import canonical
 from campaign.store.models import CampaignRow, ExperimentRow, HypothesisRow
+from campaign.store.records import unknown_campaign as unknown_campaign
 
 
 class ImmutableRecordError(RuntimeError):
     """A write would change a record that is final (a finished experiment, a verdict)."""
-
-
-def unknown_campaign(campaign_id: str) -> UserError:
-    return UserError(f"campaign {campaign_id}: no such campaign in the database (fix: run `campaign status` to list campaign ids)")
 
 
 def require_campaign(session: Session, campaign_id: str) -> CampaignRow:

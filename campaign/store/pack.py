@@ -11,10 +11,12 @@ Long text (greedy outputs, verdict details, logs) is compressed the same way.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import struct
 import zlib
+from functools import lru_cache
 from typing import Any
 
 from campaign.domain.models import LevelResult
@@ -107,29 +109,36 @@ def pack_levels(levels: list[tuple[str, LevelResult, str]]) -> bytes:
     return zlib.compress(struct.pack("<I", len(head)) + head + shuffled, 6)
 
 
+@lru_cache(maxsize=256)
+def _head(text: bytes) -> dict[str, Any]:
+    """A blob's header, parsed once: the rounds of one campaign share a few (the same
+    workloads, prompts and fields).  Shared: read, never changed, by the callers."""
+    head: dict[str, Any] = json.loads(text)
+    return head
+
+
 class _Packed:
-    """One decoded blob: its header and its numbers, a column decoded only when asked
-    (the journal and `show` read two columns of 24 for 1,000+ experiments)."""
+    """One decoded blob: its header and its numbers, a column un-shuffled and decoded only
+    when asked (the journal and `show` read two columns of 24 for 1,000+ experiments)."""
 
     def __init__(self, blob: bytes) -> None:
         raw = zlib.decompress(blob)
         (n,) = struct.unpack_from("<I", raw, 0)
-        self.head: dict[str, Any] = json.loads(raw[4:4 + n])
+        self.head = _head(raw[4:4 + n])
         self.version = self.head.get("v")
         if self.version not in (1, _FORMAT):
             raise ValueError(f"unknown packed-levels format {self.version!r}")
-        planes = raw[4 + n:]
-        count = len(planes) // 8
-        nums = bytearray(len(planes))
-        for i in range(8):
-            nums[i::8] = planes[i * count:(i + 1) * count]
-        self._nums = bytes(nums)
+        self._planes = raw[4 + n:]
+        self._count = len(self._planes) // 8  # numbers in the blob: byte plane i holds byte i of each
         self.fields: list[str] = self.head["fields"]
-        self.rows = count // len(self.fields) if self.fields else 0
+        self.rows = self._count // len(self.fields) if self.fields else 0
 
     def column(self, f: int) -> list[float]:
-        rows = self.rows
-        chunk = self._nums[f * rows * 8:(f + 1) * rows * 8]
+        rows, count, planes = self.rows, self._count, self._planes
+        buf = bytearray(rows * 8)
+        for i in range(8):  # the column's numbers are count-wide planes' slices [f*rows, (f+1)*rows)
+            buf[i::8] = planes[i * count + f * rows:i * count + (f + 1) * rows]
+        chunk = bytes(buf)
         kind = "d" if self.version == 1 else self.head["kinds"][f]  # format 1: every number a double
         if kind == "d":
             return list(struct.unpack(f"<{rows}d", chunk))
@@ -177,7 +186,7 @@ def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
         if "json" in extras and len(extras) == 1:
             out.append((workload, LevelResult.model_validate(extras["json"]), prompt_hash))
             continue
-        data: dict[str, Any] = dict(extras)
+        data: dict[str, Any] = copy.deepcopy(extras)  # the header is shared (`_head`); results are not
         nested: dict[str, dict[str, float]] = {}
         for (key, _, sub), value in zip(split, nums[i:i + len(fields)]):
             if sub:

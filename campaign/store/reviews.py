@@ -17,12 +17,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from campaign.domain.errors import UserError
-from campaign.domain.records import CALL_FAILED, PlannerCall
+from campaign.domain.records import PlannerCall
 from campaign.playbook.schema import HypothesisSpec
-from campaign.store.convert import canonical, event_record, review_record
-from campaign.store.db import read_session, write_session
-from campaign.store.models import EventRecord, EventRow, LlmCallRow, ReviewDecision, ReviewRecord, ReviewRow
+from campaign.store import logread
+from campaign.store.convert import canonical, review_record
+from campaign.store.db import driver_connection, read_session, write_session
+from campaign.store.models import EventRow, LlmCallRow, ReviewRow
 from campaign.store.ops import require_campaign, upsert_hypothesis_in
+from campaign.store.records import EventRecord, ReviewDecision, ReviewRecord
 
 
 class ReviewLogMixin:
@@ -138,48 +140,11 @@ class ReviewLogMixin:
 
     def planner_cost(self, campaign_id: str) -> dict[str, float]:
         with read_session(self._engine) as s:
-            return self._planner_cost_in(s, campaign_id)
-
-    @staticmethod
-    def _planner_cost_in(s: Session, campaign_id: str) -> dict[str, float]:
-        calls, prompt, completion, ms, rejected = s.exec(
-            select(  # type: ignore[call-overload]  # sqlmodel's select() overloads stop at 4 columns
-                func.count(col(LlmCallRow.id)),
-                func.coalesce(func.sum(LlmCallRow.prompt_tokens), 0),
-                func.coalesce(func.sum(LlmCallRow.completion_tokens), 0),
-                func.coalesce(func.sum(LlmCallRow.latency_ms), 0.0),
-                func.count(col(LlmCallRow.rejection)),
-            ).where(LlmCallRow.campaign_id == campaign_id)
-        ).one()
-        return {
-            "calls": float(calls),
-            "prompt_tokens": float(prompt),
-            "completion_tokens": float(completion),
-            "seconds": float(ms) / 1000,
-            "rejections": float(rejected),
-        }
+            return logread.planner_cost(driver_connection(s), campaign_id)
 
     def planner_calls(self, campaign_id: str) -> list[PlannerCall]:
         with read_session(self._engine) as s:
-            return self._planner_calls_in(s, campaign_id)
-
-    @staticmethod
-    def _planner_calls_in(s: Session, campaign_id: str) -> list[PlannerCall]:
-        """Every recorded model call, oldest first, with how it ended."""
-        rows = s.exec(select(LlmCallRow).where(LlmCallRow.campaign_id == campaign_id).order_by(col(LlmCallRow.id)))
-        out = []
-        for r in rows:
-            failed = bool(r.rejection and r.rejection.startswith(CALL_FAILED))
-            output = json.loads(r.output_json) if r.output_json else None
-            out.append(PlannerCall(
-                purpose=r.purpose, model=r.model, attempt=r.attempt, prompt_hash=r.prompt_hash,
-                outcome="failed" if failed else "rejected" if r.rejection else "accepted",
-                reason=r.rejection[len(CALL_FAILED):] if failed and r.rejection else r.rejection,
-                output=output if isinstance(output, str) or output is None else json.dumps(output),
-                prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens, latency_ms=r.latency_ms,
-                created_at=r.created_at,
-            ))
-        return out
+            return logread.planner_calls(driver_connection(s), campaign_id)
 
     # ------------------------------------------------------------------- events
     def add_event(self, campaign_id: str, kind: str, message: str, *, key: str | None = None, ts: float | None = None) -> bool:
@@ -202,11 +167,4 @@ class ReviewLogMixin:
 
     def events(self, campaign_id: str, kind: str | None = None) -> list[EventRecord]:
         with read_session(self._engine) as s:
-            return self._events_in(s, campaign_id, kind)
-
-    @staticmethod
-    def _events_in(s: Session, campaign_id: str, kind: str | None = None) -> list[EventRecord]:
-        q = select(EventRow).where(EventRow.campaign_id == campaign_id)
-        if kind is not None:
-            q = q.where(EventRow.kind == kind)
-        return [event_record(r) for r in s.exec(q.order_by(col(EventRow.ts), col(EventRow.id)))]
+            return logread.events(driver_connection(s), campaign_id, kind)

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from campaign.store.db import driver_connection
 from campaign.store.ops import require_campaign
 from campaign.store.showcache import HEAD, digests, load, pieces
 from campaign.store.snapshot import read_runs, read_snapshot, read_verdicts
@@ -59,7 +60,7 @@ def show_json_chunks(s: Session, campaign_id: str, *, chunk: int | None = None,
     snap: CampaignSnapshot | None = None
     if len(cached) != len(wanted):  # the head needs the outline; an experiment only its own records
         only = None if HEAD not in cached else [k for k in keys if k not in cached]
-        snap = read_snapshot(s, campaign_id, detail=set(), only=only)
+        snap = read_snapshot(driver_connection(s), campaign_id, detail=set(), only=only)
     head = cached.get(HEAD)
     if head is None:  # (an empty stored head, without `cached_text`, is not rebuilt)
         assert snap is not None
@@ -79,8 +80,8 @@ def _items(s: Session, snap: CampaignSnapshot | None, keys: list[str], cached: d
         missing = [k for k in part if k not in cached]
         if missing:
             assert snap is not None
-            snap.runs.update(read_runs(s, missing, snap.metric()))
-            snap.verdicts.update(read_verdicts(s, missing))
+            snap.runs.update(read_runs(driver_connection(s), missing, snap.metric()))
+            snap.verdicts.update(read_verdicts(driver_connection(s), missing))
             snap.detail = set(missing) | {e.id for e in snap.experiments if e.role == "baseline"}
         for k in part:
             if k in cached:

@@ -1,17 +1,20 @@
-"""Read every record of one campaign inside one read transaction (a WAL snapshot)."""
+"""Read every record of one campaign inside one read transaction (a WAL snapshot).
+
+Plain SQL on the transaction's sqlite3 connection (`campaign.store.plain`): the `Store`
+passes its session's connection, the read-only `campaign.store.reader` its own.
+"""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Collection
 from functools import partial
 from typing import Any
 
-from sqlalchemy import text
-from sqlmodel import Session, col, select
-
 from campaign.domain.models import Fingerprint
 from campaign.domain.records import Verdict
 from campaign.domain.source import PatchRecord
+from campaign.store import logread
 from campaign.store.convert import (
     campaign_record,
     experiment_record,
@@ -21,64 +24,52 @@ from campaign.store.convert import (
     verdict_of,
 )
 from campaign.store.memo import ParseMemo
-from campaign.store.models import (
-    ArtifactRow,
-    ExperimentRow,
-    FingerprintRow,
-    HypothesisRow,
-    ReviewRow,
-    RunSideRow,
-    VerdictRow,
-)
-from campaign.store.ops import require_campaign
 from campaign.store.pack import level_values, unpack_text
-from campaign.store.reviews import ReviewLogMixin
+from campaign.store.plain import IN_IDS, ids_param, require_campaign_row, rows
 from campaign.store.view import CampaignSnapshot, Runs, light_verdict
 
 OVERVIEW_LAST = 40  # campaign.journal.format.OVERVIEW_LAST (the store does not import the journal)
 
 
-def read_runs(s: Session, ids: list[str], metric: str) -> dict[str, Runs]:
+def read_runs(conn: sqlite3.Connection, ids: list[str], metric: str) -> dict[str, Runs]:
     """Every level of every round of `ids`, reduced to `metric`, per side in round order."""
     runs: dict[str, Runs] = {i: Runs() for i in ids}
-    q = select(RunSideRow.experiment_id, RunSideRow.side, RunSideRow.repeat, RunSideRow.levels)
-    q = q.where(col(RunSideRow.experiment_id).in_(ids)).order_by(col(RunSideRow.repeat))
-    for exp_id, side, repeat, blob in s.exec(q):
+    q = f"SELECT experiment_id, side, repeat, levels FROM run_sides WHERE experiment_id {IN_IDS} ORDER BY repeat"
+    for exp_id, side, repeat, blob in conn.execute(q, (ids_param(ids),)):
         runs[exp_id].add(side, repeat, level_values(blob, metric))
     return runs
 
 
-def _memo_runs(s: Session, ids: list[str], metric: str, memo: ParseMemo) -> dict[str, Runs]:
+def _memo_runs(conn: sqlite3.Connection, ids: list[str], metric: str, memo: ParseMemo) -> dict[str, Runs]:
     """`read_runs` through the memo: each experiment keyed by its rounds' heads (side,
     round, when recorded), read without their levels; only a new key is decoded."""
     heads: dict[str, list[tuple[str, int, float]]] = {i: [] for i in ids}
-    q = select(RunSideRow.experiment_id, RunSideRow.side, RunSideRow.repeat, RunSideRow.recorded_at)
-    for exp_id, side, repeat, recorded_at in s.exec(q.where(col(RunSideRow.experiment_id).in_(ids))):
+    q = f"SELECT experiment_id, side, repeat, recorded_at FROM run_sides WHERE experiment_id {IN_IDS}"
+    for exp_id, side, repeat, recorded_at in conn.execute(q, (ids_param(ids),)):
         heads[exp_id].append((side, repeat, recorded_at))
     keys = {i: (i, metric, tuple(sorted(h))) for i, h in heads.items()}
     out = {i: found for i in ids if (found := memo.runs.peek(keys[i])) is not None}
     missing = [i for i in ids if i not in out]
     if missing:
-        for exp_id, decoded in read_runs(s, missing, metric).items():
+        for exp_id, decoded in read_runs(conn, missing, metric).items():
             out[exp_id] = memo.runs.get(keys[exp_id], lambda r=decoded: r)  # type: ignore[misc]
     return out
 
 
-def read_verdicts(s: Session, ids: list[str]) -> dict[str, Verdict]:
+def read_verdicts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, Verdict]:
     return {v.experiment_id: verdict_of(verdict_detail(v))
-            for v in s.exec(_plain(VerdictRow).where(col(VerdictRow.experiment_id).in_(ids)))}
+            for v in rows(conn, f"SELECT * FROM verdicts WHERE experiment_id {IN_IDS}", (ids_param(ids),))}
 
 
-def _read_verdicts(s: Session, ids: list[str], full: set[str], *, parsed: set[str],
+def _read_verdicts(conn: sqlite3.Connection, ids: list[str], full: set[str], *, parsed: set[str],
                    memo: ParseMemo) -> dict[str, Verdict]:
     """Every verdict of `ids`: in full for `full`; without per-level comparisons for
     `parsed` and the dead ends (scoreboard, overview, revisit lists), decoded once per
     Store; the rest from their columns alone (their details are not even read)."""
-    head = _plain(VerdictRow, "experiment_id", "kind", "reason", "failure_class", "recorded_at")
-    head = head.where(col(VerdictRow.experiment_id).in_(ids))
+    head = f"SELECT experiment_id, kind, reason, failure_class, recorded_at FROM verdicts WHERE experiment_id {IN_IDS}"
     verdicts: dict[str, Verdict] = {}
     decode: list[str] = []
-    for exp_id, kind, reason, failure_class, recorded_at in s.exec(head):
+    for exp_id, kind, reason, failure_class, recorded_at in conn.execute(head, (ids_param(ids),)):
         if exp_id not in full and (exp_id in parsed or kind == "dead_end"):
             found = memo.verdicts.peek((exp_id, recorded_at, kind))
             if found is not None:
@@ -90,7 +81,7 @@ def _read_verdicts(s: Session, ids: list[str], full: set[str], *, parsed: set[st
             verdicts[exp_id] = memo.verdicts.get((exp_id, recorded_at, kind, reason, failure_class),
                                                  lambda: Verdict(kind=kind, reason=reason, failure_class=failure_class))
     if decode:
-        for v in s.exec(_plain(VerdictRow).where(col(VerdictRow.experiment_id).in_(decode))):
+        for v in rows(conn, f"SELECT * FROM verdicts WHERE experiment_id {IN_IDS}", (ids_param(decode),)):
             if v.experiment_id in full:
                 verdicts[v.experiment_id] = verdict_of(verdict_detail(v))
             else:
@@ -103,16 +94,7 @@ def _light(row: Any) -> Verdict:
     return light_verdict(verdict_detail(row))
 
 
-def _plain(model: Any, *names: str) -> Any:
-    """Select a table's columns as plain rows, not ORM instances: building 3,000 SQLModel
-    objects took half of a journal update at 1,000 experiments, and the converters read
-    the same attribute names from either (the tables read this way name every column
-    after its attribute).  With `names`, just those columns."""
-    table = model.__table__
-    return select(*(table.columns if not names else [table.c[n] for n in names]))
-
-
-def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, *,
+def read_snapshot(conn: sqlite3.Connection, campaign_id: str, detail: set[str] | None = None, *,
                   only: Collection[str] | None = None, window: Collection[str] | None = None,
                   memo: ParseMemo | None = None) -> CampaignSnapshot:
     """Every record; with `detail`, runs and analyses only of those experiments and of the
@@ -127,49 +109,47 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, 
     cost of the window.  `memo` reuses what the same Store has decoded before
     (`campaign.store.memo`)."""
     memo = memo or ParseMemo(limit=1)
-    campaign = campaign_record(require_campaign(s, campaign_id))
-    hyp_q = _plain(HypothesisRow).where(HypothesisRow.campaign_id == campaign_id)
-    exp_q = _plain(ExperimentRow).where(ExperimentRow.campaign_id == campaign_id)
+    campaign = campaign_record(require_campaign_row(conn, campaign_id))
+    where, params = "campaign_id = ?", [campaign_id]
+    hyp_where, hyp_params = "campaign_id = ?", [campaign_id]
     if only is not None:
-        chosen = s.exec(exp_q.where(col(ExperimentRow.id).in_(list(only)))).all()
+        chosen = rows(conn, f"SELECT id, hypothesis, baseline_ref FROM experiments WHERE campaign_id = ? "
+                            f"AND id {IN_IDS}", (campaign_id, ids_param(only)))
         refs = {e.baseline_ref for e in chosen if e.baseline_ref} - {e.id for e in chosen}
-        exp_q = exp_q.where(col(ExperimentRow.id).in_([e.id for e in chosen] + sorted(refs)))
-        hyp_q = hyp_q.where(col(HypothesisRow.name).in_(sorted({e.hypothesis for e in chosen})))
+        where, params = f"{where} AND id {IN_IDS}", [*params, ids_param([e.id for e in chosen] + sorted(refs))]
+        hyp_where, hyp_params = f"{hyp_where} AND name {IN_IDS}", [*hyp_params, ids_param(sorted({e.hypothesis for e in chosen}))]
     totals: dict[str, Any] | None = None
     if window is not None:
-        exp_q = exp_q.where(col(ExperimentRow.id).in_(list(window)) | (col(ExperimentRow.role) == "baseline"))
-        totals = _campaign_totals(s, campaign_id)
-    experiments = s.exec(exp_q.order_by(col(ExperimentRow.started_at), col(ExperimentRow.id))).all()
+        where, params = f"{where} AND (id {IN_IDS} OR role = 'baseline')", [*params, ids_param(window)]
+        totals = _campaign_totals(conn, campaign_id)
+    experiments = rows(conn, f"SELECT * FROM experiments WHERE {where} ORDER BY started_at, id", tuple(params))
     ids = [e.id for e in experiments]
     runs: dict[str, Runs] = {}
     loaded = ids if detail is None else [e.id for e in experiments if e.id in detail or e.role == "baseline"]
     metric = str(campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
     if detail is None:
-        runs.update(read_runs(s, loaded, metric))
+        runs.update(read_runs(conn, loaded, metric))
     else:  # a journal update: the baselines' rounds are final once written, decoded once per Store
-        runs.update(read_runs(s, [i for i in loaded if i in detail], metric))
-        runs.update(_memo_runs(s, [i for i in loaded if i not in detail], metric, memo))
+        runs.update(read_runs(conn, [i for i in loaded if i in detail], metric))
+        runs.update(_memo_runs(conn, [i for i in loaded if i not in detail], metric, memo))
     full = set(loaded)
-    verdicts = _read_verdicts(s, ids, full, parsed=full | set(ids[-OVERVIEW_LAST:]), memo=memo)
+    verdicts = _read_verdicts(conn, ids, full, parsed=full | set(ids[-OVERVIEW_LAST:]), memo=memo)
     if detail is not None:  # what the view reads a spec for: a re-rendered section, a dead end's revisit list
         wanted = {e.hypothesis for e in experiments
                   if e.id in full or (e.id in verdicts and verdicts[e.id].kind == "dead_end")}
-        hyp_q = hyp_q.where(col(HypothesisRow.name).in_(sorted(wanted)))
-    hyp_rows = s.exec(hyp_q.order_by(col(HypothesisRow.position))).all()
+        hyp_where, hyp_params = f"{hyp_where} AND name {IN_IDS}", [*hyp_params, ids_param(sorted(wanted))]
+    hyp_rows = rows(conn, f"SELECT * FROM hypotheses WHERE {hyp_where} ORDER BY position", tuple(hyp_params))
+    artifact = f"SELECT experiment_id, content, content_z FROM artifacts WHERE experiment_id {IN_IDS} AND kind = ? ORDER BY seq"
     analyses = {
-        a.experiment_id: unpack_text(a.content, a.content_z)
-        for a in s.exec(
-            select(ArtifactRow)
-            .where(col(ArtifactRow.experiment_id).in_(loaded), ArtifactRow.kind == "analysis")
-            .order_by(col(ArtifactRow.seq))
-        )
+        exp_id: unpack_text(content, content_z)
+        for exp_id, content, content_z in conn.execute(artifact, (ids_param(loaded), "analysis"))
     }  # the highest seq wins: a later analysis supersedes
     patches = {
-        a.experiment_id: PatchRecord.model_validate_json(unpack_text(a.content, a.content_z))
-        for a in s.exec(select(ArtifactRow).where(col(ArtifactRow.experiment_id).in_(ids), ArtifactRow.kind == "patch"))
+        exp_id: PatchRecord.model_validate_json(unpack_text(content, content_z))
+        for exp_id, content, content_z in conn.execute(artifact, (ids_param(ids), "patch"))
     }  # the tree each experiment ran from (server.source set)
-    fps = s.exec(select(FingerprintRow).where(FingerprintRow.campaign_id == campaign_id).order_by(col(FingerprintRow.seq))).all()
-    reviews = s.exec(select(ReviewRow).where(ReviewRow.campaign_id == campaign_id).order_by(col(ReviewRow.seq))).all() \
+    fps = conn.execute("SELECT id, json FROM fingerprints WHERE campaign_id = ? ORDER BY seq", (campaign_id,)).fetchall()
+    reviews = rows(conn, "SELECT * FROM reviews WHERE campaign_id = ? ORDER BY seq", (campaign_id,)) \
         if only is None else []
     return CampaignSnapshot(
         detail=None if detail is None else full,
@@ -178,28 +158,27 @@ def read_snapshot(s: Session, campaign_id: str, detail: set[str] | None = None, 
         experiments=[memo.experiments.get(tuple(e), partial(experiment_record, e)) for e in experiments],
         runs=runs,
         verdicts=verdicts,
-        fingerprints={f.id: Fingerprint.model_validate_json(f.json_) for f in fps},
-        latest_fingerprint_id=fps[-1].id if fps else None,
+        fingerprints={fp_id: Fingerprint.model_validate_json(text) for fp_id, text in fps},
+        latest_fingerprint_id=fps[-1][0] if fps else None,
         analyses=analyses,
         patches=patches,
         reviews=[review_record(r) for r in reviews],
-        events=ReviewLogMixin._events_in(s, campaign_id) if only is None else [],
-        planner_cost=ReviewLogMixin._planner_cost_in(s, campaign_id) if only is None else {},
-        planner_calls=ReviewLogMixin._planner_calls_in(s, campaign_id) if only is None else [],
+        events=logread.events(conn, campaign_id) if only is None else [],
+        planner_cost=logread.planner_cost(conn, campaign_id) if only is None else {},
+        planner_calls=logread.planner_calls(conn, campaign_id) if only is None else [],
         totals=totals,
     )
 
 
-def _campaign_totals(s: Session, campaign_id: str) -> dict[str, Any]:
+def _campaign_totals(conn: sqlite3.Connection, campaign_id: str) -> dict[str, Any]:
     """What a view of a window still shows of the whole campaign: the node time of every
     experiment, and the first candidate of each environment (`same as experiment N`).
     Aggregates in SQL: no row reaches Python per experiment."""
-    conn = s.connection()
-    node_seconds = conn.execute(text("SELECT coalesce(sum(node_seconds), 0) FROM experiments "
-                                     "WHERE campaign_id = :cid"), {"cid": campaign_id}).scalar_one()
-    first = conn.execute(text(
-        "SELECT fingerprint_id, id, min(started_at) FROM experiments WHERE campaign_id = :cid "
-        "AND role = 'candidate' AND fingerprint_id IS NOT NULL GROUP BY fingerprint_id"), {"cid": campaign_id})
+    (node_seconds,) = conn.execute("SELECT coalesce(sum(node_seconds), 0) FROM experiments WHERE campaign_id = ?",
+                                   (campaign_id,)).fetchone()
+    first = conn.execute(
+        "SELECT fingerprint_id, id, min(started_at) FROM experiments WHERE campaign_id = ? "
+        "AND role = 'candidate' AND fingerprint_id IS NOT NULL GROUP BY fingerprint_id", (campaign_id,))
     return {"node_seconds": float(node_seconds), "environment_first": {r[0]: r[1] for r in first}}
 
 

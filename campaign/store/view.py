@@ -25,7 +25,7 @@ from campaign.domain.records import (
     Verdict,
 )
 from campaign.domain.source import PatchRecord
-from campaign.store.models import (
+from campaign.store.records import (
     CampaignRecord,
     EventRecord,
     ExperimentRecord,

@@ -11,7 +11,7 @@ from campaign.domain.measurement import Measurement
 from campaign.domain.models import EffectiveConfig, Failure, FailureClass
 from campaign.loop.experiment import node_seconds_of, queue_seconds_of, record_measurement
 from campaign.store import Store
-from campaign.store.models import ArtifactKind
+from campaign.store.records import ArtifactKind
 
 ROOT = Path(__file__).resolve().parents[3]
 PLAYBOOK = {"name": "demo", "workloads": {"single_stream": {"concurrency": [1]}}}

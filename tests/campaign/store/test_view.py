@@ -202,7 +202,7 @@ def test_an_incremental_view_parses_only_the_specs_it_shows(campaign: tuple[Stor
     """The journal's per-verdict update reads the view with `detail`: it must show the same
     dead ends (a revisit list that only the hypothesis's spec holds included) and the
     re-rendered experiment's rationale, without parsing every other hypothesis's spec."""
-    from campaign.store.db import read_session
+    from campaign.store.db import driver_connection, read_session
     from campaign.store.snapshot import read_snapshot
 
     store, cid, ids = campaign
@@ -219,8 +219,8 @@ def test_an_incremental_view_parses_only_the_specs_it_shows(campaign: tuple[Stor
     assert [d.revisit_on for d in part.dead_ends if d.hypothesis == "custom-all-reduce"] == [["driver"]]
     assert next(e for e in part.experiments if e.id == ids["win"]).rationale == "frees KV memory"
     with read_session(store._engine) as s:
-        parsed = {h.name for h in read_snapshot(s, cid, {ids["win"]}).hypotheses}
-        everything = {h.name for h in read_snapshot(s, cid).hypotheses}
+        parsed = {h.name for h in read_snapshot(driver_connection(s), cid, {ids["win"]}).hypotheses}
+        everything = {h.name for h in read_snapshot(driver_connection(s), cid).hypotheses}
     assert parsed == {"smaller-cuda-graph", "flashinfer-allreduce-fusion", "custom-all-reduce"}
     assert everything == parsed | {"nccl-fewer-channels", "pending-idea"}
 
