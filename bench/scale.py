@@ -70,7 +70,9 @@ def run_measured(cmd: list[str]) -> tuple[float, float, str]:
 
 
 def _dir_size(path: Path) -> tuple[int, int]:
-    files = [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
+    """Bytes and files under `path`, without what the bench moved aside (`TRASH`)."""
+    files = [p for p in path.rglob("*") if p.is_file() and TRASH not in p.relative_to(path).parts] \
+        if path.exists() else []
     return sum(p.stat().st_size for p in files), len(files)
 
 
