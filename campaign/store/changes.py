@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from campaign.store.plain import require_campaign_row
+
 __all__ = ["DDL", "candidate_order", "changed_since", "install", "journal_changes", "latest"]
 
 _BUMP = ("INSERT OR REPLACE INTO journal_changes (experiment_id, campaign_id, seq) "
@@ -86,8 +88,6 @@ def journal_changes(conn: Any, campaign_id: str, since: int | None) -> tuple[lis
     change number), inside one read transaction.  Changed is None when `since` is None or
     ahead of the database (restored from an older copy): the reader must take everything
     as changed."""
-    from campaign.store.plain import require_campaign_row
-
     require_campaign_row(conn, campaign_id)
     seq = latest(conn)
     changed = changed_since(conn, campaign_id, since) if since is not None and since <= seq else None

@@ -12,21 +12,36 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-__all__ = ["campaign_list"]
+__all__ = ["SCHEMA_VERSION", "campaign_list", "open_current", "stale_journals"]
 
 SCHEMA_VERSION = "3"  # campaign.store.models.SCHEMA_VERSION (checked by tests/campaign/store)
 
 
-def campaign_list(path: Path, *, busy_timeout_ms: int = 10_000) -> list[dict[str, Any]] | None:
-    """Every campaign, newest first (id, name, status, halt_reason), or None (see module doc)."""
+def open_current(path: Path, *, schema_version: str = SCHEMA_VERSION,
+                 timeout_s: float = 10.0) -> sqlite3.Connection | None:
+    """A read-only connection to `path` in autocommit mode (a caller that reads more than
+    once takes its own `BEGIN`: one WAL snapshot), or None when the file is missing, not
+    a database, or of another schema version (see the module doc)."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_ms / 1000)
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s, isolation_level=None)
     except sqlite3.Error:
         return None
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None or row[0] != SCHEMA_VERSION:
-            return None
+        if row is not None and row[0] == schema_version:
+            return conn
+    except sqlite3.Error:
+        pass
+    conn.close()
+    return None
+
+
+def campaign_list(path: Path, *, busy_timeout_ms: int = 10_000) -> list[dict[str, Any]] | None:
+    """Every campaign, newest first (id, name, status, halt_reason), or None (see module doc)."""
+    conn = open_current(path, timeout_s=busy_timeout_ms / 1000)
+    if conn is None:
+        return None
+    try:
         rows = conn.execute("SELECT id, name, status, halt_reason FROM campaigns ORDER BY created_at DESC").fetchall()
     except sqlite3.Error:
         return None

@@ -24,12 +24,12 @@ from campaign.store import changes
 from campaign.store.convert import campaign_record
 from campaign.store.memo import ParseMemo
 from campaign.store.plain import require_campaign_row
-from campaign.store.quick import SCHEMA_VERSION
+from campaign.store.quick import open_current
 from campaign.store.records import CampaignRecord
 from campaign.store.snapshot import read_snapshot
 from campaign.store.view import build_view
 
-__all__ = ["SCHEMA_VERSION", "JournalReader", "open_reader"]
+__all__ = ["JournalReader", "open_reader"]
 
 
 class JournalReader:
@@ -73,19 +73,5 @@ class JournalReader:
 
 def open_reader(path: Path, *, busy_timeout_ms: int = 10_000) -> JournalReader | None:
     """A reader on `path`, or None (see the module docstring): the caller opens a `Store`."""
-    if not Path(path).is_file():
-        return None
-    try:
-        conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None)
-    except sqlite3.Error:
-        return None
-    try:
-        conn.execute("PRAGMA query_only = ON")
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None or row[0] != SCHEMA_VERSION:
-            conn.close()
-            return None
-    except sqlite3.Error:
-        conn.close()
-        return None
-    return JournalReader(conn)
+    conn = open_current(path, timeout_s=busy_timeout_ms / 1000)
+    return None if conn is None else JournalReader(conn)

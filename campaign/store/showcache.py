@@ -173,15 +173,13 @@ def store_rows(conn: Any, campaign_id: str, fresh: dict[str, tuple[str, str]], s
 def quick_show(path: Path, campaign_id: str, schema_version: str, out: Any) -> bool:
     """Print the document from the cache in one read transaction; False (nothing printed)
     when any piece is missing or stale, or the database is not one this path reads."""
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, isolation_level=None)
-    except sqlite3.Error:
+    from campaign.store.quick import open_current
+
+    conn = open_current(path, schema_version=schema_version)
+    if conn is None:
         return False
     try:
         conn.execute("BEGIN")
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None or row[0] != schema_version:
-            return False
         doc = cached_pieces(conn, campaign_id)
         if doc is None:
             return False

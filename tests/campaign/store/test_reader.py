@@ -17,7 +17,7 @@ from campaign.journal.publish import publish_journal
 from campaign.playbook.schema import HypothesisSpec
 from campaign.store import Store
 from campaign.store.models import SCHEMA_VERSION
-from campaign.store.reader import SCHEMA_VERSION as READER_VERSION
+from campaign.store.quick import SCHEMA_VERSION as READER_VERSION
 from campaign.store.reader import open_reader
 
 ROOT = Path(__file__).resolve().parents[3]
