@@ -11,7 +11,6 @@ Long text (greedy outputs, verdict details, logs) is compressed the same way.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import struct
@@ -121,10 +120,12 @@ class _Packed:
     """One decoded blob: its header and its numbers, a column un-shuffled and decoded only
     when asked (the journal and `show` read two columns of 24 for 1,000+ experiments)."""
 
-    def __init__(self, blob: bytes) -> None:
+    def __init__(self, blob: bytes, *, shared_head: bool = True) -> None:
         raw = zlib.decompress(blob)
         (n,) = struct.unpack_from("<I", raw, 0)
-        self.head = _head(raw[4:4 + n])
+        # shared: parsed once per distinct header (`_head`); else this blob's own, which the
+        # caller may hand on inside the results it builds
+        self.head: dict[str, Any] = _head(raw[4:4 + n]) if shared_head else json.loads(raw[4:4 + n])
         self.version = self.head.get("v")
         if self.version not in (1, _FORMAT):
             raise ValueError(f"unknown packed-levels format {self.version!r}")
@@ -133,12 +134,16 @@ class _Packed:
         self.fields: list[str] = self.head["fields"]
         self.rows = self._count // len(self.fields) if self.fields else 0
 
-    def column(self, f: int) -> list[float]:
+    def column(self, f: int, nums: bytes | None = None) -> list[float]:
+        """Field `f`'s numbers; `nums`: every number already un-shuffled (`by_field`)."""
         rows, count, planes = self.rows, self._count, self._planes
-        buf = bytearray(rows * 8)
-        for i in range(8):  # the column's numbers are count-wide planes' slices [f*rows, (f+1)*rows)
-            buf[i::8] = planes[i * count + f * rows:i * count + (f + 1) * rows]
-        chunk = bytes(buf)
+        if nums is None:
+            buf = bytearray(rows * 8)
+            for i in range(8):  # the column's numbers are count-wide planes' slices [f*rows, (f+1)*rows)
+                buf[i::8] = planes[i * count + f * rows:i * count + (f + 1) * rows]
+            chunk = bytes(buf)
+        else:
+            chunk = nums[f * rows * 8:(f + 1) * rows * 8]
         kind = "d" if self.version == 1 else self.head["kinds"][f]  # format 1: every number a double
         if kind == "d":
             return list(struct.unpack(f"<{rows}d", chunk))
@@ -149,8 +154,13 @@ class _Packed:
         return [float(q) for q in ints]
 
     def by_field(self) -> list[float]:
-        """Every number, field by field."""
-        return [v for f in range(len(self.fields)) for v in self.column(f)]
+        """Every number, field by field (the planes un-shuffled once)."""
+        planes, count = self._planes, self._count
+        nums = bytearray(len(planes))
+        for i in range(8):
+            nums[i::8] = planes[i * count:(i + 1) * count]
+        whole = bytes(nums)
+        return [v for f in range(len(self.fields)) for v in self.column(f, whole)]
 
 
 def level_values(blob: bytes, metric: str) -> list[tuple[str, int, float]]:
@@ -174,7 +184,7 @@ def level_values(blob: bytes, metric: str) -> list[tuple[str, int, float]]:
 
 
 def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
-    packed = _Packed(blob)
+    packed = _Packed(blob, shared_head=False)  # its header's values end up in the results
     head, by_field, rows = packed.head, packed.by_field(), packed.rows
     fields = packed.fields
     width = len(fields)
@@ -186,7 +196,7 @@ def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
         if "json" in extras and len(extras) == 1:
             out.append((workload, LevelResult.model_validate(extras["json"]), prompt_hash))
             continue
-        data: dict[str, Any] = copy.deepcopy(extras)  # the header is shared (`_head`); results are not
+        data: dict[str, Any] = dict(extras)
         nested: dict[str, dict[str, float]] = {}
         for (key, _, sub), value in zip(split, nums[i:i + len(fields)]):
             if sub:
