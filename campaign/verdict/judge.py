@@ -2,12 +2,18 @@
 
 Stopping rule (adaptive policy), checked after every interleaved round:
 1. fewer than `repeats.min` rounds: measure another;
-2. the verdict is decisive (WIN or DEAD END): stop at once, except a DEAD END that wins
+2. the baseline's two launches of a workload disagree by more than the stall screen's
+   cut on the node's scale (`campaign.verdict.screen`): one of them stalled, and two
+   launches cannot say which.  Measure a third (up to `repeats.max`), whatever the
+   verdict now: the screen drops a stalled launch once it has three, and a verdict that
+   rests on a stall is not one.  The candidate's pair is left to its own spread
+   (`launches.Analysis.undecided` says why);
+3. the verdict is decisive (WIN or DEAD END): stop at once, except a DEAD END that wins
    nowhere yet while a projection (below) shows a level where the candidate could win:
    that regime ("wins single stream, loses the sweep") is what the reader needs, so
    measure on until it is shown or out of reach;
-3. `repeats.max` reached: stop;
-4. otherwise project to `repeats.max`: the same estimates, each side's variance over
+4. `repeats.max` reached: stop;
+5. otherwise project to `repeats.max`: the same estimates, each side's variance over
    max launches and the df the pooled noise would then have (its real df: the node's
    prior plus the side's own launches); try the centre as measured and moved by one of
    today's standard errors either way.  If any of these projections is decisive, another
@@ -98,6 +104,9 @@ def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_do
     now = decide(a.comparisons, spec).kind
     homog = {e.workload: e.common for e in a.effects}
     rounds = f"{rounds_done} round{'s' if rounds_done > 1 else ''}"
+    if a.undecided and rounds_done < n_max:
+        return RoundDecision(more=True, why=f"round {rounds_done + 1}: the baseline's two launches disagree like "
+                                            f"a stall on {', '.join(a.undecided)}; a third tells which")
     if now == "dead_end" and rounds_done < n_max and not any(c.winner == "candidate" for c in a.comparisons):
         # slower where it was measured so far: could more rounds show where it wins?
         for shift in (0.0, PROJECTION_SHIFT_SE):

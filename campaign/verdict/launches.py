@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scipy import stats as _scipy_stats
 
@@ -67,6 +67,12 @@ HETEROGENEITY_P = 0.05
 class Analysis:
     comparisons: list[LevelComparison]
     effects: list[WorkloadEffect]
+    #: workloads whose two baseline launches disagree like a stall (`screen`): the stopping
+    #: rule measures a third.  Only the baseline's: it is the node's config, so the node's
+    #: scale is its scale; a candidate's pair may be that config's own noise, and at three
+    #: launches the screen would trim a noisy candidate's low launch and move its mean up
+    #: (the verdict lab: a null candidate twice as noisy as the node called a WIN so).
+    undecided: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -256,4 +262,4 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
                 n_baseline=len(s.baseline), n_candidate=len(s.candidate), winner=winner,
                 baseline_meets_limit=b_ok, candidate_meets_limit=c_ok, common=w.homogeneous,
             ))
-    return Analysis(comparisons, effects)
+    return Analysis(comparisons, effects, [w.name for w in works if w.b.undecided])

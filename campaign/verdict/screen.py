@@ -26,9 +26,11 @@ a launch once in a thousand):
 The spread pools, by their df, the node's (the prior, from screened tables: each level's
 jitter, a launch mean's spread) and the table's own with the suspect left out (its
 residual mean square without that launch, df (R - 2)(L - 1); its launch means without
-it, df R - 2).  With two launches and no prior nothing says which of two disagreeing
-launches is off: the pair stays, its spread widens the side's interval, and a third
-launch settles it.  A side noisier than the node is screened on its own spread, so its
+it, df R - 2).  With two launches nothing says which of two disagreeing
+launches is off: the pair stays and its spread widens the side's interval.  Where the
+pair disagrees by more than the launch test's cut on the node's scale, the table is
+marked `undecided`; for the baseline (the node's own config) the stopping rule then
+measures a third launch, which settles it (`campaign.verdict.judge`).  A side noisier than the node is screened on its own spread, so its
 ordinary noise is never cut away; a cell far *above* its prediction is not interference
 and stays.  Screened cells and launches are counted per side and shown with the verdict.
 """
@@ -70,6 +72,8 @@ class Screened:
     cells: int = 0  # stalled cells replaced
     launches: int = 0  # stalled launches dropped
     per_level: list[int] = field(default_factory=list)  # replaced cells per level
+    undecided: bool = False  # two launches disagree like a stall: a third tells which
+
 
     @property
     def any(self) -> bool:
@@ -231,4 +235,16 @@ def screen(table: Sequence[Sequence[float]], prior: Scale | None = None) -> Scre
     kept = _launches(rows_in, prior)
     out.launches = len(rows_in) - len(kept)
     out.table = kept
+    out.undecided = len(kept) == 2 and _pair_disagrees(kept, prior)
     return out
+
+
+def _pair_disagrees(rows: Sequence[Sequence[float]], prior: Scale | None) -> bool:
+    """Two launches whose means differ by more than the launch test's cut on the node's
+    scale: one of them would be a stall, but nothing says which (module doc)."""
+    if prior is None or prior.launch <= 0:
+        return False
+    width = len(rows[0])
+    dev = abs(math.fsum(rows[0]) - math.fsum(rows[1])) / width
+    cut = _threshold(STALL_P_LAUNCHES / 2, [(prior.launch, prior.launch_df)]) * math.sqrt(2.0)
+    return dev > cut

@@ -39,6 +39,7 @@ class Side:
     cols: list[float]
     stalled_cells: int = 0
     stalled_launches: int = 0
+    undecided: bool = False  # two launches that disagree like a stall (`screen`)
 
     @property
     def r(self) -> int:
@@ -81,7 +82,8 @@ def side_table(rows: list[list[float]], prior: WorkloadNoise | None) -> Side | N
         return None
     sc = screen(logs, prior_scale(prior))
     r, e, cols = decompose_cols(sc.table)
-    return Side(sc.table, r, Component(ss=e.ss, df=max(0, e.df - sc.cells)), cols, sc.cells, sc.launches)
+    return Side(sc.table, r, Component(ss=e.ss, df=max(0, e.df - sc.cells)), cols, sc.cells, sc.launches,
+                sc.undecided)
 
 
 @dataclass

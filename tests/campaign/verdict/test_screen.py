@@ -91,3 +91,42 @@ def test_one_stalled_launch_no_longer_blinds_a_clear_win():
     assert v.kind == "win", v.reason
     assert "stalls screened (single_stream 1 candidate, 0 baseline)" in v.noise
     assert isinstance(samples[0], LevelSamples)
+
+
+def _stall_launch(samples, side, index, factor):
+    """Slow one launch of one side on every level of every workload (a throttled node)."""
+    for s in samples:
+        rows = getattr(s, side)
+        rows[index] = LevelResult(concurrency=s.concurrency, requests=1,
+                                  output_tokens_per_s=rows[index].output_tokens_per_s * factor)
+
+
+def test_two_baseline_launches_that_disagree_like_a_stall_get_a_third():
+    # the verdict lab's heavy tail: one baseline launch in the first two 8% slow.  With two
+    # launches nothing says which is off; the stopping rule stopped there, inconclusive
+    rng = random.Random(21)
+    noise = _history(rng, offset=0.01)
+    samples = _samples(rng, 2, lambda c: -4.5, offset=0.01, cand_offset=0.01)
+    _stall_launch(samples, "baseline", 0, 0.92)
+    d = round_decision(samples, SPEC, 2, confounded=False, noise=noise)
+    assert d.more and "baseline's two launches disagree like a stall" in d.why, d.why
+    # a third launch: the screen drops the stalled one, and the loss is within reach
+    more = _samples(rng, 1, lambda c: -4.5, offset=0.01, cand_offset=0.01)
+    for s, m in zip(samples, more):
+        s.candidate.append(m.candidate[0])
+        s.baseline.append(m.baseline[0])
+    v = judge(samples, SPEC, noise)
+    assert "stalls screened (single_stream 0 candidate, 1 baseline; parallel 0 candidate, 1 baseline)" in v.noise
+    d3 = round_decision(samples, SPEC, 3, confounded=False, noise=noise)
+    assert v.kind == "dead_end" or (d3.more and "within reach" in d3.why), (v.reason, d3.why)
+
+
+def test_a_candidates_disagreeing_pair_and_an_ordinary_pair_are_left_alone():
+    rng = random.Random(22)
+    noise = _history(rng, offset=0.01)
+    calm = _samples(rng, 2, lambda c: 0.0, offset=0.01, cand_offset=0.01)
+    assert "disagree like a stall" not in round_decision(calm, SPEC, 2, confounded=False, noise=noise).why
+    # the candidate's pair may be its own noise: the screen would trim it at three launches
+    noisy = _samples(rng, 2, lambda c: 0.0, offset=0.01, cand_offset=0.01)
+    _stall_launch(noisy, "candidate", 0, 0.92)
+    assert "disagree like a stall" not in round_decision(noisy, SPEC, 2, confounded=False, noise=noise).why
