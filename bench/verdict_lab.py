@@ -7,7 +7,10 @@ nowhere; INCONCLUSIVE is a miss where some level moves by the minimum effect or 
 cases drawn in the gray zone (0.5..1.5x the minimum effect) are right whatever the
 verdict.  Each lab campaign is one node with one noise structure and 25 cases; it runs
 with the shipped playbook's workloads and verdict spec under three policies: the shipped
-adaptive rule, fixed 3 rounds and fixed 6 rounds (same campaigns, same seeds).
+adaptive rule, fixed 3 rounds and fixed 6 rounds (same campaigns, same seeds); a fourth
+row, `oracle-6`, is what a rule told the generator's true variances could decide in 6
+rounds while keeping the per-level no-loss test (`bench/lab_oracle.py`): a floor under
+the misses of the rows above it (not under `heavy_tail`, where it cannot screen stalls).
 
 Drivers: `graph` runs the real campaign graph (`build_graph(deps)`, in-memory
 checkpointer, a SQLite store in a temp dir, the in-process `LabNode`, no journal);
@@ -49,6 +52,7 @@ from bench.lab_engine import (
     verdict_is_owed,
     verdict_is_wrong,
 )
+from bench.lab_oracle import run_oracle
 from campaign.domain.models import LevelResult, WorkloadSpec
 from campaign.domain.records import LevelSamples
 from campaign.loop.experiment import workloads_of
@@ -161,13 +165,16 @@ def case_strength(c: Case) -> float:
 def _job(args: tuple[str, int, int, str, str, str, float | None]) -> dict:
     structure, index, n_cases, policy, driver, playbook, offset = args
     pb = load_playbook(playbook)
-    spec = policies(pb.verdict)[policy]
+    spec = policies(pb.verdict).get(policy, pb.verdict)
     workloads = workloads_of(pb)
     st, cases = campaign_setup(structure, index, n_cases, workloads, spec.min_effect_pct, offset)
     node = LabNode(f"{structure}:{index}", st, cases, workloads)
-    if driver == "auto":
-        driver = "graph" if policy == "adaptive" else "direct"
-    results = run_graph(node, spec, pb, n_cases) if driver == "graph" else run_direct(node, spec, workloads, n_cases)
+    if policy == "oracle-6":
+        driver, results = "oracle", run_oracle(node, cases, spec.confidence, spec.min_effect_pct)
+    else:
+        if driver == "auto":
+            driver = "graph" if policy == "adaptive" else "direct"
+        results = run_graph(node, spec, pb, n_cases) if driver == "graph" else run_direct(node, spec, workloads, n_cases)
     m = spec.min_effect_pct
     rows = []
     for i, kind, rounds in results:
@@ -197,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--campaigns", type=int, default=80, help="lab campaigns (nodes) per noise structure")
     ap.add_argument("--cases", type=int, default=25, help="experiments per campaign")
     ap.add_argument("--structures", default=",".join(STRUCTURES))
-    ap.add_argument("--policies", default="adaptive,fixed-3,fixed-6")
+    ap.add_argument("--policies", default="adaptive,fixed-3,fixed-6,oracle-6",
+                    help="oracle-6: the floor for any rule keeping the per-level no-loss test (bench/lab_oracle.py)")
     ap.add_argument("--driver", choices=["auto", "direct", "graph"], default="auto")
     ap.add_argument("--offset-pct", type=float, help="fix the per-launch offset (default: 0.5-3%% per node)")
     ap.add_argument("--workers", type=int, default=2)

@@ -63,3 +63,40 @@ def test_the_truth_is_the_generators_effect_against_the_minimum_effect():
     assert not verdict_is_wrong(growing, "win", m) and verdict_is_wrong(growing, "dead_end", m)
     assert not verdict_is_wrong(gray, "win", m) and not verdict_is_wrong(gray, "dead_end", m)
     assert [verdict_is_owed(c, m) for c in (win, split, null, growing, gray)] == [True, True, False, True, False]
+
+
+def test_the_oracles_standard_errors_are_the_generators():
+    """The oracle row is a floor only if its intervals are the truth's: over many
+    experiments drawn from the generator, each test's estimate scatters by the standard
+    error the oracle computes from the generator's parameters, around the true effect."""
+    import math
+    import statistics
+
+    from bench.lab_engine import Case, Structure
+    from bench.lab_oracle import oracle_units
+
+    pb = load_playbook(str(PLAYBOOK))
+    wl = workloads_of(pb)
+    levels = [(w.name, c) for w in wl for c in w.concurrency]
+    uniform = Case("uniform", dict.fromkeys(levels, 5.0))
+    growing = Case("growing", {lv: 4.0 * math.log(lv[1]) / math.log(250) for lv in levels})
+    for st in (Structure("offset", 1.2), Structure("jitter", 0.8, per_request=True),
+               Structure("noisy_candidate", 1.0, candidate_scale=2.0)):
+        for case in (uniform, growing):
+            node = LabNode(f"se:{st.name}:{case.kind}", st, [case], wl)
+            draws = []
+            for _ in range(400):
+                cand, base = [], []
+                for _ in range(6):
+                    cand.append(node.draw(0))
+                    base.append(node.draw(None))
+                draws.append(oracle_units(node, case, cand, base))
+            # uniform: one common test per workload of several levels; growing: every level
+            assert len(draws[0]) == (2 if case is uniform else len(levels))
+            truth = ([math.log1p(5.0 / 100)] * 2 if case is uniform
+                     else [math.log1p(case.effects[lv] / 100) for lv in levels])
+            for k, true_d in enumerate(truth):
+                ds = [u[k][0] for u in draws]
+                se = draws[0][k][1]
+                assert abs(statistics.fmean(ds) - true_d) < 4 * se / math.sqrt(len(ds)) + 1e-4, (st.name, case.kind, k)
+                assert 0.85 < statistics.stdev(ds) / se < 1.15, (st.name, case.kind, k, statistics.stdev(ds) / se)
