@@ -128,14 +128,14 @@ def _heterogeneity(b: Side, c: Side, vb: Var, vc: Var) -> float | None:
 
 
 def _sides(name: str, samples: list[LevelSamples], metric: str,
-           prior: WorkloadNoise | None) -> tuple[Side, Side, int, int] | None:
+           prior: WorkloadNoise | None, prior_df: float | None = None) -> tuple[Side, Side, int, int] | None:
     """Both sides' screened tables, and the rounds each side measured."""
     rb = min(len(s.baseline) for s in samples)
     rc = min(len(s.candidate) for s in samples)
     if rb < 1 or rc < 1:
         return None
-    b = side_table([[float(getattr(s.baseline[i], metric)) for s in samples] for i in range(rb)], prior)
-    c = side_table([[float(getattr(s.candidate[i], metric)) for s in samples] for i in range(rc)], prior)
+    b = side_table([[float(getattr(s.baseline[i], metric)) for s in samples] for i in range(rb)], prior, prior_df)
+    c = side_table([[float(getattr(s.candidate[i], metric)) for s in samples] for i in range(rc)], prior, prior_df)
     return None if b is None or c is None else (b, c, rb, rc)
 
 
@@ -145,7 +145,7 @@ def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeN
     prior = {name: noise.get(name) if noise else None for name in by_wl}
     sides = {}
     for name, ss in by_wl.items():
-        got = _sides(name, ss, metric, prior[name])
+        got = _sides(name, ss, metric, prior[name], noise.prior_df if noise is not None else None)
         if got is None:
             return None
         sides[name] = got

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from scipy import stats as _scipy_stats
 
 from campaign.verdict.noise import Component, WorkloadNoise, decompose_cols, level_jitter, log_table, prior_scale
-from campaign.verdict.screen import screen
+from campaign.verdict.screen import Scale, screen
 
 __all__ = ["CANDIDATE_PRIOR_DF", "OVERRULE_P", "Ratio", "Side", "Var", "own_ratio", "pooled_scale",
            "satterthwaite", "side_table", "variance"]
@@ -74,13 +74,21 @@ class Var:
         return self.offset(width) + (self.e if j is None else self.e_cols[j])
 
 
-def side_table(rows: list[list[float]], prior: WorkloadNoise | None) -> Side | None:
+def side_table(rows: list[list[float]], prior: WorkloadNoise | None, prior_df: float | None = None) -> Side | None:
     """One side's table, screened for stalls (`campaign.verdict.screen`) on the node's
-    scale; a replaced cell costs the residual one df."""
+    scale; a replaced cell costs the residual one df.  `prior_df`: what the node's noise
+    is worth to one experiment where it moves between experiments (`NodeNoise.prior_df`);
+    the screen's cut weighs the node's scale by it, as the variance does.  Weighed by the
+    history's full df, the cut was too tight on such a node: the verdict lab's `jitter`
+    structure had a baseline launch dropped as a stall that was its ordinary offset, and
+    a null level called a 13% loss."""
     logs = log_table(rows)
     if logs is None or not logs:
         return None
-    sc = screen(logs, prior_scale(prior))
+    scale = prior_scale(prior)
+    if scale is not None and prior_df is not None:  # the node's noise moves: its scale is worth fewer df
+        scale = Scale(scale.jitter, scale.launch, min(scale.jitter_df, prior_df), min(scale.launch_df, prior_df))
+    sc = screen(logs, scale)
     r, e, cols = decompose_cols(sc.table)
     return Side(sc.table, r, Component(ss=e.ss, df=max(0, e.df - sc.cells)), cols, sc.cells, sc.launches,
                 sc.undecided)

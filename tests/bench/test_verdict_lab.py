@@ -100,3 +100,17 @@ def test_the_oracles_standard_errors_are_the_generators():
                 se = draws[0][k][1]
                 assert abs(statistics.fmean(ds) - true_d) < 4 * se / math.sqrt(len(ds)) + 1e-4, (st.name, case.kind, k)
                 assert 0.85 < statistics.stdev(ds) / se < 1.15, (st.name, case.kind, k, statistics.stdev(ds) / se)
+
+
+def test_a_null_level_is_not_called_a_loss_after_an_ordinary_launch_is_dropped():
+    """Found by the lab (`jitter`, campaign 62, case 15: truth 0 at C=1): a third round
+    was measured for a baseline pair that disagreed, and the screen then dropped a launch
+    that was the node's ordinary offset (its cut weighed the node's scale by the
+    history's full df on a node whose noise moves between experiments): DEAD END, C=1
+    "-13.1%"."""
+    pb = load_playbook(str(PLAYBOOK))
+    wl = workloads_of(pb)
+    spec = policies(pb.verdict)["adaptive"]
+    st, cases = campaign_setup("jitter", 62, 25, wl, spec.min_effect_pct)
+    got = dict((i, kind) for i, kind, _ in run_direct(LabNode("jitter:62", st, cases, wl), spec, wl, 16))
+    assert not verdict_is_wrong(cases[15], got[15], spec.min_effect_pct), got[15]

@@ -130,3 +130,22 @@ def test_a_candidates_disagreeing_pair_and_an_ordinary_pair_are_left_alone():
     noisy = _samples(rng, 2, lambda c: 0.0, offset=0.01, cand_offset=0.01)
     _stall_launch(noisy, "candidate", 0, 0.92)
     assert "disagree like a stall" not in round_decision(noisy, SPEC, 2, confounded=False, noise=noise).why
+
+
+def test_the_screen_weighs_the_nodes_scale_by_what_it_is_worth_to_one_experiment():
+    """Where the node's noise moves between experiments, its scale counts for the
+    moderated prior df in the screen's cut, as in the variance: a launch 4.7 launch
+    spreads low is a stall on a steady node's full history, ordinary on a moving one."""
+    from campaign.verdict.sides import side_table
+
+    rng = random.Random(31)
+    noise = _history(rng, groups=40, offset=0.01, jitter=0.002)
+    prior = noise.get("parallel")
+    spread = math.sqrt(prior.rows.ms / prior.levels)  # one launch mean's sd, log scale
+    base = [math.log(100.0 * c / (1 + c / 40)) for c in (1, 2, 5, 10, 30, 70, 100, 250)]
+    rows = [[math.exp(x + d) for x in base] for d in (0.0, 0.5 * spread, -4.7 * spread)]
+    steady = side_table(rows, prior)
+    moving = side_table(rows, prior, prior_df=5.0)
+    assert steady is not None and moving is not None
+    assert steady.stalled_launches == 1 and steady.r == 2
+    assert moving.stalled_launches == 0 and moving.r == 3
