@@ -26,12 +26,12 @@ a launch once in a thousand):
 The spread pools, by their df, the node's (the prior, from screened tables: each level's
 jitter, a launch mean's spread) and the table's own with the suspect left out (its
 residual mean square without that launch, df (R - 2)(L - 1); its launch means without
-it, df R - 2).  With two launches nothing says which of two disagreeing
-launches is off: the pair stays and its spread widens the side's interval.  Where the
-pair disagrees by more than the launch test's cut on the node's scale, the table is
-marked `undecided`; for the baseline (the node's own config) the stopping rule then
-measures a third launch, which settles it (`campaign.verdict.judge`).  A side noisier than the node is screened on its own spread, so its
-ordinary noise is never cut away; a cell far *above* its prediction is not interference
+it, df R - 2).  With two launches nothing says which of two disagreeing launches is
+off: the pair stays and its spread widens the side's interval.  Where the pair disagrees
+by more than the launch test's cut on the node's scale, the table is marked `undecided`;
+for the baseline (the node's own config) the stopping rule then measures a third launch,
+which settles it (`campaign.verdict.judge`).  A side noisier than the node is screened
+on its own spread, so its ordinary noise is never cut away; a cell far *above* its prediction is not interference
 and stays.  Screened cells and launches are counted per side and shown with the verdict.
 """
 
@@ -73,7 +73,6 @@ class Screened:
     launches: int = 0  # stalled launches dropped
     per_level: list[int] = field(default_factory=list)  # replaced cells per level
     undecided: bool = False  # two launches disagree like a stall: a third tells which
-
 
     @property
     def any(self) -> bool:

@@ -133,9 +133,10 @@ def test_a_candidates_disagreeing_pair_and_an_ordinary_pair_are_left_alone():
 
 
 def test_the_screen_weighs_the_nodes_scale_by_what_it_is_worth_to_one_experiment():
-    """Where the node's noise moves between experiments, its scale counts for the
-    moderated prior df in the screen's cut, as in the variance: a launch 4.7 launch
-    spreads low is a stall on a steady node's full history, ordinary on a moving one."""
+    """Where the node's noise moves between experiments, its launch spread counts for
+    the moderated prior df in the launch test's cut, as in the variance: a launch 4.7
+    launch spreads low is a stall on a steady node's full history, ordinary on a moving
+    one.  A stalled cell is still replaced on the moving node."""
     from campaign.verdict.sides import side_table
 
     rng = random.Random(31)
@@ -149,3 +150,5 @@ def test_the_screen_weighs_the_nodes_scale_by_what_it_is_worth_to_one_experiment
     assert steady is not None and moving is not None
     assert steady.stalled_launches == 1 and steady.r == 2
     assert moving.stalled_launches == 0 and moving.r == 3
+    rows[1][3] *= 0.8  # one cell 20% low
+    assert side_table(rows, prior, prior_df=5.0).stalled_cells == 1
