@@ -9,8 +9,8 @@ verdict.  Each lab campaign is one node with one noise structure and 25 cases; i
 with the shipped playbook's workloads and verdict spec under three policies: the shipped
 adaptive rule, fixed 3 rounds and fixed 6 rounds (same campaigns, same seeds); a fourth
 row, `oracle-6`, is what a rule told the generator's true variances could decide in 6
-rounds while keeping the per-level no-loss test (`bench/lab_oracle.py`): a floor under
-the misses of the rows above it (not under `heavy_tail`, where it cannot screen stalls).
+rounds while keeping the per-level no-loss test (`bench/lab_oracle.py`; what it is a
+floor for, and what not, is said there).
 
 Drivers: `graph` runs the real campaign graph (`build_graph(deps)`, in-memory
 checkpointer, a SQLite store in a temp dir, the in-process `LabNode`, no journal);
