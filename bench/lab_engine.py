@@ -11,8 +11,9 @@ offset ~ N(0, p) per launch, shared by every level and workload; jitter_l per le
 launch, from the requests the level runs (4% / sqrt(requests) in `jitter`, 0.5%
 elsewhere); slow: 1 launch in 30 is 8% slow (`heavy_tail`); drift: a linear trend of up
 to 1%/hour of node time (`drift`); a candidate twice as noisy as the baseline in offset
-and jitter (`noisy_candidate`).  Everything is drawn from a counter-seeded RNG, so the
-graph driver and the direct driver see the same numbers launch by launch.
+and jitter (`noisy_candidate`).  Every launch is drawn from an RNG seeded by the case,
+the side and the round (`LabNode._key`), so the graph driver and the direct driver see
+the same numbers launch by launch, and two rules see the same numbers round by round.
 """
 
 from __future__ import annotations
@@ -127,10 +128,16 @@ def truth_label(case: Case, m: float) -> str:
 class LabNode:
     """An in-process `campaign.ports.Node`: each `measure` is one launch of the generator."""
 
-    def __init__(self, seed: str, structure: Structure, cases: list[Case], workloads: list[WorkloadSpec]) -> None:
+    def __init__(self, seed: str, structure: Structure, cases: list[Case], workloads: list[WorkloadSpec],
+                 draws: str = "paired") -> None:
         self.name = "lab-node"
         self.seed, self.structure, self.cases = seed, structure, cases
+        if draws not in ("paired", "sequential"):
+            raise ValueError(f"draws: 'paired' or 'sequential', not {draws!r}")
+        self.draws = draws
         self.launches = 0
+        self._case: int | None = None  # the case whose rounds the node measures now
+        self._count: dict[tuple[str, int | None], int] = {}
         self.truth = {(w.name, c): 1000.0 * c / (1.0 + c / 40.0) / (1.0 + 0.1 * i)
                       for i, w in enumerate(workloads) for c in w.concurrency}
         self.requests = {(w.name, c): requests_for_level(w.requests_per_level, c)
@@ -143,7 +150,7 @@ class LabNode:
         """One launch: every level's figure (see the module doc)."""
         s, k = self.structure, self.launches
         self.launches += 1
-        rng = random.Random(f"{self.seed}:{k}")
+        rng = random.Random(self._key(case, k))
         scale = s.candidate_scale if case is not None else 1.0
         shift = rng.gauss(0.0, s.offset_pct / 100 * scale)
         shift += s.drift_pct_per_h / 100 * k * LAUNCH_NODE_S / 3600
@@ -155,6 +162,21 @@ class LabNode:
             j = (4.0 / math.sqrt(self.requests[lv]) if s.per_request else s.jitter_pct) / 100 * scale
             out[lv] = t * (1 + effects.get(lv, 0.0) / 100) * math.exp(shift + rng.gauss(0.0, j))
         return out
+
+    def _key(self, case: int | None, k: int) -> str:
+        """The draw's seed.  `paired`: the case, the side and that side's launch count in
+        the case, so every rule sees the same figures for the same round of the same case
+        whatever rounds it measured before (two rules' verdicts compare case by case);
+        `sequential`: the node's launch count (the lab's keying before 2026-12-05, kept
+        so the cases found then still replay)."""
+        if self.draws == "sequential":
+            return f"{self.seed}:{k}"
+        if case is not None:
+            self._case = case
+        side = ("c" if case is not None else "b", self._case)
+        n = self._count.get(side, 0)
+        self._count[side] = n + 1
+        return f"{self.seed}:{side[0]}{side[1]}:{n}"
 
     def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
                 correctness_prompts: list[str] | None = None, correctness_tokens: int = 16) -> Measurement:

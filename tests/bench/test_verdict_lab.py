@@ -112,5 +112,6 @@ def test_a_null_level_is_not_called_a_loss_after_an_ordinary_launch_is_dropped()
     wl = workloads_of(pb)
     spec = policies(pb.verdict)["adaptive"]
     st, cases = campaign_setup("jitter", 62, 25, wl, spec.min_effect_pct)
-    got = dict((i, kind) for i, kind, _ in run_direct(LabNode("jitter:62", st, cases, wl), spec, wl, 16))
+    got = dict((i, kind) for i, kind, _ in run_direct(LabNode("jitter:62", st, cases, wl, draws="sequential"),
+                                                     spec, wl, 16))
     assert not verdict_is_wrong(cases[15], got[15], spec.min_effect_pct), got[15]
