@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -210,13 +211,27 @@ def node_noise(store: Any, campaign_id: str, node: str, fingerprint_id: str | No
 
 @lru_cache(maxsize=8)
 def _estimate_of(sides: tuple[tuple[tuple[int, str, int, float], ...], ...]) -> NodeNoise:
-    groups = []
+    groups, aligned = [], []
     for values in sides:
         tables = {w: t for w, t in ((w, log_table(rows)) for w, rows in tables_of(list(values)).items())
                   if t is not None and len(t) >= 2}
         if tables:
             groups.append(tables)
-    return estimate(groups)
+            aligned.append(len({launches for w, launches in _complete_launches(values).items() if w in tables}) <= 1)
+    return estimate(groups, aligned)
+
+
+def _complete_launches(values: Sequence[tuple[int, str, int, float]]) -> dict[str, tuple[int, ...]]:
+    """Each workload's launches (repeats) that measured every level: the rows `tables_of`
+    keeps, so row i of two workloads is the same launch where these agree."""
+    cells: dict[str, dict[int, set[int]]] = {}
+    for repeat, workload, concurrency, _ in values:
+        cells.setdefault(workload, {}).setdefault(repeat, set()).add(concurrency)
+    out = {}
+    for workload, by_repeat in cells.items():
+        levels = set().union(*by_repeat.values())
+        out[workload] = tuple(sorted(r for r, got in by_repeat.items() if got == levels))
+    return out
 
 
 def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,

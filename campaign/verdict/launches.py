@@ -22,7 +22,9 @@ common effect's where they do not (the model's effect at every level is then the
 common one; a level losing on its own is what the heterogeneity test looks for).
 Multiplicity over the tests that can declare a winner: one per homogeneous workload, and
 elsewhere each level with weight M_eff / L (Cheverud-Nyholt: levels sharing a launch
-offset are correlated, so 8 levels are not 8 independent tests), by Holm's weighted
+offset are correlated, so 8 levels are not 8 independent tests; the common effects of
+workloads run in the same launches count as fewer tests by the offset they share,
+`_shared_launches`), by Holm's weighted
 step-down: the first test is at the Bonferroni level over all of them, and each decided
 test frees its share for the rest (a sweep that loses clearly at every level leaves the
 family's whole level to the single stream).  All at Pocock's per-look level when the
@@ -40,7 +42,7 @@ from scipy import stats as _scipy_stats
 from campaign.domain.models import LevelResult
 from campaign.domain.records import LevelComparison, LevelSamples, WorkloadEffect
 from campaign.playbook.schema import VerdictSpec
-from campaign.verdict.multiplicity import Unit, effective_tests, holm, look_alpha
+from campaign.verdict.multiplicity import Unit, effective_tests, holm, look_alpha, shared_launch_factor
 from campaign.verdict.noise import (
     NodeNoise,
     WorkloadNoise,
@@ -173,6 +175,29 @@ def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeN
 
 
 
+def _shared_launches(works: list[_Workload], units: dict[tuple[str, int | None], Unit],
+                     noise: NodeNoise | None) -> None:
+    """Shrink the multiplicity weights of the homogeneous workloads' common effects by
+    what their shared launch offsets make them share (`multiplicity.shared_launch_factor`,
+    the node's correlation from `campaign.verdict.shared_offsets`): both sides of every
+    round measure each workload in the same launch, so those estimates move together.
+    The levels of a workload whose levels differ keep their weights: each is mostly its
+    own jitter, and counting it as shared would let a chance draw at one level through."""
+    common = [w for w in works if w.homogeneous]
+    if noise is None or len(common) < 2:
+        return
+    def cov(p: _Workload, q: _Workload) -> float:
+        if p is q:
+            return units[(p.name, None)].se ** 2
+        r = noise.shared_offset(p.name, q.name)
+        ob = math.sqrt(p.vb.offset(p.b.width) * q.vb.offset(q.b.width)) / max(p.rb, q.rb)
+        oc = math.sqrt(p.vc.offset(p.b.width) * q.vc.offset(q.b.width)) / max(p.rc, q.rc)
+        return r * (ob + oc)
+    factor = shared_launch_factor([[cov(p, q) for q in common] for p in common], list(range(len(common))))
+    for w in common:
+        units[(w.name, None)].weight *= factor
+
+
 def _meets(results: Sequence[LevelResult], spec: VerdictSpec) -> bool | None:
     lim = spec.latency_limit
     if lim is None or not results:
@@ -226,6 +251,7 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
             lc, lse, ldf = w.level(j)
             units[(w.name, s.concurrency)] = Unit(lc + shift_se * level_se.get((w.name, s.concurrency), lse),
                                                    lse, ldf, weight)
+    _shared_launches(works, units, noise)
     holm(units, look_alpha(spec), m)
     comparisons, effects = [], []
     for w in works:

@@ -4,6 +4,11 @@ experiment takes, and the level each test is drawn at.
 * Levels of one workload share each launch's speed offset, so they are correlated
   tests: `effective_tests` counts them as Cheverud and Nyholt do, M_eff = 1 + (L - 1)
   (1 - mean pairwise correlation^2), not as L independent ones.
+* Workloads of one launch share its offset too (the single stream and the sweep run in
+  the same server), so the homogeneous workloads' common effects are correlated tests:
+  `shared_launch_factor` shrinks their weights by the ratio of Cheverud-Nyholt's count
+  with and without that correlation (the node's, `campaign.verdict.shared_offsets`; 0
+  where none is shown, and the count stays as it was).
 * `holm`: Holm's weighted step-down over the tests that can declare a winner (one per
   homogeneous workload; elsewhere each level with weight M_eff / L): the first at the
   Bonferroni level over all of them, each decided test freeing its share for the rest.
@@ -17,6 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as _np
 from scipy import stats as _scipy_stats
 
 from campaign.playbook.schema import VerdictSpec
@@ -48,6 +54,30 @@ def effective_tests(offset: float, level_vars: Sequence[float]) -> float:
     rho = min(1.0, math.fsum(cors) / len(cors)) if cors else 0.0
     return 1.0 + (width - 1) * (1.0 - rho * rho)
 
+
+def cheverud_nyholt(corr: Sequence[Sequence[float]]) -> float:
+    """Nyholt's (2004) form of Cheverud's effective number of tests from a correlation
+    matrix's eigenvalues: M_eff = 1 + (M - 1)(1 - Var(lambda) / M)."""
+    size = len(corr)
+    if size < 2:
+        return float(size)
+    eig = _np.linalg.eigvalsh(_np.asarray(corr, dtype=float))
+    return float(min(size, max(1.0, 1.0 + (size - 1) * (1.0 - float(_np.var(eig, ddof=1)) / size))))
+
+
+def shared_launch_factor(cov: Sequence[Sequence[float]], blocks: Sequence[int]) -> float:
+    """How much correlation between blocks of tests (workloads measured in the same
+    launches) shrinks their effective count: M_eff of the whole correlation matrix over
+    M_eff of the same matrix with the cross-block entries set to 0 (<= 1)."""
+    size = len(cov)
+    if size < 2 or len(set(blocks)) < 2:
+        return 1.0
+    sd = [math.sqrt(cov[i][i]) if cov[i][i] > 0 else 0.0 for i in range(size)]
+    corr = [[(1.0 if i == j else (cov[i][j] / (sd[i] * sd[j]) if sd[i] > 0 and sd[j] > 0 else 0.0))
+             for j in range(size)] for i in range(size)]
+    corr = [[max(-1.0, min(1.0, x)) for x in row] for row in corr]
+    within = [[corr[i][j] if blocks[i] == blocks[j] else 0.0 for j in range(size)] for i in range(size)]
+    return min(1.0, cheverud_nyholt(corr) / cheverud_nyholt(within))
 
 
 @dataclass

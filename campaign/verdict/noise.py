@@ -46,6 +46,7 @@ from scipy import stats as _scipy_stats
 from campaign.verdict.moderation import prior_df
 from campaign.verdict.pair_jitter import MIN_DF, cross_products, pair_jitter
 from campaign.verdict.screen import Scale, robust_scale, screen
+from campaign.verdict.shared_offsets import shared_offsets
 
 __all__ = ["Component", "NodeNoise", "WorkloadNoise", "decompose", "decompose_cols", "estimate", "log_table",
            "prior_df", "prior_scale"]
@@ -102,6 +103,11 @@ class WorkloadNoise(BaseModel):
     def usable(self) -> bool:
         return self.rows.df > 0
 
+    def offset_var(self) -> float:
+        """s_o^2: the variance of one launch's offset (for one level: its whole variance)."""
+        a = self.rows.ms or 0.0
+        return max(0.0, (a - (self.res.ms or 0.0)) / self.levels)
+
     def level_var(self) -> float | None:
         """s_o^2 + s_e^2: the variance of one launch's figure at one level."""
         a = self.rows.ms
@@ -121,6 +127,9 @@ class NodeNoise(BaseModel):
     workloads: dict[str, WorkloadNoise] = Field(default_factory=dict)
     launches: int = 0
     tables: int = 0
+    #: workload -> workload -> how much of their launch offsets the two share: a
+    #: conservative correlation (`shared_offsets`); absent: none shown yet
+    shared: dict[str, dict[str, float]] = Field(default_factory=dict)
     left_out: int = 0  # outlier tables kept out of the estimate
     stalled_cells: int = 0  # levels of a launch screened as stalls (`campaign.verdict.screen`)
     stalled_launches: int = 0
@@ -131,6 +140,10 @@ class NodeNoise(BaseModel):
     def get(self, workload: str) -> WorkloadNoise | None:
         w = self.workloads.get(workload)
         return w if w is not None and w.usable else None
+
+    def shared_offset(self, a: str, b: str) -> float:
+        """The correlation of the launch offsets of workloads `a` and `b` (0: not shown)."""
+        return self.shared.get(a, {}).get(b, 0.0)
 
     def describe(self) -> str:
         """'node noise 1.4% from 14 launches (df 12)': what the journal shows."""
@@ -144,6 +157,9 @@ class NodeNoise(BaseModel):
         out = f"node noise {', '.join(parts)} from {self.launches} launches"
         if self.left_out:
             out += f" ({self.left_out} outlier group{'s' if self.left_out != 1 else ''} left out)"
+        pairs = [r for a, row in self.shared.items() for b, r in row.items() if a < b]
+        if pairs:
+            out += f" (workloads share each launch's offset: r >= {min(pairs):.2f})"
         if self.prior_df is not None:
             out += f" (its noise varies between experiments: the prior counts as df {self.prior_df:.0f})"
         if self.stalled_cells or self.stalled_launches:
@@ -208,13 +224,17 @@ def _outlier(rows: Component, pool: Component) -> bool:
     return float(_scipy_stats.f.sf(rows.ms / pool.ms, rows.df, pool.df)) < OUTLIER_P
 
 
-def estimate(groups: Iterable[Mapping[str, Table]]) -> NodeNoise:
+def estimate(groups: Iterable[Mapping[str, Table]], aligned: Sequence[bool] | None = None) -> NodeNoise:
     """Pool the tables of every group (one experiment's launches of one config: a dict
     workload -> R x L table of log values).  A workload keeps the level count it was
-    first seen with; a table with another count (a changed workload) is skipped."""
+    first seen with; a table with another count (a changed workload) is skipped.
+    `aligned`: per group, whether row i of every table is the same launch (default:
+    yes); only such groups show how much of a launch's offset the workloads share
+    (`campaign.verdict.shared_offsets`)."""
     tables: dict[str, list[Table]] = {}
+    group_of: dict[str, list[int]] = {}
     levels: dict[str, int] = {}
-    for group in groups:
+    for g, group in enumerate(groups):
         for name, table in group.items():
             if len(table) < 2:
                 continue
@@ -222,6 +242,8 @@ def estimate(groups: Iterable[Mapping[str, Table]]) -> NodeNoise:
             if len(table[0]) != width:
                 continue
             tables.setdefault(name, []).append(table)
+            group_of.setdefault(name, []).append(g)
+    means: dict[int, dict[str, list[float]]] = {}
     parts: dict[str, list[tuple[int, Component, Component, list[float]]]] = {}
     crosses: dict[str, list[list[list[float]]]] = {}
     stalled_cells = stalled_launches = 0
@@ -229,9 +251,11 @@ def estimate(groups: Iterable[Mapping[str, Table]]) -> NodeNoise:
         # the node's robust scale from every table (a median is not moved by a few stalls),
         # then its classical scale from the tables screened on that: the final screen
         scale = prior_scale(_pool(ts, levels[name], robust_scale(ts)))
-        for table in ts:
+        for table, g in zip(ts, group_of[name]):
             sc = screen(table, scale)
             stalled_cells, stalled_launches = stalled_cells + sc.cells, stalled_launches + sc.launches
+            if not sc.launches and (aligned is None or aligned[g]):
+                means.setdefault(g, {})[name] = [math.fsum(row) / len(row) for row in sc.table]
             rows, res, cols = decompose_cols(sc.table)
             parts.setdefault(name, []).append((len(sc.table), rows, _less_df(res, sc.cells), cols))
             crosses.setdefault(name, []).append(cross_products(sc.table))
@@ -269,6 +293,8 @@ def estimate(groups: Iterable[Mapping[str, Table]]) -> NodeNoise:
         shared.append([Component(ss=math.fsum(c * wt for c, wt in zip(cols, weights)), df=res.df)
                        for _, _, res, cols in items])
     out.prior_df = prior_df(shared)
+    out.shared = shared_offsets(list(means.values()),
+                                {name: w.offset_var() for name, w in out.workloads.items() if w.usable})
     return out
 
 
