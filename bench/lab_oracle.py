@@ -21,8 +21,8 @@ assumed), or tell a stalled launch from noise (the heavy tail is variance to it,
 row there is not a floor: a rule that screens stalls can do better).  Elsewhere its
 misses are a floor for rules that test a workload whose levels differ level by level:
 the shipped rule pools a workload whose levels do not *test* as different, and so can
-beat the oracle on effects growing with C (the lab: 51 against 54 under `jitter`), at
-the risk of wrong verdicts the lab counts.
+beat the oracle on effects growing with C (one draw of the lab: 51 against 54 under
+`jitter`; the next, 64 against 58), at the risk of wrong verdicts the lab counts.
 """
 
 from __future__ import annotations
