@@ -182,7 +182,7 @@ def _shared_launches(works: list[_Workload], units: dict[tuple[str, int | None],
     the node's correlation from `campaign.verdict.shared_offsets`): both sides of every
     round measure each workload in the same launch, so those estimates move together.
     The levels of a workload whose levels differ keep their weights: each is mostly its
-    own jitter, and counting it as shared would let a chance draw at one level through."""
+    own jitter, which no other test shares (the lab measured this version only)."""
     common = [w for w in works if w.homogeneous]
     if noise is None or len(common) < 2:
         return
