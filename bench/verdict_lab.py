@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--playbook", default=str(PLAYBOOK))
     ap.add_argument("--campaigns", type=int, default=80, help="lab campaigns (nodes) per noise structure")
+    ap.add_argument("--first-campaign", type=int, default=0,
+                    help="index of the first lab campaign: another 80 draws the same structures anew")
     ap.add_argument("--cases", type=int, default=25, help="experiments per campaign")
     ap.add_argument("--structures", default=",".join(STRUCTURES))
     ap.add_argument("--policies", default="adaptive,fixed-3,fixed-6,oracle-6",
@@ -215,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
 
     structures, pols = args.structures.split(","), args.policies.split(",")
     jobs = [(s, i, args.cases, p, args.driver, args.playbook, args.offset_pct)
-            for s in structures for i in range(args.campaigns) for p in pols]
+            for s in structures for i in range(args.first_campaign, args.first_campaign + args.campaigns) for p in pols]
     t0 = time.time()
     if args.from_json:
         rows = json.loads(Path(args.from_json).read_text())["rows"]
