@@ -179,17 +179,23 @@ def launch_tables(store: Any, experiment: str, metric: str, side: str = "baselin
     return tables_of(store.side_values([experiment], metric, side)[experiment])
 
 
-def tables_of(values: list[tuple[int, str, int, float]]) -> dict[str, list[list[float]]]:
+def tables_of(values: Sequence[tuple[int, str, int, float]]) -> dict[str, list[list[float]]]:
     """`launch_tables` from (repeat, workload, concurrency, value) rows."""
+    return {workload: rows for workload, (_, rows) in _complete_rows(values).items()}
+
+
+def _complete_rows(values: Sequence[tuple[int, str, int, float]]) -> dict[str, tuple[tuple[int, ...], list[list[float]]]]:
+    """Per workload, the repeats that measured every level and their rows (levels by
+    concurrency): row i of two workloads is the same launch where their repeats agree."""
     cells: dict[str, dict[int, dict[int, float]]] = {}
     for repeat, workload, concurrency, value in values:
         cells.setdefault(workload, {}).setdefault(repeat, {})[concurrency] = float(value)
     out = {}
     for workload, by_repeat in cells.items():
         levels = sorted({c for row in by_repeat.values() for c in row})
-        rows = [[row[c] for c in levels] for _, row in sorted(by_repeat.items()) if len(row) == len(levels)]
-        if rows:
-            out[workload] = rows
+        full = [(r, row) for r, row in sorted(by_repeat.items()) if len(row) == len(levels)]
+        if full:
+            out[workload] = (tuple(r for r, _ in full), [[row[c] for c in levels] for _, row in full])
     return out
 
 
@@ -213,25 +219,12 @@ def node_noise(store: Any, campaign_id: str, node: str, fingerprint_id: str | No
 def _estimate_of(sides: tuple[tuple[tuple[int, str, int, float], ...], ...]) -> NodeNoise:
     groups, aligned = [], []
     for values in sides:
-        tables = {w: t for w, t in ((w, log_table(rows)) for w, rows in tables_of(list(values)).items())
-                  if t is not None and len(t) >= 2}
+        rows = _complete_rows(values)
+        tables = {w: t for w, t in ((w, log_table(r)) for w, (_, r) in rows.items()) if t is not None and len(t) >= 2}
         if tables:
             groups.append(tables)
-            aligned.append(len({launches for w, launches in _complete_launches(values).items() if w in tables}) <= 1)
+            aligned.append(len({rows[w][0] for w in tables}) <= 1)
     return estimate(groups, aligned)
-
-
-def _complete_launches(values: Sequence[tuple[int, str, int, float]]) -> dict[str, tuple[int, ...]]:
-    """Each workload's launches (repeats) that measured every level: the rows `tables_of`
-    keeps, so row i of two workloads is the same launch where these agree."""
-    cells: dict[str, dict[int, set[int]]] = {}
-    for repeat, workload, concurrency, _ in values:
-        cells.setdefault(workload, {}).setdefault(repeat, set()).add(concurrency)
-    out = {}
-    for workload, by_repeat in cells.items():
-        levels = set().union(*by_repeat.values())
-        out[workload] = tuple(sorted(r for r, got in by_repeat.items() if got == levels))
-    return out
 
 
 def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,

@@ -193,7 +193,7 @@ def _shared_launches(works: list[_Workload], units: dict[tuple[str, int | None],
         ob = math.sqrt(p.vb.offset(p.b.width) * q.vb.offset(q.b.width)) / max(p.rb, q.rb)
         oc = math.sqrt(p.vc.offset(p.b.width) * q.vc.offset(q.b.width)) / max(p.rc, q.rc)
         return r * (ob + oc)
-    factor = shared_launch_factor([[cov(p, q) for q in common] for p in common], list(range(len(common))))
+    factor = shared_launch_factor([[cov(p, q) for q in common] for p in common])
     for w in common:
         units[(w.name, None)].weight *= factor
 

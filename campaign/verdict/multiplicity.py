@@ -65,19 +65,17 @@ def cheverud_nyholt(corr: Sequence[Sequence[float]]) -> float:
     return float(min(size, max(1.0, 1.0 + (size - 1) * (1.0 - float(_np.var(eig, ddof=1)) / size))))
 
 
-def shared_launch_factor(cov: Sequence[Sequence[float]], blocks: Sequence[int]) -> float:
-    """How much correlation between blocks of tests (workloads measured in the same
-    launches) shrinks their effective count: M_eff of the whole correlation matrix over
-    M_eff of the same matrix with the cross-block entries set to 0 (<= 1)."""
+def shared_launch_factor(cov: Sequence[Sequence[float]]) -> float:
+    """How much correlation between tests (workloads measured in the same launches)
+    shrinks their count: M_eff of their correlation matrix over the M_eff of as many
+    independent tests (<= 1)."""
     size = len(cov)
-    if size < 2 or len(set(blocks)) < 2:
+    if size < 2:
         return 1.0
     sd = [math.sqrt(cov[i][i]) if cov[i][i] > 0 else 0.0 for i in range(size)]
-    corr = [[(1.0 if i == j else (cov[i][j] / (sd[i] * sd[j]) if sd[i] > 0 and sd[j] > 0 else 0.0))
+    corr = [[1.0 if i == j else (max(-1.0, min(1.0, cov[i][j] / (sd[i] * sd[j]))) if sd[i] > 0 and sd[j] > 0 else 0.0)
              for j in range(size)] for i in range(size)]
-    corr = [[max(-1.0, min(1.0, x)) for x in row] for row in corr]
-    within = [[corr[i][j] if blocks[i] == blocks[j] else 0.0 for j in range(size)] for i in range(size)]
-    return min(1.0, cheverud_nyholt(corr) / cheverud_nyholt(within))
+    return min(1.0, cheverud_nyholt(corr) / size)
 
 
 @dataclass

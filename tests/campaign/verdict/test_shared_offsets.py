@@ -76,8 +76,8 @@ def test_a_launch_missing_a_level_breaks_the_rows_alignment():
 def test_cheverud_nyholt_counts_correlated_tests_as_fewer():
     assert cheverud_nyholt([[1.0, 0.0], [0.0, 1.0]]) == 2.0
     assert abs(cheverud_nyholt([[1.0, 0.5, 0.5], [0.5, 1.0, 0.5], [0.5, 0.5, 1.0]]) - 2.5) < 1e-9
-    assert abs(shared_launch_factor([[1.0, 0.9], [0.9, 1.0]], [0, 1]) - (1 + (1 - 0.81)) / 2) < 1e-9
-    assert shared_launch_factor([[4.0, 0.0], [0.0, 1.0]], [0, 1]) == 1.0
+    assert abs(shared_launch_factor([[1.0, 0.9], [0.9, 1.0]]) - (1 + (1 - 0.81)) / 2) < 1e-9
+    assert shared_launch_factor([[4.0, 0.0], [0.0, 1.0]]) == 1.0
 
 
 def _experiment(effect_pct):
