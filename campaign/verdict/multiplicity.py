@@ -12,8 +12,9 @@ experiment takes, and the level each test is drawn at.
 * `holm`: Holm's weighted step-down over the tests that can declare a winner (one per
   homogeneous workload; elsewhere each level with weight M_eff / L): the first at the
   Bonferroni level over all of them, each decided test freeing its share for the rest.
-* `look_alpha`: the adaptive policy looks after every round, so each look spends
-  Pocock's nominal level.
+* `look_alpha`: the adaptive policy looks after every round from repeats.min to
+  repeats.max, so each look spends Pocock's nominal level, computed for those looks
+  (`pocock_level`).
 """
 
 from __future__ import annotations
@@ -21,26 +22,74 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as _np
+from scipy import optimize as _scipy_optimize
+from scipy import signal as _scipy_signal
 from scipy import stats as _scipy_stats
 
 from campaign.playbook.schema import VerdictSpec
 
-__all__ = ["Unit", "effective_tests", "holm", "look_alpha", "p_decisive"]
+__all__ = ["Unit", "effective_tests", "holm", "look_alpha", "p_decisive", "pocock_level"]
 
-#: Pocock's nominal level per look for an overall 0.05 over K equally spaced looks.
-_POCOCK_05 = {1: 0.05, 2: 0.0294, 3: 0.0221, 4: 0.0182, 5: 0.0158, 6: 0.0142, 7: 0.0130, 8: 0.0120}
+#: grid points per standard deviation in `pocock_level`'s numerical integration.
+_GRID_PER_SD = 400
 
 
 def look_alpha(spec: VerdictSpec) -> float:
     """The family error rate each look may spend: the adaptive policy looks after every
     round from repeats.min to repeats.max and stops at the first decisive one, so each
-    look uses Pocock's nominal level (scaled to the playbook's 1 - confidence); the
-    fixed policy looks once."""
+    look uses Pocock's nominal level for those looks (`pocock_level`); the fixed policy
+    looks once."""
     alpha = 1.0 - spec.confidence
-    looks = 1 if spec.policy == "fixed" else spec.repeats.max - spec.repeats.min + 1
-    return alpha * _POCOCK_05.get(looks, 0.0120 * 8 / looks) / 0.05
+    if spec.policy == "fixed" or spec.repeats.max <= spec.repeats.min:
+        return alpha
+    return pocock_level(tuple(range(max(1, spec.repeats.min), spec.repeats.max + 1)), alpha)
+
+
+@lru_cache(maxsize=64)
+def pocock_level(looks: tuple[int, ...], alpha: float) -> float:
+    """The nominal two-sided level c_alpha of Pocock's boundary (the same level at every
+    look) that spends exactly `alpha` over looks after `looks` rounds (information
+    proportional to rounds): P(|Z_k| >= z for some k) = alpha for the z-statistics
+    Z_k = S(t_k) / sqrt(t_k) of a Brownian motion S, by the recursive numerical
+    integration of Armitage, McPherson and Rowe (1969).  Pocock's published constants
+    are for K looks equally spaced from 0 (1/K, 2/K, ..1); this policy looks first after
+    repeats.min rounds, so its looks are closer together (2..6 of 6: t = 1/3..1) and
+    correlate more: 0.0178 per look where Pocock's table for 5 looks gives 0.0158."""
+    if not looks:
+        return alpha
+    if len(looks) == 1:
+        return alpha
+
+    def cross(z: float) -> float:
+        return 1.0 - _stay_inside(looks, z) - alpha
+
+    z = float(_scipy_optimize.brentq(cross, _scipy_stats.norm.isf(alpha / 2), 6.0, xtol=1e-7))
+    return float(2.0 * _scipy_stats.norm.sf(z))
+
+
+def _stay_inside(looks: tuple[int, ...], z: float) -> float:
+    """P(|S(t_k)| < z sqrt(t_k) at every look) for a standard Brownian motion S: the
+    density on a lattice of step 1/`_GRID_PER_SD`, carried from look to look by a
+    convolution with the increment's normal density and cut at the next boundary."""
+    h = 1.0 / _GRID_PER_SD
+
+    def inside(t: int) -> _np.ndarray:
+        n = int(z * math.sqrt(t) / h)
+        return _np.arange(-n, n + 1) * h
+
+    grid = inside(looks[0])
+    dens = _scipy_stats.norm.pdf(grid, scale=math.sqrt(looks[0]))
+    for prev, t in zip(looks, looks[1:]):
+        nxt = inside(t)
+        reach = (len(nxt) - len(grid)) // 2 + len(grid) - 1  # lattice steps from the old grid to the new
+        kernel = _scipy_stats.norm.pdf(_np.arange(-reach, reach + 1) * h, scale=math.sqrt(t - prev)) * h
+        full = _scipy_signal.fftconvolve(dens, kernel)  # lattice indices -(old n + reach) .. +(old n + reach)
+        cut = (len(full) - len(nxt)) // 2
+        dens, grid = full[cut:cut + len(nxt)], nxt
+    return float(dens.sum() * h)
 
 
 def effective_tests(offset: float, level_vars: Sequence[float]) -> float:
