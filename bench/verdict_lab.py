@@ -58,8 +58,9 @@ from campaign.domain.records import LevelSamples
 from campaign.loop.experiment import workloads_of
 from campaign.playbook.load import load_playbook
 from campaign.playbook.schema import Playbook, VerdictSpec
+from campaign.verdict.components import log_table
 from campaign.verdict.judge import judge, round_decision
-from campaign.verdict.noise import HISTORY, estimate, log_table
+from campaign.verdict.noise import HISTORY, estimate
 
 PLAYBOOK = ROOT / "playbooks" / "eagle_verify.yaml"
 Result = tuple[int, str, int]  # case index, verdict kind, rounds

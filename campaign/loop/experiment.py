@@ -13,8 +13,9 @@ from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, Repor
 from campaign.domain.records import CorrectnessResult
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.verdict import confound
+from campaign.verdict.components import log_table
 from campaign.verdict.confound import ConfoundCheck
-from campaign.verdict.noise import HISTORY, NodeNoise, estimate, log_table
+from campaign.verdict.noise import HISTORY, NodeNoise, estimate
 
 
 def workloads_of(pb: Playbook) -> list[WorkloadSpec]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from campaign.verdict.noise import NodeNoise, log_table
+from campaign.verdict.components import log_table
+from campaign.verdict.noise import NodeNoise
 from campaign.verdict.stats import quantile
 
 __all__ = ["launch_drift"]

@@ -12,12 +12,9 @@ Model, on the log scale, of one launch's figure at level l of a workload:
     x = mu_l + o + e_l      o: the launch's offset, shared by every level (variance s_o^2)
                             e_l: the level's jitter in that launch (variance s_e^2)
 
-R launches of one config form an R x L table.  Its two-way decomposition gives
-
-    rows      MS = L * variance of the launch means     E[MS] = L s_o^2 + s_e^2   df R - 1
-    residual  MS of x - row mean - level mean + grand   E[MS] = s_e^2             df (R-1)(L-1)
-
-Sums of squares and their df add up over tables (each table's own means removed, so a
+R launches of one config form an R x L table; its two-way decomposition into a rows
+and a residual component is `campaign.verdict.components`'.  Sums of squares and their
+df add up over tables (each table's own means removed, so a
 slow drift between experiments is not counted as noise).  Each table is screened for
 stalls first (`campaign.verdict.screen`: a level or a launch slowed far beyond the
 noise by something outside the config), on the robust scale of every table of the
@@ -43,36 +40,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from pydantic import BaseModel, Field
 from scipy import stats as _scipy_stats
 
+from campaign.verdict.components import JITTER_SHRINK_DF, Component, decompose_cols, level_jitter
 from campaign.verdict.moderation import prior_df
 from campaign.verdict.pair_jitter import MIN_DF, cross_products, pair_jitter
 from campaign.verdict.screen import Scale, robust_scale, screen
 from campaign.verdict.shared_offsets import shared_offsets
 
-__all__ = ["Component", "NodeNoise", "WorkloadNoise", "decompose", "decompose_cols", "estimate", "log_table",
-           "prior_df", "prior_scale"]
+__all__ = ["NodeNoise", "WorkloadNoise", "estimate", "prior_df", "prior_scale"]
 
 #: a table is an outlier of the node's history below this p-value (its launches
 #: disagree far more than every other table's).
 OUTLIER_P = 0.001
 HISTORY = 200  # experiments whose launches the node's estimate reads (module doc)
-#: weight (df) of the workload's mean jitter in each level's jitter estimate.
-JITTER_SHRINK_DF = 8
 
 Table = Sequence[Sequence[float]]  # rows = launches, columns = levels (log values)
-
-
-class Component(BaseModel):
-    """A sum of squares and its degrees of freedom: ms = ss / df."""
-
-    ss: float = 0.0
-    df: int = 0
-
-    @property
-    def ms(self) -> float | None:
-        return self.ss / self.df if self.df > 0 else None
-
-    def plus(self, other: Component) -> Component:
-        return Component(ss=self.ss + other.ss, df=self.df + other.df)
 
 
 class WorkloadNoise(BaseModel):
@@ -165,57 +146,6 @@ class NodeNoise(BaseModel):
         if self.stalled_cells or self.stalled_launches:
             out += f" ({self.stalled_cells} stalled levels, {self.stalled_launches} stalled launches screened)"
         return out
-
-
-def level_jitter(cols: Sequence[float], res_df: int) -> list[float]:
-    """Each level's jitter variance from its residual sum of squares.  A level's residual
-    also carries the other levels' jitter through the launch mean:
-    E[SS_l] / (R - 1) = s_l^2 (1 - 2/L) + sum(s^2) / L^2, solved for s_l^2 (L > 2);
-    floored at 5% of the mean so no level looks noise-free, and shrunk toward the mean
-    with `JITTER_SHRINK_DF` (a level has under one df per group of launches: from a
-    few launches its own estimate is mostly noise, from many it stands)."""
-    width = len(cols)
-    if res_df <= 0:
-        return [0.0] * width
-    per = [c / (res_df / (width - 1)) for c in cols]  # E[SS_l] / (R - 1), summed over tables
-    if width <= 2:
-        return [x * width / (width - 1) for x in per]
-    total = math.fsum(per) * width / (width - 1)
-    out = [(x - total / width**2) / (1 - 2 / width) for x in per]
-    floor = 0.05 * total / width
-    mean_e = total / width
-    df_level = res_df / width  # each level's share of the residual df
-    return [(df_level * max(floor, x) + JITTER_SHRINK_DF * mean_e) / (df_level + JITTER_SHRINK_DF) for x in out]
-
-
-def log_table(rows: Sequence[Sequence[float]]) -> list[list[float]] | None:
-    """Log values of a table of positive figures; None when one is not positive."""
-    if any(x <= 0 or not math.isfinite(x) for r in rows for x in r):
-        return None
-    return [[math.log(x) for x in r] for r in rows]
-
-
-def decompose(table: Table) -> tuple[Component, Component]:
-    """(rows, residual) components of one R x L table of log values."""
-    rows, res, _ = decompose_cols(table)
-    return rows, res
-
-
-def decompose_cols(table: Table) -> tuple[Component, Component, list[float]]:
-    """`decompose`, and the residual sum of squares of each level."""
-    r = len(table)
-    if r < 2:
-        return Component(), Component(), [0.0] * (len(table[0]) if table else 0)
-    width = len(table[0])
-    if width == 0 or any(len(row) != width for row in table):
-        raise ValueError("a noise table needs the same levels in every launch")
-    row_means = [math.fsum(row) / width for row in table]
-    col_means = [math.fsum(row[j] for row in table) / r for j in range(width)]
-    grand = math.fsum(row_means) / r
-    rows_ss = width * math.fsum((m - grand) ** 2 for m in row_means)
-    cols = [math.fsum((table[i][j] - row_means[i] - col_means[j] + grand) ** 2 for i in range(r))
-            for j in range(width)]
-    return Component(ss=rows_ss, df=r - 1), Component(ss=math.fsum(cols), df=(r - 1) * (width - 1)), cols
 
 
 def _outlier(rows: Component, pool: Component) -> bool:

@@ -8,7 +8,7 @@ table's own level means removed); the L jitters are then the weighted least-squa
 of the L(L-1)/2 pair variances, weighted by 1 / (s_a^2 + s_b^2)^2 (a variance estimate's
 own variance grows with its square), re-weighted a few times.
 
-The moment estimator it replaces (`noise.level_jitter`) reads each level's residual
+The moment estimator it replaces (`components.level_jitter`) reads each level's residual
 from the launch mean, which carries every level's jitter: one request at C=1 jitters
 16x as much as 250 requests at C=250, so C=250's residual was mostly C=1's, and its
 estimate came out about 5x its truth (1.2% against 0.25%, 200 launches of a generator

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from scipy import stats as _scipy_stats
 
-from campaign.verdict.noise import Component, WorkloadNoise, decompose_cols, level_jitter, log_table, prior_scale
+from campaign.verdict.components import Component, decompose_cols, level_jitter, log_table
+from campaign.verdict.noise import WorkloadNoise, prior_scale
 from campaign.verdict.screen import Scale, screen
 
 __all__ = ["CANDIDATE_PRIOR_DF", "OVERRULE_P", "Ratio", "Side", "Var", "own_ratio", "pooled_scale",

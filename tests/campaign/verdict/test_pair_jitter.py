@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from campaign.verdict.noise import estimate, level_jitter
+from campaign.verdict.components import level_jitter
+from campaign.verdict.noise import estimate
 from campaign.verdict.pair_jitter import MIN_DF, cross_products, pair_jitter
 
 # one request at C=1 jitters about 16x as much as 250 at C=250 (percent, one launch)

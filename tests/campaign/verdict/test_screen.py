@@ -9,8 +9,9 @@ import random
 
 from campaign.domain.models import LevelResult
 from campaign.domain.records import LevelSamples
+from campaign.verdict.components import Component
 from campaign.verdict.judge import judge, round_decision
-from campaign.verdict.noise import Component, estimate, prior_df
+from campaign.verdict.noise import estimate, prior_df
 from campaign.verdict.screen import screen
 from tests.campaign.verdict.test_launches import SPEC, _history, _launch, _samples, _tables
 
