@@ -58,6 +58,7 @@ from campaign.domain.records import LevelSamples
 from campaign.loop.experiment import workloads_of
 from campaign.playbook.load import load_playbook
 from campaign.playbook.schema import Playbook, VerdictSpec
+from campaign.verdict.baseline_level import RECENT, recent_level
 from campaign.verdict.components import log_table
 from campaign.verdict.judge import judge, round_decision
 from campaign.verdict.noise import HISTORY, estimate
@@ -98,6 +99,7 @@ def run_direct(node: LabNode, spec: VerdictSpec, workloads: list[WorkloadSpec], 
     out = []
     for i in range(n_cases):
         noise = estimate(groups[-HISTORY:])
+        noise.level = recent_level(groups[-RECENT:], noise)
         samples = {(w.name, c): LevelSamples(workload=w.name, concurrency=c) for w in workloads for c in w.concurrency}
         base_launches, rounds = [], 0
         while True:

@@ -13,6 +13,7 @@ from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, Repor
 from campaign.domain.records import CorrectnessResult
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.verdict import confound
+from campaign.verdict.baseline_level import RECENT, recent_level
 from campaign.verdict.components import log_table
 from campaign.verdict.confound import ConfoundCheck
 from campaign.verdict.noise import HISTORY, NodeNoise, estimate
@@ -201,19 +202,31 @@ def _complete_rows(values: Sequence[tuple[int, str, int, float]]) -> dict[str, t
 
 
 def node_noise(store: Any, campaign_id: str, node: str, fingerprint_id: str | None, metric: str,
-               exclude: str | None = None) -> NodeNoise:
+               exclude: str | None = None, baseline: str | None = None) -> NodeNoise:
     """The node's noise model (`campaign.verdict.noise`) from every launch of the
     baseline config this campaign made on `node` in this environment (the latest
     `noise.HISTORY` experiments): the start baseline, re-measurements and the baseline
     side of every interleaved round.  `exclude`: the experiment being judged (its own
-    launches update the prior there).  One read of those baseline sides
-    (`Store.side_values`); the estimate of the same launches is computed once (every
-    round of an experiment asks again, with nothing new from the other experiments)."""
-    ids = [e.id for e in store.list_experiments(campaign_id)
-           if e.id != exclude and e.status != "stale" and e.node == node and e.fingerprint_id == fingerprint_id]
-    ids = ids[-HISTORY:]
+    launches update the prior there).  `baseline`: the baseline experiment the judged one
+    compares with; where its config's launches sat lately (`baseline_level`: the latest
+    experiments compared with it, and it) goes with the model.  One read of those
+    baseline sides (`Store.side_values`); the estimate of the same launches is computed
+    once (every round of an experiment asks again, with nothing new from the other
+    experiments)."""
+    exps = [e for e in store.list_experiments(campaign_id)
+            if e.id != exclude and e.status != "stale" and e.node == node and e.fingerprint_id == fingerprint_id]
+    exps = exps[-HISTORY:]
+    ids = [e.id for e in exps]
     values = store.side_values(ids, metric, "baseline")
-    return _estimate_of(tuple(tuple(values[i]) for i in ids)).model_copy(deep=True)
+    noise = _estimate_of(tuple(tuple(values[i]) for i in ids)).model_copy(deep=True)
+    if baseline is not None:
+        same = [t for e in exps if e.id == baseline or e.baseline_ref == baseline if (t := _log_tables(values[e.id]))]
+        noise.level = recent_level(same[-RECENT:], noise)
+    return noise
+
+
+def _log_tables(values: Sequence[tuple[int, str, int, float]]) -> dict[str, list[list[float]]]:
+    return {w: t for w, t in ((w, log_table(r)) for w, r in tables_of(values).items()) if t is not None}
 
 
 @lru_cache(maxsize=8)

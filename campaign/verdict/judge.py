@@ -7,7 +7,10 @@ Stopping rule (adaptive policy), checked after every interleaved round:
    launches cannot say which.  Measure a third (up to `repeats.max`), whatever the
    verdict now: the screen drops a stalled launch once it has three, and a verdict that
    rests on a stall is not one.  The candidate's pair is left to its own spread
-   (`launches.Analysis.undecided` says why);
+   (`launches.Analysis.undecided` says why); likewise, whatever the verdict, while the
+   baseline's launches together sit below where its recent launches on this node sat, far
+   beyond the noise (every baseline launch stalled, or the node moved:
+   `campaign.verdict.baseline_level`), up to `repeats.max`;
 3. the verdict is decisive (WIN or DEAD END): stop at once, except a DEAD END that wins
    nowhere yet while a projection (below) shows a level where the candidate could win:
    that regime ("wins single stream, loses the sweep") is what the reader needs, so
@@ -107,6 +110,10 @@ def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_do
     if a.undecided and rounds_done < n_max:
         return RoundDecision(more=True, why=f"round {rounds_done + 1}: the baseline's two launches disagree like "
                                             f"a stall on {', '.join(a.undecided)}; a third tells which")
+    if a.low_baseline and rounds_done < n_max:
+        return RoundDecision(more=True, why=f"round {rounds_done + 1}: the baseline's launches sit below its recent "
+                                            f"level on {', '.join(a.low_baseline)} (a stall, or the node moved); "
+                                            f"more rounds tell which")
     if now == "dead_end" and rounds_done < n_max and not any(c.winner == "candidate" for c in a.comparisons):
         # slower where it was measured so far: could more rounds show where it wins?
         for shift in (0.0, PROJECTION_SHIFT_SE):

@@ -42,6 +42,7 @@ from scipy import stats as _scipy_stats
 from campaign.domain.models import LevelResult
 from campaign.domain.records import LevelComparison, LevelSamples, WorkloadEffect
 from campaign.playbook.schema import VerdictSpec
+from campaign.verdict.baseline_level import low_workloads
 from campaign.verdict.multiplicity import Unit, effective_tests, holm, look_alpha, shared_launch_factor
 from campaign.verdict.noise import (
     NodeNoise,
@@ -75,6 +76,10 @@ class Analysis:
     #: launches the screen would trim a noisy candidate's low launch and move its mean up
     #: (the verdict lab: a null candidate twice as noisy as the node called a WIN so).
     undecided: list[str] = field(default_factory=list)
+    #: workloads whose baseline launches all sit below the baseline's recent level far
+    #: beyond the node's noise (`campaign.verdict.baseline_level`): the stopping rule
+    #: measures on
+    low_baseline: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -288,4 +293,5 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
                 n_baseline=len(s.baseline), n_candidate=len(s.candidate), winner=winner,
                 baseline_meets_limit=b_ok, candidate_meets_limit=c_ok, common=w.homogeneous,
             ))
-    return Analysis(comparisons, effects, [w.name for w in works if w.b.undecided])
+    low = low_workloads({w.name: w.b.logs for w in works}, noise.level, noise) if noise and noise.level and project_to is None else []
+    return Analysis(comparisons, effects, [w.name for w in works if w.b.undecided], low)

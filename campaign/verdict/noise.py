@@ -46,7 +46,7 @@ from campaign.verdict.pair_jitter import MIN_DF, cross_products, pair_jitter
 from campaign.verdict.screen import Scale, robust_scale, screen
 from campaign.verdict.shared_offsets import shared_offsets
 
-__all__ = ["NodeNoise", "WorkloadNoise", "estimate", "prior_df", "prior_scale"]
+__all__ = ["LaunchLevel", "NodeNoise", "WorkloadNoise", "estimate", "prior_df", "prior_scale"]
 
 #: a table is an outlier of the node's history below this p-value (its launches
 #: disagree far more than every other table's).
@@ -102,6 +102,13 @@ class WorkloadNoise(BaseModel):
         return None if v is None else math.expm1(math.sqrt(v)) * 100.0
 
 
+class LaunchLevel(BaseModel):
+    """The mean over recent launches of one launch's mean over a workload's levels (log)."""
+
+    mean: float
+    launches: int
+
+
 class NodeNoise(BaseModel):
     """Every workload's components, and how many launches and tables they come from."""
 
@@ -117,6 +124,9 @@ class NodeNoise(BaseModel):
     #: how many df the pooled noise is worth for one experiment (`prior_df`); None: as many
     #: as it has (the node's noise did not vary between experiments beyond chance)
     prior_df: float | None = None
+    #: workload -> where the compared baseline config's launches sat lately
+    #: (`campaign.verdict.baseline_level`); empty: not known
+    level: dict[str, LaunchLevel] = Field(default_factory=dict)
 
     def get(self, workload: str) -> WorkloadNoise | None:
         w = self.workloads.get(workload)

@@ -114,8 +114,11 @@ class ExperimentNodes(NodeFamily):
         return {"current": {**cur, "rounds": rounds, "side": nxt}}
 
     def _noise(self, state: CampaignState, exclude: str) -> NodeNoise:
+        """The node's noise, with the baseline's recent level unless this experiment
+        compares with another config (a stack check against the original baseline)."""
+        baseline = None if current_of(state).get("reference_config") else state.get("baseline_id")
         return node_noise(self.d.store, state["campaign_id"], self._node(state).name, state.get("fingerprint_id"),
-                          self.pb.verdict.metric, exclude=exclude)
+                          self.pb.verdict.metric, exclude=exclude, baseline=baseline)
 
 
     def verdict(self, state: CampaignState) -> dict[str, Any]:
