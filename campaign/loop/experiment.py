@@ -220,8 +220,13 @@ def node_noise(store: Any, campaign_id: str, node: str, fingerprint_id: str | No
     values = store.side_values(ids, metric, "baseline")
     noise = _estimate_of(tuple(tuple(values[i]) for i in ids)).model_copy(deep=True)
     if baseline is not None:
-        same = [t for e in exps if e.id == baseline or e.baseline_ref == baseline if (t := _log_tables(values[e.id]))]
-        noise.level = recent_level(same[-RECENT:], noise)
+        recent: list[dict[str, list[list[float]]]] = []
+        for e in reversed(exps):  # the latest RECENT with launches of that baseline, read no further
+            if (e.id == baseline or e.baseline_ref == baseline) and (t := _log_tables(values[e.id])):
+                recent.insert(0, t)
+                if len(recent) == RECENT:
+                    break
+        noise.level = recent_level(recent, noise)
     return noise
 
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from scipy import stats as _scipy_stats
 
+from campaign.verdict.components import Table
 from campaign.verdict.noise import LaunchLevel, NodeNoise, prior_scale
 from campaign.verdict.screen import screen
 
@@ -39,15 +40,13 @@ RECENT = 5
 #: a baseline side lies below its level at this one-sided p-value (over the workloads).
 LOW_P = 0.001
 
-Table = Sequence[Sequence[float]]  # rows = launches, columns = levels (log values)
-
 
 def recent_level(groups: Sequence[Mapping[str, Table]], noise: NodeNoise) -> dict[str, LaunchLevel]:
-    """Per workload, the level of the baseline config's launches in `groups` (the latest
-    `RECENT` experiments' baseline tables of that config), each table screened on the
-    node's scale first."""
+    """Per workload, the level of the baseline config's launches in `groups` (the
+    caller's latest `RECENT` experiments' baseline tables of that config), each table
+    screened on the node's scale first."""
     means: dict[str, list[float]] = {}
-    for group in groups[-RECENT:]:
+    for group in groups:
         for name, table in group.items():
             w = noise.get(name)
             if w is None or not table or len(table[0]) != w.levels:

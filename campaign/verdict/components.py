@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-__all__ = ["JITTER_SHRINK_DF", "Component", "decompose", "decompose_cols", "level_jitter", "log_table"]
+__all__ = ["JITTER_SHRINK_DF", "Component", "Table", "decompose", "decompose_cols", "level_jitter", "log_table"]
 
 #: weight (df) of the workload's mean jitter in each level's jitter estimate.
 JITTER_SHRINK_DF = 8

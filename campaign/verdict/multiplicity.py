@@ -58,9 +58,7 @@ def pocock_level(looks: tuple[int, ...], alpha: float) -> float:
     are for K looks equally spaced from 0 (1/K, 2/K, ..1); this policy looks first after
     repeats.min rounds, so its looks are closer together (2..6 of 6: t = 1/3..1) and
     correlate more: 0.0178 per look where Pocock's table for 5 looks gives 0.0158."""
-    if not looks:
-        return alpha
-    if len(looks) == 1:
+    if len(looks) <= 1:
         return alpha
 
     def cross(z: float) -> float:

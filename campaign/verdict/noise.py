@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pydantic import BaseModel, Field
 from scipy import stats as _scipy_stats
 
-from campaign.verdict.components import JITTER_SHRINK_DF, Component, decompose_cols, level_jitter
+from campaign.verdict.components import JITTER_SHRINK_DF, Component, Table, decompose_cols, level_jitter
 from campaign.verdict.moderation import prior_df
 from campaign.verdict.pair_jitter import MIN_DF, cross_products, pair_jitter
 from campaign.verdict.screen import Scale, robust_scale, screen
@@ -53,7 +53,6 @@ __all__ = ["LaunchLevel", "NodeNoise", "WorkloadNoise", "estimate", "prior_df", 
 OUTLIER_P = 0.001
 HISTORY = 200  # experiments whose launches the node's estimate reads (module doc)
 
-Table = Sequence[Sequence[float]]  # rows = launches, columns = levels (log values)
 
 
 class WorkloadNoise(BaseModel):

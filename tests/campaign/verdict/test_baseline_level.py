@@ -9,7 +9,7 @@ import random
 
 from campaign.domain.models import LevelResult
 from campaign.domain.records import LevelSamples
-from campaign.verdict.baseline_level import low_workloads, recent_level
+from campaign.verdict.baseline_level import RECENT, low_workloads, recent_level
 from campaign.verdict.judge import judge, round_decision
 from campaign.verdict.noise import NodeNoise, estimate
 from tests.campaign.verdict.test_launches import SPEC, _launch, _tables
@@ -20,7 +20,7 @@ STALL = math.log1p(-0.08)  # the verdict lab's heavy_tail: a stalled launch is 8
 def _node(rng: random.Random, groups: int = 12) -> tuple[NodeNoise, list[dict]]:
     history = [_tables([_launch(rng) for _ in range(2)]) for _ in range(groups)]
     noise = estimate(history)
-    noise.level = recent_level(history, noise)
+    noise.level = recent_level(history[-RECENT:], noise)
     return noise, history
 
 
@@ -94,10 +94,10 @@ def test_a_stall_above_the_level_is_not_interference_and_the_level_tracks_the_la
     assert low_workloads(fast, noise.level, noise) == []
     # the node moved down 8% five experiments ago: its recent level follows, no alarm
     moved = [{w: [[x + STALL for x in row] for row in t] for w, t in g.items()} for g in history[-5:]]
-    noise.level = recent_level(history[:-5] + moved, noise)
+    noise.level = recent_level((history[:-5] + moved)[-RECENT:], noise)
     slow_now = {w: [[x + STALL for x in row] for row in t] for w, t in _baseline_logs(_experiment(rng, 2, set())).items()}
     assert low_workloads(slow_now, noise.level, noise) == []
-    noise.level = recent_level(history, noise)
+    noise.level = recent_level(history[-RECENT:], noise)
     assert set(low_workloads(slow_now, noise.level, noise)) == {"single_stream", "parallel"}
 
 
