@@ -13,7 +13,7 @@ experiments' baseline launches (screened) say where its launch mean sits
 (`recent_level`).  A baseline side whose launches' mean lies below that level by more
 than the one-sided t(1 - `LOW_P` / workloads) of its spread (one launch mean's variance
 from the node's noise model, over this side's launches and over the reference's) is
-suspect (`low_workloads`): a stall, or the node itself moved.  Either way the stopping
+suspect (`low_workloads`, on the drift check's `drift.mean_shift`): a stall, or the node itself moved.  Either way the stopping
 rule measures on, up to repeats.max (`campaign.verdict.judge`): more launches tell
 which, and the screen drops a stalled launch once it has company.  Nothing is dropped on
 this evidence alone: if the node moved, the interleaved comparison is right and the
@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from scipy import stats as _scipy_stats
 
 from campaign.verdict.components import Table
+from campaign.verdict.drift import mean_shift
 from campaign.verdict.noise import LaunchLevel, NodeNoise, prior_scale
 from campaign.verdict.screen import screen
 
@@ -62,12 +63,10 @@ def low_workloads(sides: Mapping[str, Table], level: Mapping[str, LaunchLevel], 
     tests = []
     for name, table in sides.items():
         w, ref = noise.get(name), level.get(name)
-        if w is None or ref is None or not table or w.rows.ms is None or ref.launches < 2:
+        if w is None or ref is None or not table or len(table[0]) != w.levels or ref.launches < 2:
             continue
-        launch_var = w.rows.ms / w.levels  # one launch mean's variance: s_o^2 + s_e^2 / L
-        if launch_var <= 0:
+        shift, se = mean_shift(table, ref.mean, ref.launches, w)
+        if se <= 0:
             continue
-        now = math.fsum(math.fsum(row) / len(row) for row in table) / len(table)
-        t = (now - ref.mean) / math.sqrt(launch_var * (1.0 / len(table) + 1.0 / ref.launches))
-        tests.append((name, float(_scipy_stats.t.cdf(t, w.rows.df))))
+        tests.append((name, float(_scipy_stats.t.cdf(shift / se, w.rows.df))))
     return [name for name, p in tests if p < LOW_P / max(1, len(tests))]

@@ -15,10 +15,10 @@ import math
 from collections.abc import Mapping, Sequence
 
 from campaign.verdict.components import log_table
-from campaign.verdict.noise import NodeNoise
+from campaign.verdict.noise import NodeNoise, WorkloadNoise
 from campaign.verdict.stats import quantile
 
-__all__ = ["launch_drift"]
+__all__ = ["launch_drift", "mean_shift"]
 
 
 def launch_drift(reference: Mapping[str, Sequence[Sequence[float]]], launch: Mapping[str, Sequence[Sequence[float]]],
@@ -34,11 +34,20 @@ def launch_drift(reference: Mapping[str, Sequence[Sequence[float]]], launch: Map
             continue
         width = len(now[0])
         a = wn.rows.ms or 0.0
-        shift = math.fsum(now[0]) / width - math.fsum(math.fsum(r) for r in ref) / (len(ref) * width)
-        se = math.sqrt(a / width * (1.0 + 1.0 / len(ref)))
+        shift, se = mean_shift(now, math.fsum(math.fsum(r) for r in ref) / (len(ref) * width), len(ref), wn)
         if se <= 0:
             continue
         t = quantile(1.0 - (1.0 - confidence) / len(tests), wn.rows.df)
         if abs(shift) > t * se and abs(shift) > math.sqrt(a / width):
             moved.append((w, math.expm1(shift) * 100.0))
     return moved
+
+
+def mean_shift(now: Sequence[Sequence[float]], ref_mean: float, ref_launches: int,
+               wn: WorkloadNoise) -> tuple[float, float]:
+    """(shift, se) on the log scale: the mean of `now`'s launch means (log rows, one per
+    launch) against a reference level that `ref_launches` launches measured.  A launch
+    mean varies by A / L, the noise model's rows mean square over the levels."""
+    width = len(now[0])
+    shift = math.fsum(math.fsum(row) / width for row in now) / len(now) - ref_mean
+    return shift, math.sqrt((wn.rows.ms or 0.0) / width * (1.0 / len(now) + 1.0 / ref_launches))
