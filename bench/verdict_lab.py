@@ -129,8 +129,10 @@ def lab_playbook(pb: Playbook, spec: VerdictSpec, n_cases: int) -> Playbook:
     return Playbook.model_validate(data)
 
 
-def run_graph(node: LabNode, spec: VerdictSpec, pb: Playbook, n_cases: int) -> list[Result]:
-    """The real campaign graph with the lab node (module doc)."""
+def run_graph(node: LabNode, spec: VerdictSpec, pb: Playbook, n_cases: int,
+              stopped: dict[int, str] | None = None) -> list[Result]:
+    """The real campaign graph with the lab node (module doc); `stopped` collects each
+    case's recorded rounds line (why its rounds stopped), as the journal shows it."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from campaign.loop.deps import Deps
@@ -151,6 +153,8 @@ def run_graph(node: LabNode, spec: VerdictSpec, pb: Playbook, n_cases: int) -> l
             v = store.get_verdict(e.id)
             rounds = min(len(s.candidate) for s in store.level_samples(e.id))
             out.append((int(e.hypothesis.split("-")[1]), v.kind if v else "none", rounds))
+            if stopped is not None and v is not None:
+                stopped[out[-1][0]] = v.stopped
         store.close() if hasattr(store, "close") else None
     return out
 

@@ -246,32 +246,6 @@ def _estimate_of(sides: tuple[tuple[tuple[int, str, int, float], ...], ...]) -> 
     return estimate(groups, aligned)
 
 
-def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,
-                metric: str, noise: NodeNoise | None, confidence: float = 0.99) -> str | None:
-    """Did the node move?  This launch of the baseline config (an interleaved baseline
-    side) against the campaign's baseline measurement, one test per workload on the
-    launch's mean over its levels (the launch offset is shared by every level, so 16
-    per-level tests would count one launch 16 times), sized by the node's noise model,
-    Bonferroni over workloads at `confidence`.  A move is recorded as a drift event (the
-    journal lists it) and as an artifact; the interleaved verdict compares like with
-    like, so drift cancels there."""
-    from campaign.verdict.drift import launch_drift
-
-    if not baseline_id or noise is None:
-        return None
-    ref = launch_tables(store, baseline_id, metric)
-    now = {w: [rows[repeat]] for w, rows in launch_tables(store, experiment, metric).items() if len(rows) > repeat}
-    moved = launch_drift(ref, now, noise, confidence=confidence)
-    if not moved:
-        return None
-    msg = (f"baseline drift during {experiment} round {repeat + 1}: "
-           f"{', '.join(f'{w} {pct:+.1f}%' for w, pct in moved)} vs {baseline_id} "
-           f"({noise.describe()}); the interleaved A/B comparison cancels it")
-    store.add_event(campaign_id, "drift", msg, key=f"drift:{experiment}:{repeat}")
-    store.record_artifact(experiment, "drift", msg, seq=repeat)
-    return msg
-
-
 def mismatched_prompt_sets(store: Any, experiment: str) -> list[str]:
     """Workloads whose candidate and baseline sides ran different prompt sets."""
     hashes: dict[str, dict[str, set[str]]] = {}

@@ -18,7 +18,7 @@ from campaign.verdict.components import log_table
 from campaign.verdict.noise import NodeNoise, WorkloadNoise
 from campaign.verdict.stats import quantile
 
-__all__ = ["launch_drift", "mean_shift"]
+__all__ = ["launch_drift", "mean_shift", "repeated"]
 
 
 def launch_drift(reference: Mapping[str, Sequence[Sequence[float]]], launch: Mapping[str, Sequence[Sequence[float]]],
@@ -51,3 +51,10 @@ def mean_shift(now: Sequence[Sequence[float]], ref_mean: float, ref_launches: in
     width = len(now[0])
     shift = math.fsum(math.fsum(row) / width for row in now) / len(now) - ref_mean
     return shift, math.sqrt((wn.rows.ms or 0.0) / width * (1.0 / len(now) + 1.0 / ref_launches))
+
+
+def repeated(now: Sequence[tuple[str, float]], before: Sequence[tuple[str, float]]) -> list[str]:
+    """The workloads where two consecutive launches (`launch_drift` of each) moved the
+    same way: the node moved.  One launch off is a stall as much as a move."""
+    prev = dict(before)
+    return [w for w, pct in now if w in prev and (prev[w] > 0) == (pct > 0)]

@@ -28,7 +28,7 @@ The fixed policy measures exactly `repeats.min` rounds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
@@ -39,15 +39,36 @@ from campaign.verdict.launches import analyze
 from campaign.verdict.noise import NodeNoise
 from campaign.verdict.rule import compare_levels, decide
 
-__all__ = ["RoundDecision", "judge", "noise_phrase", "round_decision"]
+__all__ = ["RoundDecision", "judge", "noise_phrase", "round_decision", "rounds_story"]
 
 #: how far (in today's standard errors) the projection moves the centre.
 PROJECTION_SHIFT_SE = 1.5
 
 
 class RoundDecision(BaseModel):
+    """`why` is this round's line for the round event; `because` (only for a round the
+    rule asked for beyond `repeats.min`) is the short cause the journal keeps, so the
+    stop line can say why the experiment ran past its minimum (`rounds_story`)."""
     more: bool
     why: str
+    because: str = ""
+
+
+def rounds_story(stopped: str, extra: Mapping[int, str]) -> str:
+    """The journal's rounds line: why the rounds stopped, then why each round past
+    `repeats.min` was measured ({round: because}), equal causes of consecutive rounds
+    told once ("decisive after 5 rounds; measured on for rounds 3-4: a verdict was within
+    reach; round 5: ...")."""
+    runs: list[tuple[int, int, str]] = []
+    for r in sorted(extra):
+        if runs and runs[-1][2] == extra[r] and runs[-1][1] == r - 1:
+            runs[-1] = (runs[-1][0], r, extra[r])
+        else:
+            runs.append((r, r, extra[r]))
+    if not runs:
+        return stopped
+    parts = [(f"round {a}" if a == b else f"rounds {a}-{b}") + f": {why}" for a, b, why in runs]
+    return f"{stopped}; measured on for " + "; ".join(parts)
 
 
 def judge(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise | None, *,
@@ -103,30 +124,38 @@ def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_do
         return RoundDecision(more=True, why=f"below repeats.min={n_min}")
     a = analyze(samples, spec, noise)
     if a is None:
-        return RoundDecision(more=rounds_done < n_max, why="no launch-level analysis possible: up to repeats.max")
+        return RoundDecision(more=rounds_done < n_max, why="no launch-level analysis possible: up to repeats.max",
+                             because="no launch-level analysis was possible" if rounds_done < n_max else "")
     now = decide(a.comparisons, spec).kind
     homog = {e.workload: e.common for e in a.effects}
     rounds = f"{rounds_done} round{'s' if rounds_done > 1 else ''}"
     if a.undecided and rounds_done < n_max:
         return RoundDecision(more=True, why=f"round {rounds_done + 1}: the baseline's two launches disagree like "
-                                            f"a stall on {', '.join(a.undecided)}; a third tells which")
+                                            f"a stall on {', '.join(a.undecided)}; a third tells which",
+                             because=f"the baseline's two launches disagreed like a stall on "
+                                     f"{', '.join(a.undecided)}")
     if a.low_baseline and rounds_done < n_max:
         return RoundDecision(more=True, why=f"round {rounds_done + 1}: the baseline's launches sit below its recent "
                                             f"level on {', '.join(a.low_baseline)} (a stall, or the node moved); "
-                                            f"more rounds tell which")
+                                            f"more rounds tell which",
+                             because=f"the baseline's launches sat below its recent level on "
+                                     f"{', '.join(a.low_baseline)} (a stall, or the node moved)")
     if now == "dead_end" and rounds_done < n_max and not any(c.winner == "candidate" for c in a.comparisons):
         # slower where it was measured so far: could more rounds show where it wins?
         for shift in (0.0, PROJECTION_SHIFT_SE):
             p = analyze(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog)
             if p is not None and any(c.winner == "candidate" for c in p.comparisons):
                 return RoundDecision(more=True, why=f"round {rounds_done + 1}: a DEAD END after {rounds}, but a "
-                                                    f"regime where the candidate wins is within reach by round {n_max}")
+                                                    f"regime where the candidate wins is within reach by round {n_max}",
+                                     because="a DEAD END so far, with a regime where the candidate "
+                                             "could win within reach")
     if now in ("win", "dead_end"):
         return RoundDecision(more=False, why=f"decisive after {rounds}")
     if rounds_done >= n_max:
         return RoundDecision(more=False, why=f"repeats.max={n_max} reached without a decisive verdict")
     for shift in (0.0, PROJECTION_SHIFT_SE, -PROJECTION_SHIFT_SE):
         if _decisive(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog):
-            return RoundDecision(more=True, why=f"round {rounds_done + 1}: a verdict is within reach by round {n_max}")
+            return RoundDecision(more=True, why=f"round {rounds_done + 1}: a verdict is within reach by round {n_max}",
+                                 because=f"a verdict was within reach by round {n_max}")
     return RoundDecision(more=False, why=f"stopped after {rounds_done} of {n_max} rounds: even {n_max} rounds "
                                          f"would not decide (the effect is too close to the band or inside it)")

@@ -115,3 +115,22 @@ def test_a_null_level_is_not_called_a_loss_after_an_ordinary_launch_is_dropped()
     got = dict((i, kind) for i, kind, _ in run_direct(LabNode("jitter:62", st, cases, wl, draws="sequential"),
                                                      spec, wl, 16))
     assert not verdict_is_wrong(cases[15], got[15], spec.min_effect_pct), got[15]
+
+
+def test_the_rounds_line_says_why_the_graph_measured_past_the_minimum():
+    """The lab's heavy_tail 47:12 through the real graph: a null candidate whose two
+    baseline launches both stalled (8% slow) looked like a WIN after 2 rounds; the
+    baseline-level rule measured on to 6.  The recorded rounds line (the journal's) says
+    so, round by round, not only the last round's reason."""
+    pb = load_playbook(str(PLAYBOOK))
+    wl = workloads_of(pb)
+    spec = policies(pb.verdict)["adaptive"]
+    st, cases = campaign_setup("heavy_tail", 47, 25, wl, spec.min_effect_pct)
+    stopped: dict[int, str] = {}
+    results = dict((i, (k, r)) for i, k, r in run_graph(LabNode("heavy_tail:47", st, cases[:13], wl), spec, pb, 13,
+                                                         stopped))
+    assert results[12] == ("inconclusive", 6)
+    line = stopped[12]
+    assert line.startswith("repeats.max=6 reached without a decisive verdict; measured on for rounds 3-")
+    assert "the baseline's launches sat below its recent level on parallel" in line
+    assert results[0][1] == 2 and stopped[0] == "decisive after 2 rounds"  # nothing past the minimum: nothing added

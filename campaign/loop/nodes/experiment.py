@@ -8,8 +8,8 @@ from typing import Any
 from campaign.domain.models import EffectiveConfig
 from campaign.domain.source import PatchFailed
 from campaign.loop import source
+from campaign.loop.drift_check import check_drift
 from campaign.loop.experiment import (
-    check_drift,
     confound_changes,
     confound_check,
     correctness_of,
@@ -28,7 +28,7 @@ from campaign.loop.routing import halt_after_verdict
 from campaign.loop.state import CampaignState, current_of
 from campaign.loop.streaks import experiments_recorded, streaks_from_store
 from campaign.verdict import gates
-from campaign.verdict.judge import judge, round_decision
+from campaign.verdict.judge import judge, round_decision, rounds_story
 from campaign.verdict.noise import NodeNoise
 from campaign.verdict.revisit import revisit_components
 
@@ -108,8 +108,11 @@ class ExperimentNodes(NodeFamily):
         decision = round_decision(store.level_samples(eid), pb.verdict, rounds, confounded=confounded,
                                   noise=self._noise(state, exclude=eid))
         nxt = "candidate" if decision.more else ""
+        if decision.because:
+            store.record_artifact(eid, "round_reason", decision.because, seq=rounds + 1)
         if not decision.more:
-            store.record_artifact(eid, "stop_reason", decision.why)
+            extra = {seq: why for kind, seq, why in store.list_artifacts(eid) if kind == "round_reason" and seq <= rounds}
+            store.record_artifact(eid, "stop_reason", rounds_story(decision.why, extra))
         self.d.events("round", {"hypothesis": spec.name, "round": rounds, "more": decision.more})
         return {"current": {**cur, "rounds": rounds, "side": nxt}}
 

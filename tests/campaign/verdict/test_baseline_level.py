@@ -128,3 +128,12 @@ def test_the_graph_reads_the_level_of_the_compared_baseline_only(tmp_path) -> No
     assert old == ref and new.launches == 8
     assert 0.08 < new.mean - ref.mean < 0.11
     assert node_noise(store, cid, "n", None, "output_tokens_per_s").level == {}
+
+
+def test_the_rounds_line_groups_the_causes_of_the_extra_rounds() -> None:
+    from campaign.verdict.judge import rounds_story
+
+    assert rounds_story("decisive after 2 rounds", {}) == "decisive after 2 rounds"
+    assert rounds_story("decisive after 5 rounds", {3: "a", 4: "a", 5: "b"}) == (
+        "decisive after 5 rounds; measured on for rounds 3-4: a; round 5: b")
+    assert rounds_story("s", {5: "a", 3: "a"}) == "s; measured on for round 3: a; round 5: a"  # not consecutive

@@ -8,7 +8,8 @@ import math
 import random
 
 from campaign.domain.models import EffectiveConfig, LevelResult
-from campaign.loop.experiment import check_drift, node_noise
+from campaign.loop.drift_check import check_drift
+from campaign.loop.experiment import node_noise
 from campaign.playbook.schema import Playbook
 from campaign.store import Store
 
@@ -49,6 +50,27 @@ def test_a_launch_that_moved_is_a_drift_event(tmp_path):
     assert msg and ": w -" in msg and "node noise w" in msg and "launches" in msg
     assert [e.message for e in store.events(cid, "drift")] == [msg]
     assert store.get_artifact(exp, "drift", 0) == msg
+
+
+def test_one_launch_off_is_a_stall_or_a_move_and_two_in_a_row_is_a_move(tmp_path):
+    """One slow baseline launch cannot say whether it stalled or the node moved, so its
+    note does not claim drift; the second launch in a row off the same way does."""
+    store, cid, base = _campaign(tmp_path, random.Random(1))
+    exp = store.start_experiment(cid, "moved", config=EffectiveConfig(), attempt=1, baseline_ref=base, node="n").id
+    noise = node_noise(store, cid, "n", None, "output_tokens_per_s", exclude=exp)
+    rng = random.Random(2)
+    _launch(store, exp, "baseline", 0, rng, shift=math.log(0.90))
+    first = check_drift(store, cid, base, exp, 0, "output_tokens_per_s", noise)
+    assert first and "one launch: a stall, or the node moved" in first and "the node moved during" not in first
+    assert "cancels it" not in first  # a stalled baseline launch is not cancelled by interleaving
+    _launch(store, exp, "baseline", 1, rng, shift=math.log(0.90))
+    second = check_drift(store, cid, base, exp, 1, "output_tokens_per_s", noise)
+    assert second and second.startswith(f"the node moved during {exp}: its baseline launches of rounds 1 and 2")
+    _launch(store, exp, "baseline", 2, rng)  # back where it was: nothing to say
+    assert check_drift(store, cid, base, exp, 2, "output_tokens_per_s", noise) is None
+    _launch(store, exp, "baseline", 3, rng, shift=math.log(1.10))  # off the other way after a normal one: once
+    assert "one launch" in (check_drift(store, cid, base, exp, 3, "output_tokens_per_s", noise) or "")
+    assert [e.message for e in store.events(cid, "drift")][:2] == [first, second]
 
 
 def test_launches_within_the_node_noise_are_not_drift(tmp_path):
