@@ -45,7 +45,7 @@ __all__ = ["RoundDecision", "judge", "noise_phrase", "round_decision", "rounds_s
 #: how far (in today's standard errors) the projection moves the centre: to the edge of
 #: today's one-sided 90% interval (z = 1.28).  A verdict that only an effect beyond it
 #: could reach by `repeats.max` is not worth a round.  The verdict lab (README): 1.5
-#: measured 0.25 rounds more per experiment (3.62 vs 3.37 under heavy_tail) for 1-3 fewer
+#: measured 0.22 rounds more per experiment (3.62 vs 3.40 under heavy_tail) for 0-3 fewer
 #: strong misses per 2,000 experiments; 1.0 saved another 0.25 for 4-5 more.
 PROJECTION_SHIFT_SE = NormalDist().inv_cdf(0.90)
 
