@@ -111,7 +111,7 @@ class ExperimentNodes(NodeFamily):
         if decision.because:
             store.record_artifact(eid, "round_reason", decision.because, seq=rounds + 1)
         if not decision.more:
-            extra = {seq: why for kind, seq, why in store.list_artifacts(eid) if kind == "round_reason" and seq <= rounds}
+            extra = {r: why for r in range(2, rounds + 1) if (why := store.get_artifact(eid, "round_reason", r))}
             store.record_artifact(eid, "stop_reason", rounds_story(decision.why, extra))
         self.d.events("round", {"hypothesis": spec.name, "round": rounds, "more": decision.more})
         return {"current": {**cur, "rounds": rounds, "side": nxt}}
