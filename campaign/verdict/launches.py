@@ -15,7 +15,9 @@ Per workload:
   alone (the offsets cancel), fail an F test at `HETEROGENEITY_P`; then each level has
   its own interval (variance (A/L + E (L-1)/L) / R per side), else every level carries
   the common effect and its interval;
-* df by Welch-Satterthwaite over the components.
+* df by Welch-Satterthwaite over the components, each on the df it rests on
+  (`sides.Var`): the rows mean square on launches (R - 1 per table, the node's and the
+  side's), the jitter on launches x levels; the common effect's df are the rows' alone.
 The no-loss bound of every level (the intersection-union half of a WIN) is the level's
 one-sided bound at the playbook's confidence: its own where the levels differ, the
 common effect's where they do not (the model's effect at every level is then the
@@ -102,7 +104,7 @@ class _Workload:
         """(centre, se, df) of the common effect on the log scale."""
         width = self.b.width
         tb, tc = self.vb.a / (self.rb * width), self.vc.a / (self.rc * width)
-        return self.c.grand() - self.b.grand(), math.sqrt(tb + tc), satterthwaite([(tb, self.vb.df), (tc, self.vc.df)])
+        return self.c.grand() - self.b.grand(), math.sqrt(tb + tc), satterthwaite([(tb, self.vb.df_a), (tc, self.vc.df_a)])
 
     def effective_tests(self) -> float:
         width = self.b.width
@@ -113,7 +115,9 @@ class _Workload:
     def level(self, j: int) -> tuple[float, float, float]:
         width = self.b.width
         tb, tc = self.vb.level(width, j) / self.rb, self.vc.level(width, j) / self.rc
-        return self.c.col(j) - self.b.col(j), math.sqrt(tb + tc), satterthwaite([(tb, self.vb.df), (tc, self.vc.df)])
+        terms = [(v / self.rb, d) for v, d in self.vb.level_terms(width, j)] + \
+            [(v / self.rc, d) for v, d in self.vc.level_terms(width, j)]
+        return self.c.col(j) - self.b.col(j), math.sqrt(tb + tc), satterthwaite(terms)
 
 
 
@@ -130,7 +134,7 @@ def _heterogeneity(b: Side, c: Side, vb: Var, vc: Var) -> float | None:
     d = [c.col(j) - b.col(j) for j in range(width)]
     dm = math.fsum(wi * di for wi, di in zip(w, d)) / math.fsum(w)
     q = math.fsum(wi * (di - dm) ** 2 for wi, di in zip(w, d))
-    df2 = satterthwaite([(vb.e / b.r, vb.df), (vc.e / c.r, vc.df)])
+    df2 = satterthwaite([(vb.e / b.r, vb.df_e), (vc.e / c.r, vc.df_e)])
     return float(_scipy_stats.f.sf(q / (width - 1), width - 1, min(df2, 1e6)))
 
 
@@ -173,8 +177,8 @@ def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeN
         vc = variance(c, prior[name], scales[1], pc_)
         if vb is None and vc is None:
             return None
-        vb = vb or Var(vc.a, vc.e, vc.df, True, vc.e_cols)  # type: ignore[union-attr]
-        vc = vc or Var(vb.a, vb.e, vb.df, True, vb.e_cols)
+        vb = vb or Var(vc.a, vc.e, vc.df_a, vc.df_e, True, vc.e_cols)  # type: ignore[union-attr]
+        vc = vc or Var(vb.a, vb.e, vb.df_a, vb.df_e, True, vb.e_cols)
         out.append(_Workload(name, by_wl[name], b, c, vb, vc, pb_, pc_, _heterogeneity(b, c, vb, vc)))
     return out
 
@@ -211,7 +215,8 @@ def _meets(results: Sequence[LevelResult], spec: VerdictSpec) -> bool | None:
 
 
 def _pct(x: float) -> float:
-    return max(-100.0, min(1e6, math.expm1(x) * 100.0))
+    # a bound at 1 df and a corrected level can lie thousands of log units out
+    return max(-100.0, min(1e6, math.expm1(min(x, 20.0)) * 100.0))
 
 
 def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise | None, *,

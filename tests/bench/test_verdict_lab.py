@@ -133,4 +133,7 @@ def test_the_rounds_line_says_why_the_graph_measured_past_the_minimum():
     line = stopped[12]
     assert line.startswith("repeats.max=6 reached without a decisive verdict; measured on for rounds 3-")
     assert "the baseline's launches sat below its recent level on parallel" in line
-    assert results[0][1] == 2 and stopped[0] == "decisive after 2 rounds"  # nothing past the minimum: nothing added
+    # nothing past the minimum: nothing added; a WIN after 5 rounds names its extra ones
+    assert results[11] == ("win", 2) and stopped[11] == "decisive after 2 rounds"
+    assert results[9] == ("win", 5) and stopped[9] == (
+        "decisive after 5 rounds; measured on for rounds 3-5: a verdict was within reach by round 6")
