@@ -136,12 +136,15 @@ class NodeNoise(BaseModel):
         return self.shared.get(a, {}).get(b, 0.0)
 
     def describe(self) -> str:
-        """'node noise 1.4% from 14 launches (df 12)': what the journal shows."""
+        """'node noise single_stream 1.4% (df 12), parallel 1.6% (df 12 between launches,
+        84 within) from 14 launches': what the journal shows.  A sweep's launch offsets
+        (its common effect's variance) rest on the df between launches alone."""
         parts = []
         for name, w in self.workloads.items():
             pct = w.pct()
             if pct is not None:
-                parts.append(f"{name} {pct:.1f}% (df {w.rows.df + w.res.df})")
+                df = f"df {w.rows.df} between launches, {w.res.df} within" if w.levels > 1 else f"df {w.rows.df}"
+                parts.append(f"{name} {pct:.1f}% ({df})")
         if not parts:
             return "node noise unknown yet (no repeated launch on this node in this environment)"
         out = f"node noise {', '.join(parts)} from {self.launches} launches"
