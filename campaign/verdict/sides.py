@@ -10,8 +10,8 @@ node's `prior_df` where its noise varies between experiments.  When a side's own
 is far above the prior (F test, p < `OVERRULE_P`: a slow launch, a noisy candidate) the
 prior's weight is dropped for that side (k = 0).  One ratio scales both components (a
 noisier config is noisier in its offsets and its jitter alike), but each keeps its own
-df (`Var`): the rows' rest on launches (own R - 1 plus the prior's rows df, up to k),
-the residual's on launches x levels.  `campaign.verdict.launches` compares two sides.
+df (`Var`): the rows' rest on launches (the node's, through the scaled estimate, and the
+side's own R - 1, averaged in `variance`), the residual's on launches x levels.  `campaign.verdict.launches` compares two sides.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Var:
     launches x levels.  One df for both let a workload of 8 levels borrow the residual's
     df (7 per launch) for its common effect, whose variance is the rows': with the start
     baseline's 2 launches as the prior, the first experiment's 95% interval of a null
-    candidate missed 0 in 14% of the draws (the verdict lab's generator, `bench.lab_engine`)."""
+    candidate missed 0 in 15% of the draws (the verdict lab's generator, `bench.lab_engine`)."""
 
     a: float  # rows mean square: L s_o^2 + mean s_e^2
     e: float  # residual mean square: mean s_e^2 (0 for one level)
@@ -183,12 +183,17 @@ def variance(own: Side, prior: WorkloadNoise | None, scale: Pooled | None, round
         pa, pe = prior.rows.ms or 0.0, prior.res.ms or 0.0
         dr, de, dpa = r.proj_rows_df, r.proj_df - r.proj_rows_df, r.prior_rows_df
         m, k = scale.proj - dr, scale.k
-        shaped = 1.0 / ((m / (m + k) ** 2 if m + k > 0 else 0.0) + 1.0 / dpa)
+        # the scale without this workload's rows needs some evidence: an overruled side
+        # (k = 0) with one workload of one level has none, and its own rows are all it has
+        other = scale.now - own.rows.df + k > 0
+        shaped = 1.0 / ((m / (m + k) ** 2 if m + k > 0 else 0.0) + 1.0 / dpa) if other else 0.0
         a = scale.rho(own.rows.ss / pa, own.rows.df) * pa
         if own.rows.df > 0:  # the side's own launch rows
             a, rows_df = (shaped * a + dr * own.rows.ss / own.rows.df) / (shaped + dr), shaped + dr
         else:
             rows_df = shaped
+        if rows_df <= 0:
+            return None
         rho = scale.rho()
         res_df = de + min(k, prior.res.df)
         return Var(a=a, e=rho * pe, df_a=rows_df, df_e=res_df if width > 1 and res_df > 0 else rows_df,

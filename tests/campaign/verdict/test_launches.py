@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 
@@ -131,3 +132,23 @@ def test_the_first_experiments_interval_covers_a_null_as_often_as_it_claims(roun
             assert e.df is not None
             misses[e.workload] += abs(math.log1p(e.delta_pct / 100)) > stats.t.ppf(0.975, e.df) * e.se_log
     assert all(m <= 0.075 * 300 for m in misses.values()), misses
+
+
+def test_a_candidate_far_noisier_than_the_node_uses_its_own_spread_on_a_lone_workload():
+    """A playbook with the single stream alone: a candidate whose launches scatter 8%
+    (the node's 1.5%) overrules the node's noise, and with no other workload or level to
+    scale it by, its variance is its own launches' spread, not the node's (a placeholder
+    scale of 1 once counted for the node's full df)."""
+    rng = random.Random(23)
+    noise = _history(rng)
+    checked = 0
+    for _ in range(8):
+        samples = [s for s in _samples(rng, 4, lambda c: 0.0, cand_offset=0.08) if s.workload == "single_stream"]
+        e = judge(samples, SPEC, noise).effects[0]
+        if e.stalled_candidate:  # a launch the stall screen took: the spread is the rest's
+            continue
+        assert e.prior_overruled, e
+        spread = math.sqrt(statistics.variance(math.log(r.output_tokens_per_s) for r in samples[0].candidate))
+        assert e.candidate_noise_pct > 0.9 * math.expm1(spread) * 100, (e.candidate_noise_pct, spread)
+        checked += 1
+    assert checked >= 4
