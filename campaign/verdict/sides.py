@@ -125,8 +125,6 @@ class Ratio:
     now_df: int
     prior_df: int
     proj_df: int  # own df with `rounds` launches
-    proj_rows_df: int  # of which the rows' (rounds - 1)
-    prior_rows_df: int  # the prior's rows df
 
 
 def own_ratio(own: Side, prior: WorkloadNoise | None, rounds: int) -> Ratio | None:
@@ -138,8 +136,7 @@ def own_ratio(own: Side, prior: WorkloadNoise | None, rounds: int) -> Ratio | No
     return Ratio(ss=own.rows.ss / pa + (own.res.ss / pe if use_res else 0.0),  # type: ignore[operator]
                   now_df=own.rows.df + (own.res.df if use_res else 0),
                   prior_df=prior.rows.df + (prior.res.df if use_res else 0),
-                  proj_df=(rounds - 1) + (max(0, (rounds - 1) * (width - 1) - own.stalled_cells) if use_res else 0),
-                  proj_rows_df=rounds - 1, prior_rows_df=prior.rows.df)
+                  proj_df=(rounds - 1) + (max(0, (rounds - 1) * (width - 1) - own.stalled_cells) if use_res else 0))
 
 
 @dataclass
@@ -181,7 +178,8 @@ def variance(own: Side, prior: WorkloadNoise | None, scale: Pooled | None, round
     r = own_ratio(own, prior, rounds)
     if r is not None and scale is not None and prior is not None:
         pa, pe = prior.rows.ms or 0.0, prior.res.ms or 0.0
-        dr, de, dpa = r.proj_rows_df, r.proj_df - r.proj_rows_df, r.prior_rows_df
+        dr, dpa = rounds - 1, prior.rows.df  # the rows' df: the side's own (projected), the node's
+        de = r.proj_df - dr
         m, k = scale.proj - dr, scale.k
         # the scale without this workload's rows needs some evidence: an overruled side
         # (k = 0) with one workload of one level has none, and its own rows are all it has
