@@ -146,7 +146,8 @@ def _sides(name: str, samples: list[LevelSamples], metric: str,
     if rb < 1 or rc < 1:
         return None
     b = side_table([[float(getattr(s.baseline[i], metric)) for s in samples] for i in range(rb)], prior, prior_df)
-    c = side_table([[float(getattr(s.candidate[i], metric)) for s in samples] for i in range(rc)], prior, prior_df)
+    c = side_table([[float(getattr(s.candidate[i], metric)) for s in samples] for i in range(rc)], prior, prior_df,
+                   candidate=True)
     return None if b is None or c is None else (b, c, rb, rc)
 
 

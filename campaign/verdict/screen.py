@@ -31,8 +31,9 @@ off: the pair stays and its spread widens the side's interval.  Where the pair d
 by more than the launch test's cut on the node's scale, the table is marked `undecided`;
 for the baseline (the node's own config) the stopping rule then measures a third launch,
 which settles it (`campaign.verdict.judge`).  A side noisier than the node is screened
-on its own spread, so its ordinary noise is never cut away; a cell far *above* its prediction is not interference
-and stays.  Screened cells and launches are counted per side and shown with the verdict.
+on its own spread, so its ordinary noise is never cut away: the candidate (another
+config) weighs the node's scale by fewer df (`campaign.verdict.sides.side_table`).  A
+cell far *above* its prediction is not interference and stays.  Screened cells and launches are counted per side and shown with the verdict.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """One side of a comparison (candidate or baseline, one workload): its launch table,
-screened for stalls, and its variance components with the node's noise as the prior.
+screened for stalls (the node's scale weighed as in the variance below), and its
+variance components with the node's noise as the prior.
 
 Per side, the components (rows: L s_o^2 + s_e^2; residual: s_e^2) are the node's prior
 updated by the side's own table: own and prior sums of squares, each over the prior's
@@ -94,7 +95,8 @@ class Var:
         return [(rows, self.df_a), (total - rows, self.df_e)]
 
 
-def side_table(rows: list[list[float]], prior: WorkloadNoise | None, prior_df: float | None = None) -> Side | None:
+def side_table(rows: list[list[float]], prior: WorkloadNoise | None, prior_df: float | None = None,
+               candidate: bool = False) -> Side | None:
     """One side's table, screened for stalls (`campaign.verdict.screen`) on the node's
     scale; a replaced cell costs the residual one df.  `prior_df`: what the node's noise
     is worth to one experiment where it moves between experiments (`NodeNoise.prior_df`);
@@ -104,13 +106,28 @@ def side_table(rows: list[list[float]], prior: WorkloadNoise | None, prior_df: f
     offset, and a null level called a 13% loss.  The cell test keeps the full df: the
     stalls it exists for are single cells 20-65% low (the simulated node on a busy
     machine), which also make the node's noise move, and at the moderated df its cut
-    would let the smaller ones through."""
+    would let the smaller ones through.
+
+    `candidate`: the node's scale is the baseline config's; for another config it counts
+    for `CANDIDATE_PRIOR_DF` in both tests, as in the candidate's variance, so a candidate
+    noisier than the node is screened on its own spread.  At the node's full df the cell
+    test replaced an ordinary low cell in about one in three two-launch tables of a
+    candidate twice as noisy as the node, moving that level up by half the cell's miss:
+    in the verdict lab's `noisy_candidate` such a level alone called a null candidate a
+    WIN at C=250 (12 wrong verdicts of 2,000; 5 with this weight).  At two launches the
+    candidate's own table cannot say which cell is off, so its cut rests on the prior's
+    4 df: on a node whose levels jitter by 0.5% a cell 15% low is still replaced (10% low:
+    two times in three); a smaller miss stays and widens the candidate's interval until
+    a third launch screens it."""
     logs = log_table(rows)
     if logs is None or not logs:
         return None
     scale = prior_scale(prior)
     if scale is not None and prior_df is not None:  # the node's noise moves: its launch spread is worth fewer df
         scale = Scale(scale.jitter, scale.launch, scale.jitter_df, min(scale.launch_df, prior_df))
+    if scale is not None and candidate:  # another config: the node's scale is a prior, not its scale
+        scale = Scale(scale.jitter, scale.launch, min(scale.jitter_df, CANDIDATE_PRIOR_DF),
+                      min(scale.launch_df, CANDIDATE_PRIOR_DF))
     sc = screen(logs, scale)
     r, e, cols = decompose_cols(sc.table)
     return Side(sc.table, r, Component(ss=e.ss, df=max(0, e.df - sc.cells)), cols, sc.cells, sc.launches,

@@ -13,7 +13,7 @@ from campaign.verdict.components import Component
 from campaign.verdict.judge import judge, round_decision
 from campaign.verdict.noise import estimate, prior_df
 from campaign.verdict.screen import screen
-from tests.campaign.verdict.test_launches import SPEC, _history, _launch, _samples, _tables
+from tests.campaign.verdict.test_launches import SPEC, SWEEP, _history, _launch, _samples, _tables
 
 
 def _log_rows(rows):
@@ -153,3 +153,28 @@ def test_the_screen_weighs_the_nodes_scale_by_what_it_is_worth_to_one_experiment
     assert moving.stalled_launches == 0 and moving.r == 3
     rows[1][3] *= 0.8  # one cell 20% low
     assert side_table(rows, prior, prior_df=5.0).stalled_cells == 1
+
+
+def test_a_candidate_noisier_than_the_node_keeps_its_ordinary_low_cells():
+    """The node's scale is the baseline config's.  A candidate whose levels jitter twice
+    as much is screened on its own spread: on the node's scale alone one of its ordinary
+    low cells was replaced in about a third of its two-launch tables, moving that level
+    up (the verdict lab's `noisy_candidate`: a null candidate called a WIN at C=250).  A
+    real stall on the candidate, a cell 15% low, is still replaced at two launches."""
+    from campaign.verdict.sides import side_table
+
+    rng = random.Random(41)
+    noise = _history(rng, groups=40, offset=0.015, jitter=0.005)
+    prior = noise.get("parallel")
+    def rows(jitter):
+        return [[f[("parallel", c)] for c in SWEEP] for f in (_launch(rng, jitter=jitter) for _ in range(2))]
+
+    noisy = [side_table(rows(0.010), prior, candidate=True) for _ in range(300)]
+    assert sum(s is not None and s.stalled_cells > 0 for s in noisy) <= 6
+    as_node = [side_table(rows(0.005), prior, candidate=True) for _ in range(300)]
+    assert sum(s is not None and s.stalled_cells > 0 for s in as_node) <= 3
+    for j in (0, 3, 7):
+        stalled = rows(0.005)
+        stalled[1][j] *= 0.85
+        side = side_table(stalled, prior, candidate=True)
+        assert side is not None and side.stalled_cells == 1
