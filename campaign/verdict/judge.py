@@ -2,12 +2,12 @@
 
 Stopping rule (adaptive policy), checked after every interleaved round:
 1. fewer than `repeats.min` rounds: measure another;
-2. the baseline's two launches of a workload disagree by more than the stall screen's
-   cut on the node's scale (`campaign.verdict.screen`): one of them stalled, and two
-   launches cannot say which.  Measure a third (up to `repeats.max`), whatever the
-   verdict now: the screen drops a stalled launch once it has three, and a verdict that
-   rests on a stall is not one.  The candidate's pair is left to its own spread
-   (`launches.Analysis.undecided` says why); likewise, whatever the verdict, while the
+2. a side's two launches of a workload disagree by more than the stall screen's cut on
+   the node's scale (`campaign.verdict.screen`): one of them stalled (or the candidate
+   is a noisier config), and two launches cannot say which.  Measure a third (up to
+   `repeats.max`), whatever the verdict now: the screen drops a stalled launch once it
+   has three, and a verdict that rests on a stall is not one (a candidate's launches are
+   screened on its own spread: `launches.Analysis.undecided`); likewise, whatever the verdict, while the
    baseline's launches together sit below where its recent launches on this node sat, far
    beyond the noise (every baseline launch stalled, or the node moved:
    `campaign.verdict.baseline_level`), up to `repeats.max`;
@@ -135,10 +135,9 @@ def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_do
     homog = {e.workload: e.common for e in a.effects}
     rounds = f"{rounds_done} round{'s' if rounds_done > 1 else ''}"
     if a.undecided and rounds_done < n_max:
-        return RoundDecision(more=True, why=f"round {rounds_done + 1}: the baseline's two launches disagree like "
+        return RoundDecision(more=True, why=f"round {rounds_done + 1}: two launches disagree like "
                                             f"a stall on {', '.join(a.undecided)}; a third tells which",
-                             because=f"the baseline's two launches disagreed like a stall on "
-                                     f"{', '.join(a.undecided)}")
+                             because=f"two launches disagreed like a stall on {', '.join(a.undecided)}")
     if a.low_baseline and rounds_done < n_max:
         return RoundDecision(more=True, why=f"round {rounds_done + 1}: the baseline's launches sit below its recent "
                                             f"level on {', '.join(a.low_baseline)} (a stall, or the node moved); "

@@ -72,11 +72,13 @@ HETEROGENEITY_P = 0.05
 class Analysis:
     comparisons: list[LevelComparison]
     effects: list[WorkloadEffect]
-    #: workloads whose two baseline launches disagree like a stall (`screen`): the stopping
-    #: rule measures a third.  Only the baseline's: it is the node's config, so the node's
-    #: scale is its scale; a candidate's pair may be that config's own noise, and at three
-    #: launches the screen would trim a noisy candidate's low launch and move its mean up
-    #: (the verdict lab: a null candidate twice as noisy as the node called a WIN so).
+    #: "workload (side)" where a side's two launches disagree like a stall on the node's
+    #: scale (`screen`): the stopping rule measures a third.  The candidate's too since its
+    #: screen weighs the node's scale by `CANDIDATE_PRIOR_DF` (`sides.side_table`): at the
+    #: node's full df the third launch trimmed a noisy candidate's ordinary low launch and
+    #: moved its mean up (the verdict lab: a null candidate twice as noisy as the node
+    #: called a WIN so); now it is screened on its own spread, and a stalled candidate
+    #: launch no longer ends the experiment inconclusive at two rounds (`heavy_tail`).
     undecided: list[str] = field(default_factory=list)
     #: workloads whose baseline launches all sit below the baseline's recent level far
     #: beyond the node's noise (`campaign.verdict.baseline_level`): the stopping rule
@@ -300,4 +302,5 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
                 baseline_meets_limit=b_ok, candidate_meets_limit=c_ok, common=w.homogeneous,
             ))
     low = low_workloads({w.name: w.b.logs for w in works}, noise.level, noise) if noise and noise.level and project_to is None else []
-    return Analysis(comparisons, effects, [w.name for w in works if w.b.undecided], low)
+    return Analysis(comparisons, effects, [f"{w.name} ({side})" for w in works
+                                            for side, sd in (("baseline", w.b), ("candidate", w.c)) if sd.undecided], low)

@@ -28,9 +28,8 @@ jitter, a launch mean's spread) and the table's own with the suspect left out (i
 residual mean square without that launch, df (R - 2)(L - 1); its launch means without
 it, df R - 2).  With two launches nothing says which of two disagreeing launches is
 off: the pair stays and its spread widens the side's interval.  Where the pair disagrees
-by more than the launch test's cut on the node's scale, the table is marked `undecided`;
-for the baseline (the node's own config) the stopping rule then measures a third launch,
-which settles it (`campaign.verdict.judge`).  A side noisier than the node is screened
+by more than the launch test's cut on the node's scale, the table is marked `undecided`
+and the stopping rule measures a third launch, which settles it (`campaign.verdict.judge`).  A side noisier than the node is screened
 on its own spread, so its ordinary noise is never cut away: the candidate (another
 config) weighs the node's scale by fewer df (`campaign.verdict.sides.side_table`).  A
 cell far *above* its prediction is not interference and stays.  Screened cells and launches are counted per side and shown with the verdict.
@@ -46,7 +45,7 @@ from functools import lru_cache
 
 from scipy import stats as _scipy_stats
 
-__all__ = ["STALL_P_CELLS", "STALL_P_LAUNCHES", "Scale", "Screened", "robust_scale", "screen"]
+__all__ = ["STALL_P_CELLS", "STALL_P_LAUNCHES", "Scale", "Screened", "pair_disagrees", "robust_scale", "screen"]
 
 #: chance, per table, that a table of pure Gaussian noise loses a cell to the screen; and
 #: a launch.  One-sided trimming moves a side's mean, and a moved level can decide that
@@ -235,11 +234,11 @@ def screen(table: Sequence[Sequence[float]], prior: Scale | None = None) -> Scre
     kept = _launches(rows_in, prior)
     out.launches = len(rows_in) - len(kept)
     out.table = kept
-    out.undecided = len(kept) == 2 and _pair_disagrees(kept, prior)
+    out.undecided = len(kept) == 2 and pair_disagrees(kept, prior)
     return out
 
 
-def _pair_disagrees(rows: Sequence[Sequence[float]], prior: Scale | None) -> bool:
+def pair_disagrees(rows: Sequence[Sequence[float]], prior: Scale | None) -> bool:
     """Two launches whose means differ by more than the launch test's cut on the node's
     scale: one of them would be a stall, but nothing says which (module doc)."""
     if prior is None or prior.launch <= 0:

@@ -25,7 +25,7 @@ from scipy import stats as _scipy_stats
 
 from campaign.verdict.components import Component, decompose_cols, level_jitter, log_table
 from campaign.verdict.noise import WorkloadNoise, prior_scale
-from campaign.verdict.screen import Scale, screen
+from campaign.verdict.screen import Scale, pair_disagrees, screen
 
 __all__ = ["CANDIDATE_PRIOR_DF", "OVERRULE_P", "Pooled", "Ratio", "Side", "Var", "own_ratio", "pooled_scale",
            "satterthwaite", "side_table", "variance"]
@@ -118,17 +118,25 @@ def side_table(rows: list[list[float]], prior: WorkloadNoise | None, prior_df: f
     candidate's own table cannot say which cell is off, so its cut rests on the prior's
     4 df: on a node whose levels jitter by 0.5% a cell 15% low is still replaced (10% low:
     two times in three); a smaller miss stays and widens the candidate's interval until
-    a third launch screens it."""
+    a third launch screens it.  Likewise a launch: at three launches a candidate twice as
+    noisy as the node lost an ordinary low launch in 7% of its tables at the node's df,
+    in none at 4 (a launch 8% slow on a node whose launches scatter by 1% is dropped at
+    three launches one time in three, at four two times in three; 15% slow always).
+    Whether a candidate's two launches disagree like a stall is still judged on the
+    node's scale: such a pair gets a third launch (`Analysis.undecided`)."""
     logs = log_table(rows)
     if logs is None or not logs:
         return None
     scale = prior_scale(prior)
     if scale is not None and prior_df is not None:  # the node's noise moves: its launch spread is worth fewer df
         scale = Scale(scale.jitter, scale.launch, scale.jitter_df, min(scale.launch_df, prior_df))
+    node_scale = scale
     if scale is not None and candidate:  # another config: the node's scale is a prior, not its scale
         scale = Scale(scale.jitter, scale.launch, min(scale.jitter_df, CANDIDATE_PRIOR_DF),
                       min(scale.launch_df, CANDIDATE_PRIOR_DF))
     sc = screen(logs, scale)
+    if candidate:  # a pair far apart on the node's scale: a stall or a noisy config, more launches tell
+        sc.undecided = len(sc.table) == 2 and pair_disagrees(sc.table, node_scale)
     r, e, cols = decompose_cols(sc.table)
     return Side(sc.table, r, Component(ss=e.ss, df=max(0, e.df - sc.cells)), cols, sc.cells, sc.launches,
                 sc.undecided)
