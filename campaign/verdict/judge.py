@@ -7,10 +7,10 @@ Stopping rule (adaptive policy), checked after every interleaved round:
    is a noisier config), and two launches cannot say which.  Measure a third (up to
    `repeats.max`), whatever the verdict now: the screen drops a stalled launch once it
    has three, and a verdict that rests on a stall is not one (a candidate's launches are
-   screened on its own spread: `launches.Analysis.undecided`); likewise, whatever the verdict, while the
-   baseline's launches together sit below where its recent launches on this node sat, far
-   beyond the noise (every baseline launch stalled, or the node moved:
-   `campaign.verdict.baseline_level`), up to `repeats.max`;
+   screened on its own spread: `launches.Analysis.undecided`); likewise, whatever the
+   verdict, while the baseline's launches together sit below where its recent launches
+   on this node sat, far beyond the noise (every baseline launch stalled, or the node
+   moved: `campaign.verdict.baseline_level`), up to `repeats.max`;
 3. the verdict is decisive (WIN or DEAD END): stop at once, except a DEAD END that wins
    nowhere yet while a projection (below) shows a level where the candidate could win:
    that regime ("wins single stream, loses the sweep") is what the reader needs, so

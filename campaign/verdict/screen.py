@@ -29,10 +29,12 @@ residual mean square without that launch, df (R - 2)(L - 1); its launch means wi
 it, df R - 2).  With two launches nothing says which of two disagreeing launches is
 off: the pair stays and its spread widens the side's interval.  Where the pair disagrees
 by more than the launch test's cut on the node's scale, the table is marked `undecided`
-and the stopping rule measures a third launch, which settles it (`campaign.verdict.judge`).  A side noisier than the node is screened
-on its own spread, so its ordinary noise is never cut away: the candidate (another
-config) weighs the node's scale by fewer df (`campaign.verdict.sides.side_table`).  A
-cell far *above* its prediction is not interference and stays.  Screened cells and launches are counted per side and shown with the verdict.
+and the stopping rule measures a third launch, which settles it
+(`campaign.verdict.judge`).  A side noisier than the node is screened on its own
+spread, so its ordinary noise is never cut away: the candidate (another config) weighs
+the node's scale by fewer df (`campaign.verdict.sides.side_table`).  A cell far *above*
+its prediction is not interference and stays.  Screened cells and launches are counted
+per side and shown with the verdict.
 """
 
 from __future__ import annotations
