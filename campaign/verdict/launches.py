@@ -29,8 +29,8 @@ workloads run in the same launches count as fewer tests by the offset they share
 `_shared_launches`), by Holm's weighted
 step-down: the first test is at the Bonferroni level over all of them, and each decided
 test frees its share for the rest (a sweep that loses clearly at every level leaves the
-family's whole level to the single stream).  All at Pocock's per-look level when the
-policy looks after every round (`campaign.verdict.multiplicity`).
+family's whole level to the single stream).  All at this look's level when the policy
+looks after every round (the error each look may spend: `campaign.verdict.multiplicity`).
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
             units[(w.name, s.concurrency)] = Unit(lc + shift_se * level_se.get((w.name, s.concurrency), lse),
                                                    lse, ldf, weight)
     _shared_launches(works, units, noise)
-    holm(units, look_alpha(spec), m)
+    holm(units, look_alpha(spec, project_to or max(len(s.candidate) for s in samples)), m)
     comparisons, effects = [], []
     for w in works:
         centre, se, df = w.common()

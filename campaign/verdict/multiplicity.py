@@ -13,8 +13,8 @@ experiment takes, and the level each test is drawn at.
   homogeneous workload; elsewhere each level with weight M_eff / L): the first at the
   Bonferroni level over all of them, each decided test freeing its share for the rest.
 * `look_alpha`: the adaptive policy looks after every round from repeats.min to
-  repeats.max, so each look spends Pocock's nominal level, computed for those looks
-  (`pocock_level`).
+  repeats.max, so the looks share the family's level by an error-spending function
+  (Lan-DeMets boundaries, `spending_levels`, shaped by `SPENDING_GAMMA`).
 """
 
 from __future__ import annotations
@@ -31,63 +31,102 @@ from scipy import stats as _scipy_stats
 
 from campaign.playbook.schema import VerdictSpec
 
-__all__ = ["Unit", "effective_tests", "holm", "look_alpha", "p_decisive", "pocock_level"]
+__all__ = [
+    "SPENDING_GAMMA",
+    "Unit",
+    "boundaries",
+    "crossed",
+    "effective_tests",
+    "holm",
+    "hsd_spent",
+    "look_alpha",
+    "p_decisive",
+    "spending_levels",
+]
 
-#: grid points per standard deviation in `pocock_level`'s numerical integration.
+#: grid points per standard deviation in `boundaries`' numerical integration.
 _GRID_PER_SD = 400
 
 
-def look_alpha(spec: VerdictSpec) -> float:
-    """The family error rate each look may spend: the adaptive policy looks after every
-    round from repeats.min to repeats.max and stops at the first decisive one, so each
-    look uses Pocock's nominal level for those looks (`pocock_level`); the fixed policy
-    looks once."""
+#: the shape of the adaptive policy's error spending: Hwang, Shih and DeCani's family,
+#: alpha(t) = alpha (1 - e^(-gamma t)) / (1 - e^(-gamma)) at information t = rounds / max.
+#: gamma = -2 spends less at the first looks and more at the last than Pocock's equal
+#: levels (0.0074, 0.0088, 0.0138, 0.0217, 0.0338 at rounds 2..6 where Pocock gives 0.0178
+#: at each): a verdict after two launches a side rests on the fewest df, and that is where
+#: the lab's rare wrong verdicts were; an effect still open at round 6 is tested nearer a
+#: fixed design's 0.05.  Chosen in the verdict lab (README) with the projection's move at
+#: one standard error (`judge.PROJECTION_SHIFT_SE`): against Pocock with 1.28, fewer
+#: misses and wrong verdicts in as many rounds (gamma = -1: fewer rounds, more misses).
+SPENDING_GAMMA = -2.0
+
+
+def look_alpha(spec: VerdictSpec, look: int) -> float:
+    """The two-sided level a test at this look may use: the adaptive policy looks after
+    every round from repeats.min to repeats.max and stops at the first decisive one, so
+    the looks share the family's alpha as `spending_levels` spends it (`look` is clamped
+    to those rounds; a projection to repeats.max uses the last look's level); the fixed
+    policy looks once."""
     alpha = 1.0 - spec.confidence
     if spec.policy == "fixed" or spec.repeats.max <= spec.repeats.min:
         return alpha
-    return pocock_level(tuple(range(max(1, spec.repeats.min), spec.repeats.max + 1)), alpha)
+    looks = tuple(range(max(1, spec.repeats.min), spec.repeats.max + 1))
+    return spending_levels(looks, alpha, SPENDING_GAMMA)[looks.index(min(max(look, looks[0]), looks[-1]))]
+
+
+def hsd_spent(t: float, alpha: float, gamma: float) -> float:
+    """Hwang-Shih-DeCani (1990): the error spent by information t (0..1)."""
+    if gamma == 0:
+        return alpha * t
+    return alpha * (1.0 - math.exp(-gamma * t)) / (1.0 - math.exp(-gamma))
 
 
 @lru_cache(maxsize=64)
-def pocock_level(looks: tuple[int, ...], alpha: float) -> float:
-    """The nominal two-sided level c_alpha of Pocock's boundary (the same level at every
-    look) that spends exactly `alpha` over looks after `looks` rounds (information
-    proportional to rounds): P(|Z_k| >= z for some k) = alpha for the z-statistics
-    Z_k = S(t_k) / sqrt(t_k) of a Brownian motion S, by the recursive numerical
-    integration of Armitage, McPherson and Rowe (1969).  Pocock's published constants
-    are for K looks equally spaced from 0 (1/K, 2/K, ..1); this policy looks first after
-    repeats.min rounds, so its looks are closer together (2..6 of 6: t = 1/3..1) and
-    correlate more: 0.0178 per look where Pocock's table for 5 looks gives 0.0158."""
-    if len(looks) <= 1:
-        return alpha
-
-    def cross(z: float) -> float:
-        return 1.0 - _stay_inside(looks, z) - alpha
-
-    z = float(_scipy_optimize.brentq(cross, _scipy_stats.norm.isf(alpha / 2), 6.0, xtol=1e-7))
-    return float(2.0 * _scipy_stats.norm.sf(z))
+def spending_levels(looks: tuple[int, ...], alpha: float, gamma: float) -> tuple[float, ...]:
+    """Each look's nominal two-sided level under `hsd_spent` (information proportional
+    to rounds: t = look / the last look)."""
+    spent = tuple(hsd_spent(k / looks[-1], alpha, gamma) for k in looks)
+    return tuple(float(2.0 * _scipy_stats.norm.sf(z)) for z in boundaries(looks, spent))
 
 
-def _stay_inside(looks: tuple[int, ...], z: float) -> float:
-    """P(|S(t_k)| < z sqrt(t_k) at every look) for a standard Brownian motion S: the
-    density on a lattice of step 1/`_GRID_PER_SD`, carried from look to look by a
-    convolution with the increment's normal density and cut at the next boundary."""
+@lru_cache(maxsize=64)
+def boundaries(looks: tuple[int, ...], spent: tuple[float, ...]) -> tuple[float, ...]:
+    """Lan and DeMets (1983): the two-sided z boundary of each look such that a null
+    Brownian motion S, looked at as Z_k = S(t_k) / sqrt(t_k), has crossed one by look k
+    with probability spent[k] (cumulative).  Each boundary in turn, by the recursive
+    numerical integration of Armitage, McPherson and Rowe (1969) (`crossed`)."""
+    zs: list[float] = []
+    for i, target in enumerate(spent):
+        if i == 0:
+            zs.append(float(_scipy_stats.norm.isf(target / 2)))
+            continue
+
+        def cross(z: float, i: int = i, target: float = target) -> float:
+            return crossed(looks[:i + 1], (*zs, z)) - target
+
+        zs.append(float(_scipy_optimize.brentq(cross, 0.1, 8.0, xtol=1e-7)))
+    return tuple(zs)
+
+
+def crossed(looks: tuple[int, ...], zs: tuple[float, ...]) -> float:
+    """P(|S(t_k)| >= z_k sqrt(t_k) at some look) for a standard Brownian motion S: the
+    density of the paths still inside, on a lattice of step 1/`_GRID_PER_SD`, carried
+    from look to look by a convolution with the increment's normal density and cut at
+    the next boundary."""
     h = 1.0 / _GRID_PER_SD
 
-    def inside(t: int) -> _np.ndarray:
-        n = int(z * math.sqrt(t) / h)
-        return _np.arange(-n, n + 1) * h
+    def half_width(t: int, z: float) -> int:
+        return int(z * math.sqrt(t) / h)
 
-    grid = inside(looks[0])
-    dens = _scipy_stats.norm.pdf(grid, scale=math.sqrt(looks[0]))
-    for prev, t in zip(looks, looks[1:]):
-        nxt = inside(t)
-        reach = (len(nxt) - len(grid)) // 2 + len(grid) - 1  # lattice steps from the old grid to the new
+    n_old = half_width(looks[0], zs[0])
+    dens = _scipy_stats.norm.pdf(_np.arange(-n_old, n_old + 1) * h, scale=math.sqrt(looks[0]))
+    for prev, t, z in zip(looks, looks[1:], zs[1:]):
+        n_new = half_width(t, z)
+        reach = n_old + n_new  # lattice steps from the old grid's edge to the new one's
         kernel = _scipy_stats.norm.pdf(_np.arange(-reach, reach + 1) * h, scale=math.sqrt(t - prev)) * h
-        full = _scipy_signal.fftconvolve(dens, kernel)  # lattice indices -(old n + reach) .. +(old n + reach)
-        cut = (len(full) - len(nxt)) // 2
-        dens, grid = full[cut:cut + len(nxt)], nxt
-    return float(dens.sum() * h)
+        full = _scipy_signal.fftconvolve(dens, kernel)  # lattice indices -(n_old + reach) .. +(n_old + reach)
+        centre = n_old + reach
+        dens, n_old = full[centre - n_new:centre + n_new + 1], n_new
+    return 1.0 - float(dens.sum() * h)
 
 
 def effective_tests(offset: float, level_vars: Sequence[float]) -> float:

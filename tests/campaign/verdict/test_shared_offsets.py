@@ -103,7 +103,7 @@ def test_two_workloads_of_one_launch_are_not_two_independent_tests():
     noise = estimate([_group(random.Random(g), 1.0) for g in range(30)])
     alone = noise.model_copy(deep=True)
     alone.shared = {}
-    samples = _experiment(4.65)
+    samples = _experiment(4.9)
     shared, apart = judge(samples, SPEC, noise), judge(samples, SPEC, alone)
     assert shared.kind == "win" and apart.kind == "inconclusive", (shared.reason, apart.reason)
     # the first Holm step: the family's level over about 1.1 tests, not over 2
