@@ -61,7 +61,7 @@ from campaign.playbook.schema import Playbook, VerdictSpec
 from campaign.verdict.baseline_level import RECENT, recent_level
 from campaign.verdict.components import log_table
 from campaign.verdict.judge import judge, round_decision
-from campaign.verdict.noise import HISTORY, estimate
+from campaign.verdict.noise import HISTORY, NodeNoise, baseline_launches, estimate
 
 PLAYBOOK = ROOT / "playbooks" / "eagle_verify.yaml"
 Result = tuple[int, str, int]  # case index, verdict kind, rounds
@@ -95,7 +95,8 @@ def _tables(launches: list[dict[tuple[str, int], float]], workloads: list[Worklo
 
 def run_direct(node: LabNode, spec: VerdictSpec, workloads: list[WorkloadSpec], n_cases: int) -> list[Result]:
     """The graph's sequence of launches and rule calls, without the graph (module doc)."""
-    groups = [_tables([node.draw(None) for _ in range(max(2, spec.repeats.min))], workloads)]
+    start = baseline_launches(spec.repeats, NodeNoise())  # the start baseline: no launch on the node yet
+    groups = [_tables([node.draw(None) for _ in range(start)], workloads)]
     out = []
     for i in range(n_cases):
         noise = estimate(groups[-HISTORY:])

@@ -210,6 +210,10 @@ class WorkloadConfig(WorkloadSpec):
 class RepeatsSpec(_Strict):
     min: int = Field(default=2, ge=1)
     max: int = Field(default=6, ge=1)
+    baseline: int = Field(default=4, ge=2, description=(
+        "launches of a baseline measured where the node has none in this environment yet "
+        "(campaign start, a changed fingerprint): the noise floor the first experiments "
+        "rest on (campaign.verdict.noise.baseline_launches)"))
 
     @model_validator(mode="after")
     def _order(self) -> RepeatsSpec:

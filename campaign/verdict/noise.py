@@ -40,19 +40,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from pydantic import BaseModel, Field
 from scipy import stats as _scipy_stats
 
+from campaign.playbook.schema import RepeatsSpec
 from campaign.verdict.components import JITTER_SHRINK_DF, Component, Table, decompose_cols, level_jitter
 from campaign.verdict.moderation import prior_df
 from campaign.verdict.pair_jitter import MIN_DF, cross_products, pair_jitter
 from campaign.verdict.screen import Scale, robust_scale, screen
 from campaign.verdict.shared_offsets import shared_offsets
 
-__all__ = ["LaunchLevel", "NodeNoise", "WorkloadNoise", "estimate", "prior_df", "prior_scale"]
+__all__ = ["LaunchLevel", "NodeNoise", "WorkloadNoise", "baseline_launches", "estimate", "prior_df", "prior_scale"]
 
 #: a table is an outlier of the node's history below this p-value (its launches
 #: disagree far more than every other table's).
 OUTLIER_P = 0.001
 HISTORY = 200  # experiments whose launches the node's estimate reads (module doc)
-
 
 
 class WorkloadNoise(BaseModel):
@@ -268,3 +268,16 @@ def prior_scale(w: WorkloadNoise | None) -> Scale | None:
     # a level's jitter rests on its share of the residual df (plus the shrinkage's)
     return Scale(jit, math.sqrt(max(0.0, w.rows.ms or 0.0) / w.levels),
                  jitter_df=w.res.df / max(1, w.levels - 1) + JITTER_SHRINK_DF, launch_df=float(w.rows.df))
+
+
+def baseline_launches(repeats: RepeatsSpec, known: NodeNoise) -> int:
+    """How many launches a baseline measurement takes.  Where the node has no launch in
+    this environment yet (`known.launches == 0`: the campaign's start, a changed
+    fingerprint, a new node), `repeats.baseline`: the first experiments' intervals rest
+    on that floor alone, and with two launches (1 df) a stalled one cannot be told from
+    the other (`campaign.verdict.screen` drops a launch from three on).  In the verdict
+    lab, 4 launches instead of 2 cut `heavy_tail`'s strong misses by a fifth, most of
+    them in each node's first five experiments (README "Benchmarks").  Later
+    re-measurements (an adopted win) add to a history: `max(2, repeats.min)`."""
+    floor = max(2, repeats.min)
+    return max(floor, repeats.baseline) if known.launches == 0 else floor

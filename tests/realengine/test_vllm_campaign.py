@@ -38,7 +38,7 @@ def small_playbook(setup: VllmSetup, tmp_path: Path) -> dict:
         },
         "workloads": {"sweep": {"concurrency": [1, 16], "prompts": "diverse", "prompt_tokens": 64,
                                 "output_tokens": 32, "requests_per_level": "max(4, C)", "warmup_requests": 1}},
-        "verdict": {"min_effect_pct": 5, "repeats": {"min": 2, "max": 2},
+        "verdict": {"min_effect_pct": 5, "repeats": {"min": 2, "max": 2, "baseline": 2},  # a smoke test: no floor
                     "correctness": {"enabled": True, "prompts": 2, "max_tokens": 8, "tolerance": 0.5}},
         "budget": {"max_experiments": 4, "max_hours": 1},
         "planner": {"kind": "queue"},

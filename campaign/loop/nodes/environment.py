@@ -9,6 +9,7 @@ from campaign.domain.models import EffectiveConfig
 from campaign.domain.source import PatchFailed
 from campaign.loop import source
 from campaign.loop.experiment import (
+    node_noise,
     node_seconds_of,
     record_measurement,
     recorded_failure,
@@ -16,6 +17,7 @@ from campaign.loop.experiment import (
 )
 from campaign.loop.nodes.base import NodeFamily, correctness_prompts
 from campaign.loop.state import CampaignState
+from campaign.verdict.noise import baseline_launches
 from campaign.verdict.revisit import changed_components
 
 __all__ = ["EnvironmentNodes"]
@@ -80,7 +82,9 @@ class EnvironmentNodes(NodeFamily):
                     record_measurement(store, eid, "baseline", 0, source.failed(exc), self._node(state).name)
             if rec is not None:
                 store.record_artifact(eid, "patch", rec.model_dump_json())
-            for r in range(max(2, pb.verdict.repeats.min)):  # two at least: the node's noise floor
+            known = node_noise(store, cid, self._node(state).name, state.get("fingerprint_id"), pb.verdict.metric,
+                               exclude=eid)
+            for r in range(baseline_launches(pb.verdict.repeats, known)):  # the node's noise floor
                 if store.has_side(eid, "baseline", r) or recorded_failure(store, eid) is not None:
                     continue
                 m = source.measure_from(self.d, state, rec.sha if rec else None, config, workloads_of(pb),

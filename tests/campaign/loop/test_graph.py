@@ -35,6 +35,10 @@ def _setup(tmp_path: Path, hyps, **over):
     return pb, store, cid, deps
 
 
+def _launches(store: Store, experiment_id: str) -> int:
+    return len({r.repeat for r in store.runs_for(experiment_id, "baseline")})
+
+
 def test_build_graph_is_uncompiled():
     assert isinstance(build_graph.__call__, object)
     from campaign.loop.deps import Deps
@@ -73,7 +77,10 @@ def test_campaign_reaches_verdicts_and_moves_the_baseline(tmp_path):
     assert {len(s.candidate) for s in store.level_samples(confounded.id)} == {pb.verdict.repeats.min}
     # the adopted win became the baseline: re-measured without the flag
     assert "enable-custom-all-reduce" not in data["baseline"]["config"]["flags"]
-    assert len(store.list_experiments(cid, role="baseline")) == 2
+    start, adopted = store.list_experiments(cid, role="baseline")
+    # the start baseline is the node's noise floor (repeats.baseline launches); the adopted
+    # win's re-measurement adds to a history (max(2, repeats.min))
+    assert [_launches(store, e.id) for e in (start, adopted)] == [pb.verdict.repeats.baseline, 2] == [4, 2]
     assert data["status"] == "finished"
     journal = Path(pb.journal).read_text()
     assert "DEAD END" in journal and "jit_error" in journal and "INCONCLUSIVE" in journal
@@ -104,6 +111,8 @@ def test_review_halt_and_resume_with_environment_change(tmp_path):
     assert exps[1]["failure_class"] is None  # CUDA 13 JIT supports sm_120: it ran and was measured
     baselines = [e for e in store.list_experiments(cid, role="baseline")]
     assert len(baselines) == 2 and "environment change" in baselines[1].reason
+    # a changed environment starts its own noise estimate: its baseline measures the floor again
+    assert [_launches(store, e.id) for e in baselines] == [4, 4]
     assert graph13.get_state(cfg).next == ()
     assert store.get_campaign(cid).status == "finished"
     assert [r.decision for r in store.list_reviews(cid)] == ["approve"]

@@ -152,3 +152,20 @@ def test_a_candidate_far_noisier_than_the_node_uses_its_own_spread_on_a_lone_wor
         assert e.candidate_noise_pct > 0.9 * math.expm1(spread) * 100, (e.candidate_noise_pct, spread)
         checked += 1
     assert checked >= 4
+
+
+def test_a_baseline_without_history_measures_the_noise_floor_and_a_later_one_adds_to_it():
+    """`repeats.baseline` launches where the node has none in this environment (the
+    campaign's start, a changed fingerprint), `max(2, repeats.min)` once there is a
+    history (an adopted win's re-measurement)."""
+    from campaign.playbook.schema import RepeatsSpec
+    from campaign.verdict.noise import NodeNoise, baseline_launches
+
+    history = _history(random.Random(3), groups=1)
+    assert history.launches == 2
+    assert baseline_launches(RepeatsSpec(), NodeNoise()) == 4
+    assert baseline_launches(RepeatsSpec(), history) == 2
+    assert baseline_launches(RepeatsSpec(min=3, max=6, baseline=2), NodeNoise()) == 3  # never below repeats.min
+    assert baseline_launches(RepeatsSpec(min=3, max=6, baseline=5), history) == 3
+    with pytest.raises(ValueError, match="baseline"):
+        RepeatsSpec(baseline=1)  # one launch has no spread: no floor
