@@ -154,6 +154,7 @@ class BaselineView(BaseModel):
     reason: str = ""  # why it was (re)measured: start, adopted win, environment change
     measured_at: float = 0.0
     noise_pct: float | None = None
+    launches: int = 0  # launches measured: the start's and a new environment's are the node's noise floor
 
 
 class ReviewView(BaseModel):

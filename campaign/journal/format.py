@@ -441,7 +441,8 @@ def baseline_context(view: CampaignView) -> dict[str, Any] | None:
         "id": Md(mdsafe.code(b.experiment_id)),
         "reason": mdsafe.text(b.reason) if b.reason else None,
         "measured": fmt_time(b.measured_at),
-        "noise": f"±{b.noise_pct:.1f}%" if b.noise_pct is not None else None,
+        "noise": (f"±{b.noise_pct:.1f}%" + (f" over {b.launches} launches" if b.launches else "")
+                  if b.noise_pct is not None else None),
         "config": config_code(b.config.flags, b.config.env),
         "figures": figures,
         "history": history,

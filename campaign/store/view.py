@@ -155,8 +155,10 @@ def baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> BaselineView
     samples = _runs(snap, exp.id).side("baseline")
     figures: dict[str, dict[int, float]] = {}
     noise: list[float] = []
+    launches = 0
     for wl, c in sorted(samples, key=_sort_key(snap.workload_order())):
         values = samples[(wl, c)]
+        launches = max(launches, len(values))
         figures.setdefault(wl, {})[c] = fmean(values)
         if len(values) >= 2 and fmean(values) > 0:
             noise.append(stdev(values) / fmean(values) * 100)  # floats: statistics.stdev is exact, slow
@@ -167,6 +169,7 @@ def baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> BaselineView
         reason=exp.reason,
         measured_at=exp.finished_at or exp.started_at,
         noise_pct=max(noise) if noise else None,  # largest coefficient of variation across levels
+        launches=launches,
     )
 
 

@@ -3,6 +3,7 @@ simulated node (a real HTTP server process per measurement)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,8 @@ def test_campaign_reaches_verdicts_and_moves_the_baseline(tmp_path):
     assert data["status"] == "finished"
     journal = Path(pb.journal).read_text()
     assert "DEAD END" in journal and "jit_error" in journal and "INCONCLUSIVE" in journal
+    # the current baseline (the adopted win's) says what its noise figure stands on
+    assert re.search(r"run-to-run noise ±\d+\.\d% over 2 launches\.", journal)
 
 
 @pytest.mark.slow
