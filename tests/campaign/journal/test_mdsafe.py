@@ -4,6 +4,7 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from campaign.journal import mdsafe
 from campaign.journal.render import parse_notes
@@ -64,12 +65,18 @@ def test_slug():
     assert mdsafe.slug("###") == "x"
 
 
+COMMONMARK = MarkdownIt("commonmark")
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_any_text_stays_inert(value):
     s = mdsafe.text(value)
     assert "<" not in s and "\n" not in s
-    assert not re.match(r"\s*(#|>|```|~~~|[-*+]\s|\d+[.)]\s)", s)
+    # indentation is U+0020 alone (CommonMark): "\xa0#" is a paragraph, not a heading
+    assert not re.match(r" *(#|>|```|~~~|[-*+]\s|\d+[.)]\s)", s)
+    # and a real CommonMark parser (markdown-it-py, rich's own) sees one paragraph or nothing
+    assert {t.type for t in COMMONMARK.parse(s)} <= {"paragraph_open", "inline", "paragraph_close"}, s
     assert re.search(r"(?<!\\)(\\\\)*\[", s) is None  # every [ is escaped
     c = mdsafe.cell(value)
     assert "\n" not in c and re.search(r"(?<!\\)(\\\\)*\|", c) is None
