@@ -274,10 +274,11 @@ def baseline_launches(repeats: RepeatsSpec, known: NodeNoise) -> int:
     """How many launches a baseline measurement takes.  Where the node has no launch in
     this environment yet (`known.launches == 0`: the campaign's start, a changed
     fingerprint, a new node), `repeats.baseline`: the first experiments' intervals rest
-    on that floor alone, and with two launches (1 df) a stalled one cannot be told from
-    the other (`campaign.verdict.screen` drops a launch from three on).  In the verdict
-    lab, 4 launches instead of 2 cut `heavy_tail`'s strong misses by a fifth, most of
-    them in each node's first five experiments (README "Benchmarks").  Later
-    re-measurements (an adopted win) add to a history: `max(2, repeats.min)`."""
+    on that floor alone, and 2 launches give it 1 df between launches (a 95% t quantile
+    of 12.7; 4 launches: 3 df, 3.2).  In the verdict lab, 4 launches instead of 2 cut
+    `heavy_tail`'s strong misses by a fifth, most of them in each node's first five
+    experiments (README "Benchmarks").  With no history the screen still cannot drop an
+    8% stall from 4 launches (its launch test has 2 df there).  Later re-measurements
+    (an adopted win) add to a history: `max(2, repeats.min)`."""
     floor = max(2, repeats.min)
     return max(floor, repeats.baseline) if known.launches == 0 else floor
