@@ -273,7 +273,7 @@ def prior_scale(w: WorkloadNoise | None) -> Scale | None:
 def baseline_launches(repeats: RepeatsSpec, known: NodeNoise) -> int:
     """How many launches a baseline measurement takes.  Where the node has no launch in
     this environment yet (`known.launches == 0`: the campaign's start, a changed
-    fingerprint, a new node), `repeats.baseline`: the first experiments' intervals rest
+    fingerprint), `repeats.baseline`: the first experiments' intervals rest
     on that floor alone, and 2 launches give it 1 df between launches (a 95% t quantile
     of 12.7; 4 launches: 3 df, 3.2).  In the verdict lab, 4 launches instead of 2 cut
     `heavy_tail`'s strong misses by a fifth, most of them in each node's first five
