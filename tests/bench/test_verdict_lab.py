@@ -112,9 +112,10 @@ def test_a_null_level_is_not_called_a_loss_after_an_ordinary_launch_is_dropped()
     not, the third round is owed to the baseline pair's 5% disagreement, and the draws of
     that round (the candidate's one request at C=1 -5.8% in each of 3 launches, the
     baseline's +4.7%, on a 4% jitter) decide a loss: the rule's error at its confidence,
-    which the lab counts (`jitter`: 2 wrong of 2,000)."""
+    which the lab counts (`jitter`: 2 wrong of 2,000).  Likewise the sweep's one request
+    at C=1 it was found with (the playbook now runs at least 6 a level)."""
     pb = load_playbook(str(PLAYBOOK))
-    wl = workloads_of(pb)
+    wl = [w.model_copy(update={"requests_per_level": "C"}) if w.name == "parallel" else w for w in workloads_of(pb)]
     shipped = policies(pb.verdict)["adaptive"]
     spec = shipped.model_copy(update={"repeats": shipped.repeats.model_copy(update={"baseline": 2})})
     st, cases = campaign_setup("jitter", 62, 25, wl, spec.min_effect_pct)
