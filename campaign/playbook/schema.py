@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from campaign.domain.models import WorkloadSpec
+from campaign.domain.request_count import count_error
 from campaign.domain.source import PatchRules, Unsafe
 
 Scalar = str | int | float | bool | None
@@ -204,6 +205,15 @@ class WorkloadConfig(WorkloadSpec):
 
     model_config = ConfigDict(extra="forbid")
     name: str = ""
+
+    @field_validator("requests_per_level")
+    @classmethod
+    def _counts_at_every_level(cls, v: str | int, info: ValidationInfo) -> str | int:
+        """Refused at load, not at the first sweep: every level must get >= 1 request."""
+        problem = count_error(v, info.data.get("concurrency") or [1])
+        if problem is not None:
+            raise ValueError(problem)
+        return v
 
 
 # ------------------------------------------------------------------------ verdict

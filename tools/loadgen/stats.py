@@ -8,13 +8,13 @@ ranks, as ``numpy.percentile`` does by default.
 
 from __future__ import annotations
 
-import ast
 import math
-import operator
 from dataclasses import dataclass, field
 
-from campaign.domain.errors import UserError
 from campaign.domain.models import LevelResult, Stat
+from campaign.domain.request_count import requests_for_level
+
+__all__ = ["MAX_ERROR_SAMPLES", "RequestOutcome", "percentile", "requests_for_level", "stat_ms", "summarize_level"]
 
 #: error samples kept per level: enough to diagnose, small enough to store.
 MAX_ERROR_SAMPLES = 5
@@ -38,65 +38,6 @@ class RequestOutcome:
     end_s: float = 0.0
 
 
-_BINOPS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_FUNCS = {"max": max, "min": min, "ceil": math.ceil, "floor": math.floor, "round": round, "int": int}
-
-
-def _eval_node(node: ast.AST, concurrency: int) -> float:
-    if isinstance(node, ast.Expression):
-        return _eval_node(node.body, concurrency)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.Name) and node.id == "C":
-        return concurrency
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _eval_node(node.operand, concurrency)
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        left, right = _eval_node(node.left, concurrency), _eval_node(node.right, concurrency)
-        if isinstance(node.op, ast.Pow) and abs(right) > 8:
-            raise ValueError("exponent too large")
-        return _BINOPS[type(node.op)](left, right)
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in _FUNCS
-        and not node.keywords
-        and node.args
-    ):
-        return _FUNCS[node.func.id](*(_eval_node(a, concurrency) for a in node.args))
-    raise ValueError(f"unsupported element {type(node).__name__}")
-
-
-def requests_for_level(expr: str | int, concurrency: int) -> int:
-    """Evaluate ``requests_per_level`` ("2*C", "max(4, C)", 16) for one level.
-
-    Only numbers, ``C``, + - * / // % **, and max/min/ceil/floor/round/int are allowed;
-    a fractional result is rounded up.  Anything else is a ``UserError``.
-    """
-    if isinstance(expr, int) and not isinstance(expr, bool):
-        value: float = expr
-    else:
-        text = str(expr).strip()
-        try:
-            value = _eval_node(ast.parse(text, mode="eval"), concurrency)
-        except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError) as exc:
-            raise UserError(
-                f"workload: requests_per_level: cannot evaluate {text!r} ({exc}) "
-                "(fix: an integer or an expression in C such as \"2*C\" or \"max(4, C)\")"
-            ) from exc
-    count = math.ceil(value)
-    if count < 1:
-        raise UserError(f"workload: requests_per_level: {expr!r} gives {count} requests at C={concurrency} (fix: at least 1)")
-    return count
 
 
 def percentile(sorted_values: list[float], pct: float) -> float:

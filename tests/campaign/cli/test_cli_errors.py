@@ -113,10 +113,13 @@ def bad_playbook_cases(tmp_path: Path) -> list[tuple[str, str, tuple[str, ...]]]
          ("badkind.yaml:3:", "node", "simulated")),
         ("badengine.yaml", good.replace("workloads:", "server: {engine: vlm}\nworkloads:"),
          ("badengine.yaml", "server.engine", "unknown engine 'vlm'", "vllm")),
+        # refused before a server starts: it used to fail the campaign's first sweep (exit 1)
+        ("badcount.yaml", good.replace("requests_per_level: 2", "requests_per_level: \"C +\""),
+         ("badcount.yaml:4:", "workloads.single.requests_per_level", "cannot evaluate 'C +'", "max(4, C)")),
     ]
 
 
-@pytest.mark.parametrize("case", range(11))
+@pytest.mark.parametrize("case", range(12))
 def test_bad_playbook_run_refused_and_record_untouched(case: int, tmp_path: Path, recorded) -> None:
     _, db, _ = recorded
     name, text, needles = bad_playbook_cases(tmp_path)[case]

@@ -46,6 +46,25 @@ def test_wrong_type_names_field_line_and_fix():
     assert line.startswith("pb.yaml:8: verdict.repeats.min:") and "whole number" in line
 
 
+def test_a_request_count_that_does_not_evaluate_at_a_level_is_refused_at_load():
+    """`requests_per_level` is an expression in C: it must give at least one request at
+    every level of the workload, or the playbook is refused before any server starts."""
+    text = GOOD.replace("single: {concurrency: [1]}", 'single: {concurrency: [1, 4], requests_per_level: "C +"}')
+    (line,) = _problems(text)
+    assert line.startswith("pb.yaml:3: workloads.single.requests_per_level: cannot evaluate 'C +'"), line
+    assert "(fix: an integer or an expression in C" in line
+    text = GOOD.replace("single: {concurrency: [1]}", 'single: {concurrency: [1, 4], requests_per_level: "C - 2"}')
+    (line,) = _problems(text)
+    assert line == ("pb.yaml:3: workloads.single.requests_per_level: 'C - 2' gives -1 requests at C=1 "
+                    "(fix: at least 1)"), line
+    text = GOOD.replace("single: {concurrency: [1]}", 'single: {concurrency: [1, 4], requests_per_level: "1e308 * C"}')
+    (line,) = _problems(text)
+    assert line == ("pb.yaml:3: workloads.single.requests_per_level: '1e308 * C' gives inf requests at C=4 "
+                    "(fix: an expression with a finite value, such as \"2*C\")"), line
+    ok = GOOD.replace("single: {concurrency: [1]}", 'single: {concurrency: [1, 4], requests_per_level: "C * ceil(6 / C)"}')
+    assert parse_playbook_text(ok, "pb.yaml").workloads["single"].requests_per_level == "C * ceil(6 / C)"
+
+
 def test_malformed_yaml_gives_line():
     (line,) = _problems("name: t\nworkloads: [\n")
     assert line.startswith("pb.yaml:") and "malformed YAML" in line
