@@ -76,17 +76,16 @@ def requests_for_level(expr: str | int, concurrency: int) -> int:
     Only numbers, ``C``, + - * / // % **, and max/min/ceil/floor/round/int are allowed;
     a fractional result is rounded up.  Anything else is a ``UserError``.
     """
-    if isinstance(expr, int) and not isinstance(expr, bool):
-        value: float = expr
-    else:
-        text = str(expr).strip()
-        try:
-            value = _eval_node(ast.parse(text, mode="eval"), concurrency)
-        except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError) as exc:
-            raise UserError(
-                f"workload: requests_per_level: cannot evaluate {text!r} ({exc}) "
-                "(fix: an integer or an expression in C such as \"2*C\" or \"max(4, C)\")"
-            ) from exc
+    text = str(expr).strip()
+    try:
+        # float(): an integer past a float's range (a YAML integer, or "((8**8)**8)**8") is an error too
+        value = float(expr if isinstance(expr, int) and not isinstance(expr, bool)
+                      else _eval_node(ast.parse(text, mode="eval"), concurrency))
+    except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError) as exc:
+        raise UserError(
+            f"workload: requests_per_level: cannot evaluate {text!r} ({exc}) "
+            "(fix: an integer or an expression in C such as \"2*C\" or \"max(4, C)\")"
+        ) from exc
     if not math.isfinite(value):
         raise UserError(f"workload: requests_per_level: {expr!r} gives {value} requests at C={concurrency} "
                         "(fix: an expression with a finite value, such as \"2*C\")")

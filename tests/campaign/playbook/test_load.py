@@ -61,6 +61,9 @@ def test_a_request_count_that_does_not_evaluate_at_a_level_is_refused_at_load():
     (line,) = _problems(text)
     assert line == ("pb.yaml:3: workloads.single.requests_per_level: '1e308 * C' gives inf requests at C=4 "
                     "(fix: an expression with a finite value, such as \"2*C\")"), line
+    text = GOOD.replace("single: {concurrency: [1]}", 'single: {concurrency: [1], requests_per_level: "((8**8)**8)**8"}')
+    (line,) = _problems(text)
+    assert "cannot evaluate '((8**8)**8)**8' (int too large to convert to float)" in line, line
     ok = GOOD.replace("single: {concurrency: [1]}", 'single: {concurrency: [1, 4], requests_per_level: "C * ceil(6 / C)"}')
     assert parse_playbook_text(ok, "pb.yaml").workloads["single"].requests_per_level == "C * ceil(6 / C)"
 
