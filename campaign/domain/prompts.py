@@ -2,7 +2,9 @@
 
 A prompt set is deterministic for a given workload (same seed, same lengths, same
 file content -> same prompts), and it carries a stable hash so a stored result says
-which work produced it.  Request ``i`` of a level always gets prompt ``i % len(set)``.
+which work produced it.  A sweep hands the prompts out in order, one cursor over all its
+levels (``tools/loadgen/sweep.py``), so request ``k`` of the sweep gets prompt
+``k % len(set)`` and no level re-serves an earlier level's prompts while the set lasts.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from pathlib import Path
 from campaign.domain.errors import UserError
 from campaign.domain.models import WorkloadSpec
 
-#: size of the generated "diverse" pool: large enough that a level of a few hundred
-#: requests rarely repeats a prompt (prefix caching would otherwise flatter the server),
-#: and independent of the concurrency list so the hash only depends on the workload.
+#: size of the generated "diverse" pool: large enough that a whole sweep of a few hundred
+#: requests repeats no prompt (the default playbook's parallel sweep sends 482; prefix
+#: caching would otherwise flatter the server), and independent of the concurrency list
+#: so the hash only depends on the workload.
 DIVERSE_POOL_SIZE = 512
 
 _WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "they", "this", "which", "system", "model", "server", "token", "cache", "batch", "memory", "kernel", "graph", "stream", "request", "latency", "river", "mountain", "forest", "ocean", "desert", "city", "village", "bridge", "castle", "garden", "window", "door", "light", "shadow", "storm", "winter", "summer", "autumn", "spring", "morning", "evening", "night", "silver", "golden", "quick", "slow", "bright", "dark", "ancient", "modern", "simple", "complex", "quiet", "loud", "gentle", "fierce", "explain", "describe", "compare", "summarize", "translate", "analyze", "imagine", "consider", "remember", "history", "science", "music", "poetry", "physics", "chemistry", "biology", "economics", "language", "travel", "engine", "signal", "network", "channel", "packet", "vector", "matrix", "tensor", "layer", "attention", "decode", "number", "letter", "story", "question", "answer", "problem", "reason", "method", "result", "theory", "example"]

@@ -8,7 +8,11 @@ share one SSE parser (``SseTimer``) and produce the same figures.
 
 Each concurrency level C runs ``warmup_requests`` uncounted requests, then N measured
 requests (``requests_per_level`` evaluated at C) with exactly C in flight: C workers pull
-the next request index until N are sent.  Every request streams with
+the next request index until N are sent.  Prompts are handed out in the set's order by one
+cursor that runs on across the sweep's levels (warm-ups included), so no prompt is sent
+twice in a sweep until the set is used up: with a prefix cache (SGLang's radix cache,
+vLLM's prefix caching) a re-sent prompt skips its prefill, and a level that re-served
+the levels before it read up to 47% fast (README "The prefix cache between levels").  Every request streams with
 ``stream_options: {include_usage: true}`` and ``ignore_eos`` so it yields exactly
 ``output_tokens`` tokens.
 
@@ -238,12 +242,16 @@ async def run_sweep(
             raise UserError(f"http_client: {http_client!r} (fix: asyncio, aiohttp or httpx)")
 
         cache: dict[int, bytes] = {}
+        cursor = 0  # prompts the sweep has handed out so far, over all its levels
 
-        def body_for(index: int) -> bytes:
-            key = index % len(prompt_set.prompts)
-            if key not in cache:
-                cache[key] = request_body(prompt_set.prompts[key], model_name, workload)
-            return cache[key]
+        def bodies_from(start: int) -> Callable[[int], bytes]:
+            def body_for(index: int) -> bytes:
+                key = (start + index) % len(prompt_set.prompts)
+                if key not in cache:
+                    cache[key] = request_body(prompt_set.prompts[key], model_name, workload)
+                return cache[key]
+
+            return body_for
 
         levels: list[LevelResult] = []
         for level_index, (concurrency, count) in enumerate(zip(workload.concurrency, counts)):
@@ -260,11 +268,13 @@ async def run_sweep(
             await preopen(concurrency)
             if workload.warmup_requests > 0:
                 warm = workload.warmup_requests
-                await _run_batch(send, lambda i: body_for(-1 - i), warm, concurrency, request_timeout_s, counter("warmup", warm))
+                await _run_batch(send, bodies_from(cursor), warm, concurrency, request_timeout_s, counter("warmup", warm))
+                cursor += warm
                 tally.update(done=0, errors=0)
                 await preopen(concurrency)  # reopen what the server closed during the warm-up
             started = perf_counter()
-            outcomes = await _run_batch(send, body_for, count, concurrency, request_timeout_s, counter("measure", count))
+            outcomes = await _run_batch(send, bodies_from(cursor), count, concurrency, request_timeout_s, counter("measure", count))
+            cursor += count
             level = summarize_level(concurrency, outcomes, perf_counter() - started, scale)
             levels.append(level)
             emit(ProgressEvent("level_done", concurrency, level_index, len(counts), count, count, level.errors, level))

@@ -225,3 +225,29 @@ def test_a_level_runs_over_exactly_c_keep_alive_connections(http_client: str) ->
 def test_unknown_http_client_is_a_user_error() -> None:
     with pytest.raises(UserError, match="http_client"):
         with_server(make_app(), lambda url: run_sweep(url, workload(), http_client="curl"))  # type: ignore[arg-type]
+
+
+def _prompts_sent(app: web.Application) -> list[str]:
+    return [b["prompt"] for b in app[STATE]["bodies"]]
+
+
+def test_no_prompt_is_served_twice_in_a_sweep_while_the_set_has_unused_ones() -> None:
+    """A later level must not re-send an earlier level's prompts: a server with a prefix
+    cache (SGLang's radix cache) would skip their prefill and the level would read fast."""
+    app = make_app(first_token_s=0.001, interval_s=0.001)
+    spec = workload(prompts="diverse", concurrency=[1, 2, 5], requests_per_level="C * ceil(6 / C)", warmup_requests=1)
+    with_server(app, lambda url: run_sweep(url, spec))
+    sent = _prompts_sent(app)
+    assert len(sent) == 3 + 6 + 6 + 10  # a warm-up and the measured requests of each level
+    assert len(set(sent)) == len(sent)
+
+
+def test_a_sweep_longer_than_its_prompt_file_uses_every_prompt_before_any_repeats(tmp_path) -> None:
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"prompt {i}"}) + "\n" for i in range(5)))
+    app = make_app(first_token_s=0.001, interval_s=0.001)
+    spec = workload(prompts=str(path), concurrency=[1, 2], requests_per_level=4)
+    with_server(app, lambda url: run_sweep(url, spec))
+    sent = _prompts_sent(app)
+    assert sent[:4] == ["prompt 0", "prompt 1", "prompt 2", "prompt 3"]
+    assert sorted(sent[4:]) == ["prompt 0", "prompt 1", "prompt 2", "prompt 4"]  # 4 first, then round again
