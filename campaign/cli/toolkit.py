@@ -1,8 +1,9 @@
 """`campaign bench` and `campaign simnode`: the toolkit commands of the CLI.
 
 Imports of httpx/aiohttp/rich happen inside the commands so `campaign --help` stays fast.
-Bad flags, an unreachable URL or a malformed file print one line
-(`campaign bench: ...`) on stderr and exit 2.
+Bad flags, an unreachable URL, a malformed file or failed requests print one line
+(`campaign bench: ...`) on stderr and exit 2 (failed requests after the table and the
+``--json`` file, which keep what was measured).
 """
 
 from __future__ import annotations
@@ -125,6 +126,25 @@ def bench(
             json_out.write_text(result.model_dump_json(indent=2))
         except OSError as exc:
             _fail(f"--json: cannot write {json_out} ({exc.strerror})")
+    failed = _failures(result) if import_file is None else None  # an imported file's failures are its own
+    if failed:
+        _fail(failed)
+
+
+def _failures(result: Any) -> str | None:
+    """One line for the requests that failed (the table's figures count only the others)."""
+    from campaign.cli.plain import visible
+
+    failed = sum(lv.errors for lv in result.levels)
+    if not failed:
+        return None
+    total = sum(lv.requests for lv in result.levels)
+    where = ", ".join(f"C={lv.concurrency}: {lv.errors}" for lv in result.levels if lv.errors)
+    sample = next((s for lv in result.levels for s in lv.error_samples), "")
+    sample = " ".join(visible(sample, limit=400).split())  # a server's body: lines, escapes
+    sample = sample if len(sample) <= 200 else sample[:197] + "..."
+    return (f"{failed} of {total} requests failed ({where}); first error: {sample or 'none recorded'} "
+            "(fix: check that the server is up and serving this model; the figures above count only completed requests)")
 
 
 def _bench_url(url: str, concurrency: str, requests_per_level: str, output_tokens: str, prompts: str, prompt_tokens: str,

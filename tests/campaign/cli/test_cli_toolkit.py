@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,46 @@ def test_bench_prints_a_table_and_writes_json(server: str, tmp_path: Path) -> No
             assert set(lv[key]) == {"mean", "p50", "p90", "p99"}
         assert 30 <= lv["ttft_ms"]["p50"] <= 120  # 20 ms wall x time scale 2
         assert 8 <= lv["tpot_ms"]["p50"] <= 20  # 5 ms wall x 2
+
+
+class _Loading(BaseHTTPRequestHandler):
+    """A server still loading its weights: lists its model, answers every completion 503
+    with a multi-line body (as SGLang does before its first health check passes)."""
+
+    def do_GET(self) -> None:
+        self._answer(200, json.dumps({"data": [{"id": "m"}]}).encode())
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._answer(503, b'{"error": "server is loading\n  weights: 0/64 \x1b[2J"}')
+
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def test_bench_with_failed_requests_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
+    """A table of zeros and exit 0 told the user nothing; the failures and a sample are named."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Loading)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        out = tmp_path / "sweep.json"
+        run = campaign("bench", f"http://127.0.0.1:{httpd.server_address[1]}", "--concurrency", "1,2",
+                       "--requests-per-level", "2", "--warmup", "0", "--json", str(out))
+    finally:
+        httpd.shutdown()
+    assert run.returncode == 2, run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("campaign bench: 4 of 4 requests failed"), run.stderr
+    assert "503" in lines[0] and "server is loading" in lines[0] and "Traceback" not in run.stderr
+    assert "\x1b" not in run.stderr and "(U+001B)" in lines[0]  # the body's escape is shown, not obeyed
+    assert json.loads(out.read_text())["levels"][1]["errors"] == 2  # what was measured is still written
 
 
 def test_bench_import_vllm_file(tmp_path: Path) -> None:
