@@ -113,9 +113,11 @@ def test_a_null_level_is_not_called_a_loss_after_an_ordinary_launch_is_dropped()
     that round (the candidate's one request at C=1 -5.8% in each of 3 launches, the
     baseline's +4.7%, on a 4% jitter) decide a loss: the rule's error at its confidence,
     which the lab counts (`jitter`: 2 wrong of 2,000).  Likewise the sweep's one request
-    at C=1 it was found with (the playbook now runs at least 6 a level)."""
+    at C=1 and the 6-request single stream it was found with (the playbook now runs at
+    least 12 a level)."""
     pb = load_playbook(str(PLAYBOOK))
-    wl = [w.model_copy(update={"requests_per_level": "C"}) if w.name == "parallel" else w for w in workloads_of(pb)]
+    found_with = {"parallel": "C", "single_stream": 6}
+    wl = [w.model_copy(update={"requests_per_level": found_with[w.name]}) for w in workloads_of(pb)]
     shipped = policies(pb.verdict)["adaptive"]
     spec = shipped.model_copy(update={"repeats": shipped.repeats.model_copy(update={"baseline": 2})})
     st, cases = campaign_setup("jitter", 62, 25, wl, spec.min_effect_pct)
