@@ -17,11 +17,12 @@ from pathlib import Path
 
 from campaign.domain.errors import UserError
 from campaign.domain.models import WorkloadSpec
+from campaign.domain.request_count import requests_for_level
 
-#: size of the generated "diverse" pool: large enough that a whole sweep of a few hundred
-#: requests repeats no prompt (the default playbook's parallel sweep sends 482; prefix
-#: caching would otherwise flatter the server), and independent of the concurrency list
-#: so the hash only depends on the workload.
+#: least size of the generated "diverse" pool: the default playbook's parallel sweep sends
+#: 509 requests.  A longer sweep gets a pool as long as itself (``sweep_requests``): a
+#: prompt sent twice in one launch hits the prefix cache and flatters the server.  The
+#: first 512 prompts are the same whatever the pool's size.
 DIVERSE_POOL_SIZE = 512
 
 _WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "they", "this", "which", "system", "model", "server", "token", "cache", "batch", "memory", "kernel", "graph", "stream", "request", "latency", "river", "mountain", "forest", "ocean", "desert", "city", "village", "bridge", "castle", "garden", "window", "door", "light", "shadow", "storm", "winter", "summer", "autumn", "spring", "morning", "evening", "night", "silver", "golden", "quick", "slow", "bright", "dark", "ancient", "modern", "simple", "complex", "quiet", "loud", "gentle", "fierce", "explain", "describe", "compare", "summarize", "translate", "analyze", "imagine", "consider", "remember", "history", "science", "music", "poetry", "physics", "chemistry", "biology", "economics", "language", "travel", "engine", "signal", "network", "channel", "packet", "vector", "matrix", "tensor", "layer", "attention", "decode", "number", "letter", "story", "question", "answer", "problem", "reason", "method", "result", "theory", "example"]
@@ -91,12 +92,20 @@ def load_jsonl(path: str | Path) -> list[str]:
     return prompts
 
 
+def sweep_requests(workload: WorkloadSpec) -> int:
+    """Requests one sweep of ``workload`` sends, warm-ups included."""
+    return sum(workload.warmup_requests + requests_for_level(workload.requests_per_level, c)
+               for c in workload.concurrency)
+
+
 def build_prompt_set(workload: WorkloadSpec) -> PromptSet:
-    """The prompt set a workload names: "fixed", "diverse", or a JSONL path."""
+    """The prompt set a workload names: "fixed", "diverse", or a JSONL path (a file shorter
+    than the sweep is served round again: its prompts are the user's)."""
     if workload.prompts == "fixed":
         prompts = generate_fixed(workload.prompt_tokens, workload.seed)
     elif workload.prompts == "diverse":
-        prompts = generate_diverse(workload.prompt_tokens, workload.seed)
+        prompts = generate_diverse(workload.prompt_tokens, workload.seed,
+                                   size=max(DIVERSE_POOL_SIZE, sweep_requests(workload)))
     else:
         prompts = load_jsonl(workload.prompts)
     return PromptSet(prompts=tuple(prompts), hash=prompt_set_hash(prompts), origin=workload.prompts)

@@ -9,10 +9,12 @@ share one SSE parser (``SseTimer``) and produce the same figures.
 Each concurrency level C runs ``warmup_requests`` uncounted requests, then N measured
 requests (``requests_per_level`` evaluated at C) with exactly C in flight: C workers pull
 the next request index until N are sent.  Prompts are handed out in the set's order by one
-cursor that runs on across the sweep's levels (warm-ups included), so no prompt is sent
-twice in a sweep until the set is used up: with a prefix cache (SGLang's radix cache,
+cursor that runs on across the sweep's levels (warm-ups included), and a generated
+"diverse" set is as long as the sweep, so no prompt is sent twice in a sweep (a JSONL
+file shorter than the sweep goes round again): with a prefix cache (SGLang's radix cache,
 vLLM's prefix caching) a re-sent prompt skips its prefill, and a level that re-served
-the levels before it read up to 47% fast (README "The prefix cache between levels").  Every request streams with
+the levels before it read up to 47% fast (README "Benchmarks": the prefix cache between
+levels).  Every request streams with
 ``stream_options: {include_usage: true}`` and ``ignore_eos`` so it yields exactly
 ``output_tokens`` tokens.
 

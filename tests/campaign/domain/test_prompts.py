@@ -27,6 +27,15 @@ def test_generated_sets_are_deterministic_and_hashed_by_content() -> None:
     assert min(lengths) >= 256 and max(lengths) <= 769  # 0.5x .. 1.5x of 512 words
 
 
+def test_a_sweep_longer_than_the_pool_gets_a_pool_as_long_and_the_same_first_prompts() -> None:
+    short = build_prompt_set(spec(prompts="diverse", seed=3, concurrency=[1, 250], requests_per_level="C"))
+    long = build_prompt_set(spec(prompts="diverse", seed=3, concurrency=[100, 250], requests_per_level="2*C",
+                                 warmup_requests=1))
+    assert len(short.prompts) == DIVERSE_POOL_SIZE  # 253 requests: the default pool
+    assert len(long.prompts) == 702 and len(set(long.prompts)) == 702  # 2 + 200 + 500
+    assert long.prompts[:DIVERSE_POOL_SIZE] == short.prompts
+
+
 def test_fixed_is_one_prompt_of_the_requested_length() -> None:
     fixed = build_prompt_set(spec(prompts="fixed", prompt_tokens=64))
     assert len(fixed.prompts) == 1 and len(fixed.prompts[0].split()) == 64

@@ -251,3 +251,13 @@ def test_a_sweep_longer_than_its_prompt_file_uses_every_prompt_before_any_repeat
     sent = _prompts_sent(app)
     assert sent[:4] == ["prompt 0", "prompt 1", "prompt 2", "prompt 3"]
     assert sorted(sent[4:]) == ["prompt 0", "prompt 1", "prompt 2", "prompt 4"]  # 4 first, then round again
+
+
+def test_a_diverse_sweep_longer_than_the_default_pool_still_repeats_no_prompt() -> None:
+    """512 generated prompts cover the default sweep (509 requests); a user's "2*C" up to
+    C=250 sends hundreds more, and the last levels would re-serve the first ones."""
+    app = make_app(first_token_s=0.001, interval_s=0.001)
+    spec = workload(prompts="diverse", concurrency=[50, 250], requests_per_level="2*C", output_tokens=1, warmup_requests=2)
+    with_server(app, lambda url: run_sweep(url, spec))
+    sent = _prompts_sent(app)
+    assert len(sent) == 2 + 100 + 2 + 500 and len(set(sent)) == len(sent)
