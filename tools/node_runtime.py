@@ -198,17 +198,26 @@ class NodeRuntime:
             prompts = f"{remote_dir}/{Path(wl.prompts).name}"
             self.executor.put(wl.prompts, prompts)
         remote = f"{remote_dir}/{label}-{wl.name}.json"
+        self.executor.run(["rm", "-f", remote], timeout=60)  # a resumed launch's label: no stale file
         python = str(self.fmt.get("python") or "python3")
         n_requests = len(wl.concurrency) * 2 * max(wl.concurrency)
         res = self.executor.run(_bench_argv(python, port, wl, self.model, time_scale, timeout, prompts, remote),
                                 timeout=timeout * max(4, n_requests))
-        if res.returncode != 0:
-            raise RuntimeError(f"load sweep on node {self.name} failed (exit {res.returncode}): "
-                               f"{redact_text((res.stderr or res.stdout).strip()[-300:])}")
+        failed = RuntimeError(f"load sweep on node {self.name} failed (exit {res.returncode}): "
+                              f"{redact_text((res.stderr or res.stdout).strip()[-300:])}")
+        if res.returncode not in (0, 2):
+            raise failed
+        # exit 2: bad arguments (no JSON written) or requests that failed (JSON written
+        # first): the sweep with its errors is the launch's result, which triage reads
         with tempfile.TemporaryDirectory() as tmp:
             local = str(Path(tmp) / "sweep.json")
-            self.executor.get(remote, local)
-            result = SweepResult.model_validate_json(Path(local).read_text())
+            try:
+                self.executor.get(remote, local)
+                result = SweepResult.model_validate_json(Path(local).read_text())
+            except Exception:
+                if res.returncode != 0:
+                    raise failed from None
+                raise
         result.workload = wl
         return result
 
