@@ -216,6 +216,25 @@ class WorkloadConfig(WorkloadSpec):
         return v
 
 
+def _no_shared_prompts(workloads: dict[str, WorkloadConfig]) -> None:
+    """A launch runs its workloads one after another on one server: a second workload with
+    the first's prompts would be served them from the prefix cache (SGLang's radix cache,
+    vLLM's prefix caching) and read fast.  A fixed prompt is one cached prompt by design."""
+    first: dict[tuple[object, ...], str] = {}
+    for name, wl in workloads.items():
+        if wl.prompts == "fixed":
+            continue
+        key: tuple[object, ...] = ("diverse", wl.seed, wl.prompt_tokens) if wl.prompts == "diverse" else ("file", wl.prompts)
+        if key in first:
+            what = (f"the same diverse prompts (seed {wl.seed}, prompt_tokens {wl.prompt_tokens})"
+                    if key[0] == "diverse" else f"the same prompts file {wl.prompts}")
+            fix = f"give '{name}' another seed" if key[0] == "diverse" else f"give '{name}' its own prompts file"
+            raise ValueError(f"'{first[key]}' and '{name}' send {what}: in one launch the server's prefix cache "
+                             f"would serve '{name}' prompts it already read for '{first[key]}', and '{name}' "
+                             f"would read fast (fix: {fix})")
+        first[key] = name
+
+
 # ------------------------------------------------------------------------ verdict
 class RepeatsSpec(_Strict):
     min: int = Field(default=2, ge=1)
@@ -378,6 +397,7 @@ class Playbook(_Strict):
             raise ValueError("at least one workload is needed")
         for key, wl in v.items():
             wl.name = key
+        _no_shared_prompts(v)
         return v
 
     @model_validator(mode="after")

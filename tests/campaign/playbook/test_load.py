@@ -68,6 +68,23 @@ def test_a_request_count_that_does_not_evaluate_at_a_level_is_refused_at_load():
     assert parse_playbook_text(ok, "pb.yaml").workloads["single"].requests_per_level == "C * ceil(6 / C)"
 
 
+def test_two_workloads_with_the_same_prompts_are_refused_at_load():
+    """A launch sweeps its workloads one after another on one server: the second would be
+    served the first's prompts from the prefix cache and read fast."""
+    two = GOOD.replace("single: {concurrency: [1]}", "short: {concurrency: [1, 4], prompts: diverse, output_tokens: 64}\n"
+                       "  long: {concurrency: [1, 4], prompts: diverse, output_tokens: 512}")
+    (line,) = _problems(two)
+    assert line.startswith("pb.yaml:3: workloads: 'short' and 'long' send the same diverse prompts (seed 0, "), line
+    assert line.endswith("(fix: give 'long' another seed)"), line
+    (line,) = _problems(two.replace("prompts: diverse, output_tokens: 64", "prompts: p.jsonl, output_tokens: 64")
+                        .replace("prompts: diverse, output_tokens: 512", "prompts: p.jsonl, output_tokens: 512"))
+    assert "the same prompts file p.jsonl" in line and line.endswith("(fix: give 'long' its own prompts file)"), line
+    ok = two.replace("output_tokens: 512}", "output_tokens: 512, seed: 1}")
+    assert list(parse_playbook_text(ok, "pb.yaml").workloads) == ["short", "long"]
+    fixed = two.replace("prompts: diverse", "prompts: fixed")  # one cached prompt by design
+    assert len(parse_playbook_text(fixed, "pb.yaml").workloads) == 2
+
+
 def test_malformed_yaml_gives_line():
     (line,) = _problems("name: t\nworkloads: [\n")
     assert line.startswith("pb.yaml:") and "malformed YAML" in line
