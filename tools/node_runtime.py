@@ -14,6 +14,7 @@ import json
 import math
 import sys
 import time
+import uuid
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -197,8 +198,9 @@ class NodeRuntime:
         if prompts not in ("fixed", "diverse"):  # a JSONL file: ship it
             prompts = f"{remote_dir}/{Path(wl.prompts).name}"
             self.executor.put(wl.prompts, prompts)
-        remote = f"{remote_dir}/{label}-{wl.name}.json"
-        self.executor.run(["rm", "-f", remote], timeout=60)  # a resumed launch's label: no stale file
+        # a name of its own per sweep: a resumed launch reuses its label, and a file from an
+        # earlier sweep must not pass for this one's (no extra remote command to delete it)
+        remote = f"{remote_dir}/{label}-{wl.name}-{uuid.uuid4().hex[:8]}.json"
         python = str(self.fmt.get("python") or "python3")
         n_requests = len(wl.concurrency) * 2 * max(wl.concurrency)
         res = self.executor.run(_bench_argv(python, port, wl, self.model, time_scale, timeout, prompts, remote),

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from campaign.domain.models import EffectiveConfig, WorkloadSpec
+from tests.canned_http import CannedHandler, serving
 from tools.engines import engine_profile
 from tools.engines.base import EngineMetrics
 from tools.engines.simulated import PROFILE as SIMULATED
@@ -88,50 +87,35 @@ def test_a_scheduler_queue_wait_is_recorded_apart_from_node_time(tmp_path: Path)
     assert m.node_seconds == pytest.approx(m.wall_seconds - 1.5, abs=0.01)
 
 
-class _EveryOtherFails(BaseHTTPRequestHandler):
+class _EveryOtherFails(CannedHandler):
     """Completions alternate: a 503, then a short SSE stream (a server shedding load)."""
 
     count = 0
 
     def do_GET(self) -> None:
-        self._send(200, "application/json", json.dumps({"data": [{"id": "m"}]}).encode())
+        self.send(200, json.dumps({"data": [{"id": "m"}]}).encode())
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.read_body()
         type(self).count += 1
         if type(self).count % 2:
-            self._send(503, "application/json", b'{"error": "overloaded"}')
+            self.send(503, b'{"error": "overloaded"}')
             return
         events = [{"choices": [{"index": 0, "text": "x"}]}] * 4 + [{"choices": [], "usage": {"completion_tokens": 4}}]
         body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-        self._send(200, "text/event-stream", body)
-
-    def _send(self, status: int, ctype: str, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: object) -> None:
-        pass
+        self.send(200, body, "text/event-stream")
 
 
 def test_a_sweep_on_the_node_with_failed_requests_is_a_result_with_errors(tmp_path: Path) -> None:
     """`campaign bench` exits 2 when requests fail (after writing its JSON): the sweep the
     node ran is still the launch's result, whose errors the triage reads, not a crash of
     the load generator."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _EveryOtherFails)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     node = _runtime(tmp_path)
     wl = WorkloadSpec(name="parallel", concurrency=[1, 2], output_tokens=4, requests_per_level=4, warmup_requests=0)
-    try:
-        res = node._sweep_on_node(httpd.server_address[1], wl, 1.0, 10.0, "flaky")
-    finally:
-        httpd.shutdown()
+    with serving(_EveryOtherFails) as port:
+        res = node._sweep_on_node(port, wl, 1.0, 10.0, "flaky")
     assert [lv.errors for lv in res.levels] == [2, 2] and [lv.requests for lv in res.levels] == [4, 4]
     assert "503" in res.levels[0].error_samples[0]
-    # exit 2 with no JSON written (here: its path is taken by a directory) is a failed sweep
-    (tmp_path / "sweeps" / "blocked-parallel.json").mkdir()
-    with pytest.raises(RuntimeError, match=r"load sweep on node sim failed \(exit 2\): campaign bench: --json: cannot write"):
-        node._sweep_on_node(9, wl, 1.0, 10.0, "blocked")
+    # exit 2 with no JSON written (a bad argument: bench refuses before any request) is a failed sweep
+    with pytest.raises(RuntimeError, match=r"load sweep on node sim failed \(exit 2\): campaign bench: --time-scale: must be > 0"):
+        node._sweep_on_node(9, wl, 0.0, 10.0, "flaky")

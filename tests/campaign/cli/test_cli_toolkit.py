@@ -7,12 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from tests.canned_http import CannedHandler, serving
 
 ROOT = Path(__file__).resolve().parents[3]
 CLI = [sys.executable, "-c", "from campaign.cli.main import main; main()"]
@@ -56,38 +56,24 @@ def test_bench_prints_a_table_and_writes_json(server: str, tmp_path: Path) -> No
         assert 8 <= lv["tpot_ms"]["p50"] <= 20  # 5 ms wall x 2
 
 
-class _Loading(BaseHTTPRequestHandler):
+class _Loading(CannedHandler):
     """A server still loading its weights: lists its model, answers every completion 503
     with a multi-line body (as SGLang does before its first health check passes)."""
 
     def do_GET(self) -> None:
-        self._answer(200, json.dumps({"data": [{"id": "m"}]}).encode())
+        self.send(200, json.dumps({"data": [{"id": "m"}]}).encode())
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self._answer(503, b'{"error": "server is loading\n  weights: 0/64 \x1b[2J"}')
-
-    def _answer(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: object) -> None:
-        pass
+        self.read_body()
+        self.send(503, b'{"error": "server is loading\n  weights: 0/64 \x1b[2J"}')
 
 
 def test_bench_with_failed_requests_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
     """A table of zeros and exit 0 told the user nothing; the failures and a sample are named."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Loading)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        out = tmp_path / "sweep.json"
-        run = campaign("bench", f"http://127.0.0.1:{httpd.server_address[1]}", "--concurrency", "1,2",
+    out = tmp_path / "sweep.json"
+    with serving(_Loading) as port:
+        run = campaign("bench", f"http://127.0.0.1:{port}", "--concurrency", "1,2",
                        "--requests-per-level", "2", "--warmup", "0", "--json", str(out))
-    finally:
-        httpd.shutdown()
     assert run.returncode == 2, run.stderr
     lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("campaign bench: 4 of 4 requests failed"), run.stderr
