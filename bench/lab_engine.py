@@ -30,6 +30,8 @@ from campaign.domain.models import (
     SweepResult,
     WorkloadSpec,
 )
+from campaign.domain.prompts import build_prompt_set
+from campaign.domain.work import MEASUREMENT_PROTOCOL
 from tools.loadgen.stats import requests_for_level
 
 __all__ = ["STRUCTURES", "Case", "LabNode", "Structure", "draw_case", "truth_label", "verdict_is_owed",
@@ -142,6 +144,8 @@ class LabNode:
                       for i, w in enumerate(workloads) for c in w.concurrency}
         self.requests = {(w.name, c): requests_for_level(w.requests_per_level, c)
                          for w in workloads for c in w.concurrency}
+        # the prompt sets the playbook names: the graph reads only launches of today's work
+        self.prompts = {w.name: build_prompt_set(w).hash for w in workloads}
 
     def fingerprint(self) -> Fingerprint:
         return Fingerprint(gpu="lab", gpu_count=8, arch="lab", cuda="12.8", engine="lab")
@@ -182,7 +186,7 @@ class LabNode:
                 correctness_prompts: list[str] | None = None, correctness_tokens: int = 16) -> Measurement:
         case = config.flags.get(CASE_FLAG)
         figures = self.draw(int(case) if case is not None else None)
-        sweeps = {w.name: SweepResult(prompt_set_hash=w.name, levels=[
+        sweeps = {w.name: SweepResult(workload=w, prompt_set_hash=self.prompts[w.name], protocol=MEASUREMENT_PROTOCOL, levels=[
             LevelResult(concurrency=c, requests=self.requests[(w.name, c)],
                         output_tokens_per_s=figures[(w.name, c)]) for c in w.concurrency]) for w in workloads}
         return Measurement(sweeps=sweeps, command=f"lab {label}", node_seconds=LAUNCH_NODE_S)

@@ -102,6 +102,9 @@ class SweepResult(BaseModel):
     model: str = ""
     workload: WorkloadSpec | None = None
     prompt_set_hash: str = ""
+    # how the load generator handed the prompts out (`campaign.domain.work`); JSON
+    # written before the field existed came from protocol 1
+    protocol: int = 1
     time_scale: float = 1.0  # node seconds per wall second; all figures are node time
     source: Literal["campaign", "sglang", "vllm"] = "campaign"
     levels: list[LevelResult] = Field(default_factory=list)

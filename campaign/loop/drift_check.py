@@ -12,6 +12,7 @@ the reader, never an input to a verdict.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from campaign.loop.experiment import launch_tables
@@ -22,16 +23,19 @@ __all__ = ["check_drift"]
 
 
 def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,
-                metric: str, noise: NodeNoise | None, confidence: float = 0.99) -> str | None:
+                metric: str, noise: NodeNoise | None, confidence: float = 0.99,
+                work: Mapping[str, str] | None = None) -> str | None:
     """This launch of the baseline config (an interleaved baseline side) against the
     campaign's baseline measurement (`launch_drift`: one test per workload on the
     launch's mean over its levels, sized by the node's noise model, Bonferroni over
     workloads at `confidence`).  A move is recorded as a drift event (the journal lists
-    it) and as an artifact; None when the launch sits where the node's launches do."""
+    it) and as an artifact; None when the launch sits where the node's launches do.
+    `work`: compare only launches of that work per workload (a launch that did other work
+    than the campaign baseline says nothing about the node: `campaign.loop.work_check`)."""
     if not baseline_id or noise is None:
         return None
-    ref = launch_tables(store, baseline_id, metric)
-    rows = launch_tables(store, experiment, metric)
+    ref = launch_tables(store, baseline_id, metric, work=work)
+    rows = launch_tables(store, experiment, metric, work=work)
     moved = launch_drift(ref, {w: [t[repeat]] for w, t in rows.items() if len(t) > repeat}, noise,
                          confidence=confidence)
     if not moved:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -11,6 +11,7 @@ from campaign.domain.config import diff, merge
 from campaign.domain.measurement import Measurement
 from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, ReportedConfig, WorkloadSpec
 from campaign.domain.records import CorrectnessResult
+from campaign.loop.work_check import measurement_work, mixed_work
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.verdict import confound
 from campaign.verdict.baseline_level import RECENT, recent_level
@@ -86,7 +87,12 @@ def record_measurement(store: Any, experiment: str, side: str, repeat: int, m: M
     store.record_artifact(experiment, "node_seconds", f"{m.node_seconds:.3f}", seq=seq)
     if m.queue_seconds:
         store.record_artifact(experiment, "queue_seconds", f"{m.queue_seconds:.3f}", seq=seq)
-    levels = [(name, level, sweep.prompt_set_hash) for name, sweep in m.sweeps.items() for level in sweep.levels]
+    work = measurement_work(m)
+    if work:
+        store.record_artifact(experiment, "work", json.dumps({k: w.model_dump(mode="json") for k, w in work.items()},
+                                                             sort_keys=True), seq=seq)
+    levels = [(name, level, work[name].key if name in work else sweep.prompt_set_hash)
+              for name, sweep in m.sweeps.items() for level in sweep.levels]
     store.record_side(experiment, side, repeat, levels, node=node)
 
 
@@ -123,8 +129,6 @@ def correctness_of(store: Any, experiment: str, baseline_id: str | None, pb: Pla
     return compare_outputs(json.loads(base), json.loads(cand), spec.tolerance)
 
 
-
-
 def _baseline_samples(store: Any, baseline_id: str | None, metric: str) -> dict[tuple[str, int], list[float]]:
     if not baseline_id:
         return {}
@@ -139,46 +143,18 @@ def _pooled(by_level: dict[tuple[str, int], list[float]]) -> tuple[float | None,
     return (est.pct, est.df) if est else (None, 8)
 
 
-def _per_workload(by_level: dict[tuple[str, int], list[float]]) -> dict[str, tuple[float, int]]:
-    from campaign.verdict.stats import noise_estimate
-
-    groups: dict[str, dict[int, list[float]]] = {}
-    for (workload, c), xs in by_level.items():
-        groups.setdefault(workload, {})[c] = xs
-    out = {}
-    for workload, levels in groups.items():
-        est = noise_estimate(levels)
-        if est is not None:
-            out[workload] = (est.pct, est.df)
-    return out
-
-
 def baseline_noise(store: Any, baseline_id: str | None, metric: str) -> tuple[float | None, int]:
     """The node's run-to-run noise from the baseline's repeats: (pct, df), the prior
     that lets a verdict trust a single round when the effect is large."""
     return _pooled(_baseline_samples(store, baseline_id, metric))
 
 
-def baseline_noise_by_workload(store: Any, baseline_id: str | None, metric: str) -> dict[str, tuple[float, int]]:
-    """The same, per workload: each workload's levels pooled on their own, so one noisy
-    protocol (short sweep waves) does not widen the intervals of a steady one (a
-    single stream).  Workloads without two repeats of some level are left out: the
-    pooled floor stands in for them."""
-    return _per_workload(_baseline_samples(store, baseline_id, metric))
-
-
-def noise_floors(store: Any, baseline_id: str | None, metric: str) -> dict[str, Any]:
-    """Both floors from one read, as keyword arguments of `verdict.compare_levels` and
-    `verdict.needs_more_repeats`."""
-    by_level = _baseline_samples(store, baseline_id, metric)
-    pct, df = _pooled(by_level)
-    return {"noise_floor_pct": pct, "noise_floor_df": df, "noise_by_workload": _per_workload(by_level)}
-
-
-def launch_tables(store: Any, experiment: str, metric: str, side: str = "baseline") -> dict[str, list[list[float]]]:
+def launch_tables(store: Any, experiment: str, metric: str, side: str = "baseline",
+                  work: Mapping[str, str] | None = None) -> dict[str, list[list[float]]]:
     """One experiment's launches of one side, per workload: rows = launches (repeats
-    that measured every level), columns = levels by concurrency; raw figures."""
-    return tables_of(store.side_values([experiment], metric, side)[experiment])
+    that measured every level), columns = levels by concurrency; raw figures.  `work`:
+    only launches of that work per workload (`campaign.loop.work_check`)."""
+    return tables_of(store.side_values([experiment], metric, side, work)[experiment])
 
 
 def tables_of(values: Sequence[tuple[int, str, int, float]]) -> dict[str, list[list[float]]]:
@@ -202,7 +178,8 @@ def _complete_rows(values: Sequence[tuple[int, str, int, float]]) -> dict[str, t
 
 
 def node_noise(store: Any, campaign_id: str, node: str, fingerprint_id: str | None, metric: str,
-               exclude: str | None = None, baseline: str | None = None) -> NodeNoise:
+               exclude: str | None = None, baseline: str | None = None,
+               work: Mapping[str, str] | None = None) -> NodeNoise:
     """The node's noise model (`campaign.verdict.noise`) from every launch of the
     baseline config this campaign made on `node` in this environment (the latest
     `noise.HISTORY` experiments): the start baseline, re-measurements and the baseline
@@ -212,12 +189,14 @@ def node_noise(store: Any, campaign_id: str, node: str, fingerprint_id: str | No
     experiments compared with it, and it) goes with the model.  One read of those
     baseline sides (`Store.side_values`); the estimate of the same launches is computed
     once (every round of an experiment asks again, with nothing new from the other
-    experiments)."""
+    experiments).  `work`: only launches of that work per workload (the work the
+    playbook asks for now: `campaign.loop.work_check`); another work starts its own
+    estimate, as another environment does."""
     exps = [e for e in store.list_experiments(campaign_id)
             if e.id != exclude and e.status != "stale" and e.node == node and e.fingerprint_id == fingerprint_id]
     exps = exps[-HISTORY:]
     ids = [e.id for e in exps]
-    values = store.side_values(ids, metric, "baseline")
+    values = store.side_values(ids, metric, "baseline", work)
     noise = _estimate_of(tuple(tuple(values[i]) for i in ids)).model_copy(deep=True)
     if baseline is not None:
         recent: list[dict[str, list[list[float]]]] = []
@@ -246,31 +225,24 @@ def _estimate_of(sides: tuple[tuple[tuple[int, str, int, float], ...], ...]) -> 
     return estimate(groups, aligned)
 
 
-def mismatched_prompt_sets(store: Any, experiment: str) -> list[str]:
-    """Workloads whose candidate and baseline sides ran different prompt sets."""
-    hashes: dict[str, dict[str, set[str]]] = {}
-    for r in store.runs_for(experiment):
-        hashes.setdefault(r.workload, {}).setdefault(r.side, set()).add(r.prompt_set_hash)
-    return [name for name, by_side in hashes.items()
-            if len(by_side) == 2 and by_side["candidate"] != by_side["baseline"]]
-
-
 def provenance_notes(store: Any, experiment: str, pb: Playbook, regimes: dict[str, str]) -> list[str]:
-    """The exact work each workload put on both sides, whether both sides saw the same
-    prompts, and - where workloads disagree - the server's own figures per workload."""
+    """The exact work each workload put on both sides (its work key: `campaign.domain.work`),
+    whether every launch did the same, and - where workloads disagree - the server's own
+    figures per workload."""
     runs = store.runs_for(experiment)
-    hashes: dict[tuple[str, str], set[str]] = {}
+    keys: dict[str, set[str]] = {}
     for r in runs:
-        hashes.setdefault((r.workload, r.side), set()).add(r.prompt_set_hash)
+        keys.setdefault(r.workload, set()).add(r.work)
     notes = []
     for name, wl in pb.workloads.items():
-        h = sorted(hashes.get((name, "candidate"), set()) | hashes.get((name, "baseline"), set()))
+        h = sorted(keys.get(name, set()))
         cs = ",".join(str(c) for c in wl.concurrency)
-        notes.append(f"workload {name}: prompts {wl.prompts} (set {'/'.join(x for x in h if x) or '-'}), "
+        notes.append(f"workload {name}: prompts {wl.prompts} (work {'/'.join(x for x in h if x) or '-'}), "
                      f"~{wl.prompt_tokens} tokens in, {wl.output_tokens} out, C={cs}, "
                      f"{wl.requests_per_level} requests per level")
-    for name in mismatched_prompt_sets(store, experiment):
-        notes.append(f"workload {name}: the candidate and the baseline ran different prompt sets")
+    for name in mixed_work(store, experiment):
+        notes.append(f"workload {name}: the launches compared did not all do the same work (prompts, their order, "
+                     f"request counts, output tokens or endpoint)")
     won = {w for w, r in regimes.items() if r == "candidate"}
     lost = {w for w, r in regimes.items() if r == "baseline"}
     if won and lost:

@@ -108,8 +108,8 @@ def run_records(row: RunSideRow) -> list[RunRecord]:
     return [
         RunRecord(experiment_id=row.experiment_id, side=row.side, repeat=row.repeat,
                   workload=workload, concurrency=result.concurrency, result=result,
-                  prompt_set_hash=prompt_hash, node=row.node, recorded_at=row.recorded_at)
-        for workload, result, prompt_hash in unpack_levels(row.levels)
+                  work=work, node=row.node, recorded_at=row.recorded_at)
+        for workload, result, work in unpack_levels(row.levels)
     ]
 
 

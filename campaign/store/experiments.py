@@ -8,6 +8,7 @@ re-run as a new attempt (its runs stay recorded but never feed a verdict).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import get_args
 
 from sqlalchemy import func
@@ -174,7 +175,7 @@ class ExperimentsMixin:
         workload: str,
         result: LevelResult,
         *,
-        prompt_set_hash: str = "",
+        work: str = "",
         node: str = "",
     ) -> bool:
         """One repeat of one level.  Keyed by (experiment, side, repeat, workload,
@@ -190,7 +191,7 @@ class ExperimentsMixin:
                 return False
             if exp.status in _TERMINAL:
                 raise ImmutableRecordError(f"experiment {experiment_id} is {exp.status}: cannot record a new run")
-            levels.append((workload, result, prompt_set_hash))
+            levels.append((workload, result, work))
             if row is None:
                 row = RunSideRow(experiment_id=experiment_id, side=side, repeat=repeat, levels=pack_levels(levels),
                                  node=node, recorded_at=time.time())
@@ -203,7 +204,7 @@ class ExperimentsMixin:
                     levels: list[tuple[str, LevelResult, str]], *, node: str = "") -> bool:
         """Every level of one side of one repeat in ONE transaction: a killed controller
         leaves either the whole measurement or none of it.  `levels`: (workload, result,
-        prompt_set_hash).  False when that side/repeat is already recorded."""
+        work key: `campaign.domain.work`).  False when that side/repeat is already recorded."""
         _check_choice(side, get_args(RunSide), "side")
         with write_session(self._engine) as s:
             exp = require_experiment(s, experiment_id)
@@ -232,12 +233,13 @@ class ExperimentsMixin:
             q = q.where(RunSideRow.side == side)
         return sorted((r for row in s.exec(q) for r in run_records(row)), key=run_order)
 
-    def side_values(self, experiment_ids: list[str], metric: str,
-                    side: RunSide = "baseline") -> dict[str, list[tuple[int, str, int, float]]]:
+    def side_values(self, experiment_ids: list[str], metric: str, side: RunSide = "baseline",
+                    work: Mapping[str, str] | None = None) -> dict[str, list[tuple[int, str, int, float]]]:
         """(repeat, workload, concurrency, metric) of every level of one side, per
         experiment, in one query and without building level results: the noise model
         reads every launch of the campaign before each decision, so this read must stay
-        cheap at 1,000+ experiments."""
+        cheap at 1,000+ experiments.  `work`: only levels of that work key per workload
+        (`campaign.domain.work`)."""
         from campaign.store.pack import level_values
 
         out: dict[str, list[tuple[int, str, int, float]]] = {i: [] for i in experiment_ids}
@@ -247,7 +249,7 @@ class ExperimentsMixin:
             col(RunSideRow.experiment_id).in_(experiment_ids), RunSideRow.side == side)
         with read_session(self._engine) as s:
             for exp_id, repeat, blob in s.exec(q):
-                out[exp_id].extend((repeat, w, c, v) for w, c, v in level_values(blob, metric))
+                out[exp_id].extend((repeat, w, c, v) for w, c, v in level_values(blob, metric, work))
         return out
 
     def level_samples(self, experiment_id: str) -> list[LevelSamples]:

@@ -15,6 +15,7 @@ import json
 import math
 import struct
 import zlib
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -77,18 +78,18 @@ def _column_kinds(fields: list[str], columns: list[list[float]]) -> str:
 
 
 def pack_levels(levels: list[tuple[str, LevelResult, str]]) -> bytes:
-    """(workload, result, prompt_set_hash) per level -> one compressed blob."""
+    """(workload, result, work key) per level -> one compressed blob."""
     fields: list[str] | None = None
     header: list[list[Any]] = []
     numbers: list[float] = []
-    for workload, result, prompt_hash in levels:
+    for workload, result, work in levels:
         paths, values, extras = _flatten(result.model_dump(mode="json"))
         if fields is None:
             fields = paths
         if paths != fields:  # a differently shaped result: kept whole, as JSON
-            header.append([workload, prompt_hash, {"json": result.model_dump(mode="json")}])
+            header.append([workload, work, {"json": result.model_dump(mode="json")}])
             continue
-        header.append([workload, prompt_hash, extras])
+        header.append([workload, work, extras])
         numbers.extend(values)
     fields = fields or []
     width = len(fields)
@@ -163,22 +164,27 @@ class _Packed:
         return [v for f in range(len(self.fields)) for v in self.column(f, whole)]
 
 
-def level_values(blob: bytes, metric: str) -> list[tuple[str, int, float]]:
+def level_values(blob: bytes, metric: str, work: Mapping[str, str] | None = None) -> list[tuple[str, int, float]]:
     """(workload, concurrency, metric) per level, without building the level results:
-    what the journal and `show` read for 1,000+ experiments."""
+    what the journal and `show` read for 1,000+ experiments.  `work`: only the levels
+    whose recorded work key is the one given for their workload (others are dropped)."""
     packed = _Packed(blob)
     fields = packed.fields
     if "concurrency" not in fields or metric not in fields:
-        return [(w, r.concurrency, float(getattr(r, metric))) for w, r, _ in unpack_levels(blob)]
+        return [(w, r.concurrency, float(getattr(r, metric))) for w, r, k in unpack_levels(blob)
+                if work is None or work.get(w) == k]
     cs = packed.column(fields.index("concurrency"))
     vs = packed.column(fields.index(metric))
     out: list[tuple[str, int, float]] = []
     i = 0
-    for workload, _hash, extras in packed.head["levels"]:
+    for workload, key, extras in packed.head["levels"]:
+        keep = work is None or work.get(workload) == key
         if "json" in extras and len(extras) == 1:
-            out.append((workload, int(extras["json"]["concurrency"]), float(extras["json"][metric])))
+            if keep:
+                out.append((workload, int(extras["json"]["concurrency"]), float(extras["json"][metric])))
             continue
-        out.append((workload, int(cs[i]), vs[i]))
+        if keep:
+            out.append((workload, int(cs[i]), vs[i]))
         i += 1
     return out
 
@@ -192,9 +198,9 @@ def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
     out: list[tuple[str, LevelResult, str]] = []
     split = [path.partition(".") for path in fields]
     i = 0
-    for workload, prompt_hash, extras in head["levels"]:
+    for workload, work, extras in head["levels"]:
         if "json" in extras and len(extras) == 1:
-            out.append((workload, LevelResult.model_validate(extras["json"]), prompt_hash))
+            out.append((workload, LevelResult.model_validate(extras["json"]), work))
             continue
         data: dict[str, Any] = dict(extras)
         nested: dict[str, dict[str, float]] = {}
@@ -204,7 +210,7 @@ def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
             else:
                 data[key] = value
         i += len(fields)
-        out.append((workload, _level(data, nested), prompt_hash))
+        out.append((workload, _level(data, nested), work))
     return out
 
 

@@ -25,7 +25,7 @@ RunSide = Literal["baseline", "candidate"]
 ArtifactKind = Literal[
     "log_excerpt", "command", "config_diff", "patch", "analysis", "correctness",
     "outputs", "reported_config", "failure", "node_seconds", "queue_seconds", "drift", "server_stats",
-    "stop_reason", "round_reason",
+    "stop_reason", "round_reason", "work",
 ]
 ReviewDecision = Literal["approve", "reject"]
 BASELINE_HYPOTHESIS = "baseline"  # the `hypothesis` of every baseline measurement
@@ -90,7 +90,7 @@ class RunRecord(BaseModel):
     workload: str
     concurrency: int
     result: LevelResult
-    prompt_set_hash: str
+    work: str  # `campaign.domain.work.Work.key` ("" or a bare prompt-set hash in records written before it)
     node: str
     recorded_at: float
 

@@ -30,11 +30,17 @@ def continue_rounds(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_d
     return more and rounds_done < spec.repeats.max
 
 
-def same_work(v: Verdict, mismatched_workloads: Sequence[str]) -> Verdict:
-    """A WIN measured on different prompt sets on the two sides is not a result: the
-    speed-up may be the prompts'.  It becomes INCONCLUSIVE with that reason."""
-    if v.kind != "win" or not mismatched_workloads:
+def same_work(v: Verdict, mixed_workloads: Sequence[str]) -> Verdict:
+    """A speed verdict (a WIN, or a DEAD END for speed) from launches that did not all do
+    the same work (`campaign.domain.work`: other prompts, another order, other request
+    counts or output length) is not a result: the difference may be the work's.  It
+    becomes INCONCLUSIVE with that reason.  A failed correctness check stands: the
+    greedy outputs do not depend on the load."""
+    if not mixed_workloads or v.kind not in ("win", "dead_end") or v.failure_class is not None:
         return v
-    return v.model_copy(update={"kind": "inconclusive",
-                                "reason": "not the same work: the sides ran different prompt sets "
-                                          f"({', '.join(mismatched_workloads)})"})
+    if v.kind == "dead_end" and v.correctness is not None and not v.correctness.passed:
+        return v
+    return v.model_copy(update={"kind": "inconclusive", "revisit_on": [],
+                                "reason": "not the same work: the launches compared did not all do the same work "
+                                          f"({', '.join(mixed_workloads)}: prompts, their order, request counts, "
+                                          "output tokens or endpoint changed between launches)"})

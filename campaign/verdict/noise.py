@@ -270,10 +270,11 @@ def prior_scale(w: WorkloadNoise | None) -> Scale | None:
                  jitter_df=w.res.df / max(1, w.levels - 1) + JITTER_SHRINK_DF, launch_df=float(w.rows.df))
 
 
-def baseline_launches(repeats: RepeatsSpec, known: NodeNoise) -> int:
+def baseline_launches(repeats: RepeatsSpec, known: NodeNoise, workloads: Sequence[str] = ()) -> int:
     """How many launches a baseline measurement takes.  Where the node has no launch in
     this environment yet (`known.launches == 0`: the campaign's start, a changed
-    fingerprint), `repeats.baseline`: the first experiments' intervals rest
+    fingerprint), or one of `workloads` has none of the work it does now (its work
+    changed: `campaign.domain.work`), `repeats.baseline`: the first experiments' intervals rest
     on that floor alone, and 2 launches give it 1 df between launches (a 95% t quantile
     of 12.7; 4 launches: 3 df, 3.2).  In the verdict lab, 4 launches instead of 2 cut
     `heavy_tail`'s strong misses by a fifth, most of them in each node's first five
@@ -281,4 +282,5 @@ def baseline_launches(repeats: RepeatsSpec, known: NodeNoise) -> int:
     8% stall from 4 launches (its launch test has 2 df there).  Later re-measurements
     (an adopted win) add to a history: `max(2, repeats.min)`."""
     floor = max(2, repeats.min)
-    return max(floor, repeats.baseline) if known.launches == 0 else floor
+    fresh = known.launches == 0 or any(w not in known.workloads for w in workloads)
+    return max(floor, repeats.baseline) if fresh else floor

@@ -71,6 +71,7 @@ import httpx
 from campaign.domain.errors import UserError
 from campaign.domain.models import LevelResult, SweepResult, WorkloadSpec
 from campaign.domain.prompts import PromptSet, build_prompt_set
+from campaign.domain.work import MEASUREMENT_PROTOCOL
 from tools.loadgen.conn import SlotConnections
 from tools.loadgen.stats import RequestOutcome, requests_for_level, summarize_level
 from tools.loadgen.stream import aiohttp_session, httpx_clients, preopen_aiohttp, stream_aiohttp, stream_httpx
@@ -285,6 +286,7 @@ async def run_sweep(
         model=model_name,
         workload=workload,
         prompt_set_hash=prompt_set.hash,
+        protocol=MEASUREMENT_PROTOCOL,
         time_scale=scale,
         source="campaign",
         levels=levels,

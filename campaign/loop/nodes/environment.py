@@ -17,6 +17,7 @@ from campaign.loop.experiment import (
 )
 from campaign.loop.nodes.base import NodeFamily, correctness_prompts
 from campaign.loop.state import CampaignState
+from campaign.loop.work_check import expected_keys, stale_baseline
 from campaign.verdict.noise import baseline_launches
 from campaign.verdict.revisit import changed_components
 
@@ -62,12 +63,17 @@ class EnvironmentNodes(NodeFamily):
 
 
     def baseline(self, state: CampaignState) -> dict[str, Any]:
-        if state.get("baseline_id") and not state.get("need_baseline"):
-            return {}
         cid, store, pb = state["campaign_id"], self.d.store, self.pb
+        stale = None
+        if state.get("baseline_id") and not state.get("need_baseline"):
+            # a baseline measured with other work than the playbook's now (edited, or
+            # `campaign` upgraded across a protocol change) compares with nothing new
+            stale = stale_baseline(store, state.get("baseline_id"), pb)
+            if stale is None:
+                return {}
         config = EffectiveConfig.model_validate(state.get("baseline_config") or
                                                 {"flags": pb.baseline.flags, "env": pb.baseline.env})
-        reason = state.get("need_baseline") or "campaign start"
+        reason = state.get("need_baseline") or stale or "campaign start"
         attempt = state.get("baseline_attempt", 0) + 1
         exp = store.start_experiment(cid, "baseline", config=config, role="baseline", node=self._node(state).name,
                                      attempt=attempt, reason=reason, fingerprint_id=state.get("fingerprint_id"))
@@ -83,8 +89,8 @@ class EnvironmentNodes(NodeFamily):
             if rec is not None:
                 store.record_artifact(eid, "patch", rec.model_dump_json())
             known = node_noise(store, cid, self._node(state).name, state.get("fingerprint_id"), pb.verdict.metric,
-                               exclude=eid)
-            for r in range(baseline_launches(pb.verdict.repeats, known)):  # the node's noise floor
+                               exclude=eid, work=expected_keys(pb))
+            for r in range(baseline_launches(pb.verdict.repeats, known, list(pb.workloads))):  # the node's noise floor
                 if store.has_side(eid, "baseline", r) or recorded_failure(store, eid) is not None:
                     continue
                 m = source.measure_from(self.d, state, rec.sha if rec else None, config, workloads_of(pb),

@@ -14,7 +14,6 @@ from campaign.loop.experiment import (
     confound_check,
     correctness_of,
     hypothesis_config,
-    mismatched_prompt_sets,
     node_noise,
     node_seconds_of,
     provenance_notes,
@@ -27,6 +26,7 @@ from campaign.loop.nodes.base import NodeFamily, correctness_prompts, reference_
 from campaign.loop.routing import halt_after_verdict
 from campaign.loop.state import CampaignState, current_of
 from campaign.loop.streaks import experiments_recorded, streaks_from_store
+from campaign.loop.work_check import expected_keys, mixed_work, stale_baseline
 from campaign.verdict import gates
 from campaign.verdict.judge import judge, round_decision, rounds_story
 from campaign.verdict.noise import NodeNoise
@@ -100,7 +100,7 @@ class ExperimentNodes(NodeFamily):
             return {"current": {**cur, "failed": True, "side": ""}}
         if side == "baseline" and not cur.get("reference_config"):
             check_drift(store, cid, state.get("baseline_id"), eid, rnd, pb.verdict.metric,
-                        self._noise(state, exclude=eid))
+                        self._noise(state, exclude=eid), work=expected_keys(pb))
         if side == "candidate" and pb.verdict.interleave and not store.has_side(eid, "baseline", rnd):
             return {"current": {**cur, "side": "baseline"}}  # the other half of this round (C B, C B, ...)
         rounds = rnd + 1
@@ -121,7 +121,7 @@ class ExperimentNodes(NodeFamily):
         compares with another config (a stack check against the original baseline)."""
         baseline = None if current_of(state).get("reference_config") else state.get("baseline_id")
         return node_noise(self.d.store, state["campaign_id"], self._node(state).name, state.get("fingerprint_id"),
-                          self.pb.verdict.metric, exclude=exclude, baseline=baseline)
+                          self.pb.verdict.metric, exclude=exclude, baseline=baseline, work=expected_keys(self.pb))
 
 
     def verdict(self, state: CampaignState) -> dict[str, Any]:
@@ -142,7 +142,7 @@ class ExperimentNodes(NodeFamily):
         if not failure:
             v.notes = [n for n in (v.noise, f"rounds: {v.stopped}" if v.stopped else "") if n]
             v.notes += provenance_notes(store, eid, pb, dict(v.regimes))
-            v = gates.same_work(v, mismatched_prompt_sets(store, eid))
+            v = gates.same_work(v, mixed_work(store, eid))
         store.record_verdict(eid, v)
         return {}
 
@@ -176,6 +176,8 @@ class ExperimentNodes(NodeFamily):
                           baseline_patches=list(state.get("baseline_patches") or []) + source.spec_patches(spec))
             store.add_event(cid, "adopt", f"'{spec.name}' adopted: the baseline for every later hypothesis",
                             key=f"adopt:{eid}")
+        elif why := stale_baseline(store, state.get("baseline_id"), pb):
+            update["need_baseline"] = why  # the playbook's work changed while this experiment ran
         if self.d.planner is not None:
             from campaign.loop.planner_bridge import analyze_with_planner
 

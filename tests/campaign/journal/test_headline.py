@@ -27,7 +27,7 @@ def _record(store: Store, exp_id: str, side: str, which: int) -> None:
     for rep in range(3):
         for (wl, c), values in FIGURES.items():
             lv = LevelResult(concurrency=c, requests=c, output_tokens_per_s=values[which] * (1 + 0.002 * (rep - 1)))
-            store.record_run(exp_id, side, rep, wl, lv, prompt_set_hash="ph", node="sim-0")
+            store.record_run(exp_id, side, rep, wl, lv, work="ph", node="sim-0")
 
 
 def test_first_workload_of_the_playbook_is_the_headline(tmp_path: Path) -> None:

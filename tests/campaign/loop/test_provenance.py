@@ -1,5 +1,5 @@
-"""Workload provenance: each verdict says what work both sides did, flags different prompt
-sets, and explains why two workloads disagree (accept length), from a real SQLite store."""
+"""Workload provenance: each verdict says what work both sides did, flags launches of
+different work, and explains why two workloads disagree (accept length), from a real SQLite store."""
 
 from __future__ import annotations
 
@@ -32,16 +32,17 @@ def _exp(tmp_path, cand_hash="d1"):
 def test_disagreeing_workloads_are_explained_by_accept_length(tmp_path):
     store, eid = _exp(tmp_path)
     notes = provenance_notes(store, eid, PB, {"single_stream": "candidate", "parallel": "baseline"})
-    assert notes[0].startswith("workload single_stream: prompts fixed (set f1)")
-    assert "C=1,10" in notes[1] and "prompts diverse (set d1)" in notes[1]
+    assert notes[0].startswith("workload single_stream: prompts fixed (work f1)")
+    assert "C=1,10" in notes[1] and "prompts diverse (work d1)" in notes[1]
     # the server's own figure, named as the server names it: no engine's story in the core
     assert notes[-1] == ("the workloads disagree; the server reported spec_accept_length 3.40 on single_stream "
                          "(prompts fixed) vs 1.90 on parallel (prompts diverse)")
     assert "speculation" not in " ".join(notes)
 
 
-def test_agreeing_workloads_need_no_explanation_and_different_prompt_sets_are_flagged(tmp_path):
+def test_agreeing_workloads_need_no_explanation_and_different_work_is_flagged(tmp_path):
     store, eid = _exp(tmp_path, cand_hash="OTHER")
     notes = provenance_notes(store, eid, PB, {"single_stream": "baseline", "parallel": "baseline"})
     assert not any("accept length" in n for n in notes)
-    assert "workload parallel: the candidate and the baseline ran different prompt sets" in notes
+    assert ("workload parallel: the launches compared did not all do the same work (prompts, their order, "
+            "request counts, output tokens or endpoint)") in notes

@@ -97,11 +97,11 @@ def test_finished_experiment_is_immutable(store: Store, cid: str) -> None:
 
 def test_runs_keep_the_first_measurement_while_running(store: Store, db: Path, cid: str) -> None:
     exp = store.start_experiment(cid, "h", config=CAND)
-    assert store.record_run(exp.id, "candidate", 0, "parallel", level(10, 400.0), prompt_set_hash="p", node="sim-0")
+    assert store.record_run(exp.id, "candidate", 0, "parallel", level(10, 400.0), work="p", node="sim-0")
     assert not store.record_run(exp.id, "candidate", 0, "parallel", level(10, 401.0))  # re-run node: noise, kept first
     assert store.record_run(exp.id, "candidate", 1, "parallel", level(10, 402.0))
     runs = store.runs_for(exp.id)
-    assert [(r.repeat, r.result.output_tokens_per_s, r.prompt_set_hash) for r in runs] == [(0, 400.0, "p"), (1, 402.0, "")]
+    assert [(r.repeat, r.result.output_tokens_per_s, r.work) for r in runs] == [(0, 400.0, "p"), (1, 402.0, "")]
     assert count(db, "run_sides") == 2  # one packed row per side and round
 
 

@@ -38,7 +38,7 @@ def cmp(wl: str, c: int, base: float, cand: float, winner: str) -> LevelComparis
 def measure(store: Store, exp_id: str, side: str, figures: dict[tuple[str, int], list[float]]) -> None:
     for (wl, c), values in figures.items():
         for rep, v in enumerate(values):
-            store.record_run(exp_id, side, rep, wl, lv(c, v), prompt_set_hash="ph", node="sim-0")  # type: ignore[arg-type]
+            store.record_run(exp_id, side, rep, wl, lv(c, v), work="ph", node="sim-0")  # type: ignore[arg-type]
 
 
 @pytest.fixture()
