@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from campaign.domain.config import render_argv
+from campaign.domain.errors import UserError
 from campaign.domain.measurement import Measurement
 from campaign.domain.models import (
     EffectiveConfig,
@@ -31,6 +32,7 @@ from campaign.domain.models import (
     WorkloadSpec,
 )
 from campaign.domain.redact import redact_argv, redact_text
+from campaign.domain.work import MEASUREMENT_PROTOCOL
 from tools.engines.base import EngineMetrics, EngineProfile
 from tools.engines.simulated import PROFILE as SIMULATED
 from tools.executors.base import Executor
@@ -150,6 +152,8 @@ class NodeRuntime:
                     out.failure = server.check() or _load_failure(res)
                     if out.failure is not None:
                         break
+            except UserError:  # not the server's doing: one line, exit 2 (the server stops on the way out)
+                raise
             except Exception as exc:  # the server broke the connection: find out why
                 time.sleep(0.5)
                 text = redact_text(str(exc))[:500]
@@ -220,6 +224,13 @@ class NodeRuntime:
                 if res.returncode != 0:
                     raise failed from None
                 raise
+        if result.protocol != MEASUREMENT_PROTOCOL:
+            # an older `campaign` on the node hands the prompts out otherwise: its figures
+            # are other work than this controller compares (`campaign.domain.work`)
+            raise UserError(f"node {self.name}: its campaign's load generator hands out prompts by protocol "
+                            f"{result.protocol}, this controller's by {MEASUREMENT_PROTOCOL}: its sweeps are not "
+                            f"comparable with this campaign's (fix: install this campaign version on the node for "
+                            f"{python}, then campaign resume)")
         result.workload = wl
         return result
 
@@ -257,7 +268,6 @@ def _outage(health_url: str, seen: Failure) -> Failure:
 
 def _launch_env(env: dict[str, str]) -> dict[str, str]:
     """The recorded env with `${NAME}` secrets filled in from the controller's environment."""
-    from campaign.domain.errors import UserError
     from campaign.domain.redact import MissingEnvRef, expand_env_refs
 
     try:

@@ -21,7 +21,7 @@ from campaign.domain.prompts import build_prompt_set
 from campaign.domain.work import Work, sweep_work, work_of
 from campaign.playbook.schema import Playbook
 
-__all__ = ["expected_keys", "expected_work", "measurement_work", "mixed_work", "stale_baseline"]
+__all__ = ["asked_work", "expected_keys", "expected_work", "measurement_work", "mixed_work", "stale_baseline"]
 
 
 def expected_work(pb: Playbook) -> dict[str, Work]:
@@ -64,10 +64,16 @@ def mixed_work(store: Any, experiment: str) -> list[str]:
 
 def stale_baseline(store: Any, baseline_id: str | None, pb: Playbook) -> str | None:
     """Why the campaign baseline no longer compares with today's launches (its recorded
-    work is not the playbook's now), in words; None when it does."""
+    work is not the playbook's now), in words; None when it does, and None for a baseline
+    that was asked for today's work already (its `asked_work`): measuring again would not
+    change what a node that does other work records, and would repeat after every
+    experiment."""
     if not baseline_id:
         return None
     now = expected_work(pb)
+    asked = store.get_artifact(baseline_id, "asked_work")
+    if asked is not None and json.loads(asked) == {name: w.key for name, w in now.items()}:
+        return None
     recorded: dict[str, set[str]] = {}
     for r in store.runs_for(baseline_id, "baseline"):
         recorded.setdefault(r.workload, set()).add(r.work)
@@ -82,3 +88,9 @@ def stale_baseline(store: Any, baseline_id: str | None, pb: Playbook) -> str | N
         parts.append(f"{name}: {'; '.join(what)}" if what else
                      f"{name}: measured by an earlier campaign version (its prompt order, protocol 1)")
     return f"the work changed since baseline {baseline_id} was measured ({', '.join(parts)})"
+
+
+
+def asked_work(pb: Playbook) -> str:
+    """The `asked_work` artifact of a baseline measurement: the work keys it was asked for."""
+    return json.dumps(expected_keys(pb), sort_keys=True)

@@ -25,7 +25,7 @@ RunSide = Literal["baseline", "candidate"]
 ArtifactKind = Literal[
     "log_excerpt", "command", "config_diff", "patch", "analysis", "correctness",
     "outputs", "reported_config", "failure", "node_seconds", "queue_seconds", "drift", "server_stats",
-    "stop_reason", "round_reason", "work",
+    "stop_reason", "round_reason", "work", "asked_work",
 ]
 ReviewDecision = Literal["approve", "reject"]
 BASELINE_HYPOTHESIS = "baseline"  # the `hypothesis` of every baseline measurement

@@ -119,3 +119,59 @@ def test_a_sweep_on_the_node_with_failed_requests_is_a_result_with_errors(tmp_pa
     # exit 2 with no JSON written (a bad argument: bench refuses before any request) is a failed sweep
     with pytest.raises(RuntimeError, match=r"load sweep on node sim failed \(exit 2\): campaign bench: --time-scale: must be > 0"):
         node._sweep_on_node(9, wl, 0.0, 10.0, "flaky")
+
+
+OLD_BENCH = """import json, subprocess, sys
+argv = sys.argv[1:]
+rc = subprocess.call([{python!r}] + argv)
+if "--json" in argv:  # `campaign bench`; anything else (the server) runs as it is
+    out = argv[argv.index("--json") + 1]
+    data = json.load(open(out))
+    data.pop("protocol", None)  # JSON of a campaign from before the prompt cursor
+    json.dump(data, open(out, "w"))
+sys.exit(rc)
+"""
+
+
+def test_a_node_whose_load_generator_hands_out_prompts_otherwise_is_refused(tmp_path: Path) -> None:
+    """The node's own `campaign bench` (an older install) writes JSON without the
+    protocol: its sweep is other work than this controller compares, so the launch
+    stops with one line naming the node and the fix, not a figure to compare."""
+    from campaign.domain.errors import UserError
+    from campaign.domain.work import MEASUREMENT_PROTOCOL
+
+    script = tmp_path / "old_python.py"
+    script.write_text(OLD_BENCH.format(python=sys.executable))
+    wrapper = tmp_path / "old-python"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
+    wrapper.chmod(0o755)
+    wl = WorkloadSpec(name="parallel", concurrency=[1], output_tokens=4, requests_per_level=2, warmup_requests=0)
+    node = _runtime(tmp_path)
+    with serving(_EveryOtherFails) as port:
+        assert node._sweep_on_node(port, wl, 1.0, 10.0, "today").protocol == MEASUREMENT_PROTOCOL
+        node.fmt["python"] = str(wrapper)
+        with pytest.raises(UserError, match=rf"node sim: its campaign's load generator hands out prompts by protocol "
+                                            rf"1, this controller's by {MEASUREMENT_PROTOCOL}: .* \(fix: install this "
+                                            rf"campaign version on the node for {wrapper}, then campaign resume\)"):
+            node._sweep_on_node(port, wl, 1.0, 10.0, "old")
+
+
+def test_the_refusal_stops_the_launch_and_its_server(tmp_path: Path) -> None:
+    """Through `measure` (sweep_on: node): the refusal is not taken for a server that
+    broke (a dead end with evidence); it stops the run, and the server with it."""
+    import subprocess
+
+    from campaign.domain.errors import UserError
+
+    script = tmp_path / "old_python.py"
+    script.write_text(OLD_BENCH.format(python=sys.executable))
+    wrapper = tmp_path / "old-python"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
+    wrapper.chmod(0o755)
+    profile = SIMULATED.model_copy(update={"command": FAST})
+    node = NodeRuntime("sim", LocalExecutor(), model="simulated-glm", workdir=str(tmp_path), profile=profile,
+                       fmt={"python": str(wrapper), "host": "127.0.0.1"}, sweep_on="node")
+    with pytest.raises(UserError, match="hands out prompts by protocol 1"):
+        node.measure(EffectiveConfig(), WL, label="old-node")
+    left = subprocess.run(["pgrep", "-f", f"{script}.*tools.simnode"], capture_output=True, text=True).stdout
+    assert left == "", left

@@ -17,7 +17,7 @@ from campaign.loop.experiment import (
 )
 from campaign.loop.nodes.base import NodeFamily, correctness_prompts
 from campaign.loop.state import CampaignState
-from campaign.loop.work_check import expected_keys, stale_baseline
+from campaign.loop.work_check import asked_work, expected_keys, stale_baseline
 from campaign.verdict.noise import baseline_launches
 from campaign.verdict.revisit import changed_components
 
@@ -79,6 +79,7 @@ class EnvironmentNodes(NodeFamily):
                                      attempt=attempt, reason=reason, fingerprint_id=state.get("fingerprint_id"))
         eid = exp.id
         if exp.status == "running":
+            store.record_artifact(eid, "asked_work", asked_work(pb))  # what it was asked to measure
             self.d.events("baseline", {"reason": reason, "experiment": eid})
             try:
                 rec = source.prepare(self.d, state, "baseline", list(state.get("baseline_patches") or []))

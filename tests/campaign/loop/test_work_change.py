@@ -22,7 +22,7 @@ from campaign.loop.deps import Deps
 from campaign.loop.drift_check import check_drift
 from campaign.loop.experiment import node_noise, record_measurement
 from campaign.loop.graph import build_graph
-from campaign.loop.work_check import expected_keys, mixed_work, stale_baseline
+from campaign.loop.work_check import asked_work, expected_keys, mixed_work, stale_baseline
 from campaign.playbook.schema import Playbook
 from campaign.store import Store
 from campaign.verdict.gates import same_work
@@ -32,14 +32,15 @@ WORKLOADS = {"single_stream": {"concurrency": [1], "prompts": "fixed", "output_t
                           "requests_per_level": "2*C"}}
 
 
-def _playbook(output_tokens: int = 128) -> Playbook:
+def _playbook(output_tokens: int = 128, dead_ends_to_review: int | None = 1) -> Playbook:
     workloads = {k: dict(v) for k, v in WORKLOADS.items()}
     workloads["parallel"]["output_tokens"] = output_tokens
     return Playbook.model_validate({
         "name": "work", "workloads": workloads,
         "verdict": {"min_effect_pct": 2, "repeats": {"min": 2, "max": 4, "baseline": 4},
                     "correctness": {"enabled": False}},
-        "review": {"after_no_win_streak": None, "after_consecutive_dead_ends": 1, "before_patch": False},
+        "review": {"after_no_win_streak": None, "after_consecutive_dead_ends": dead_ends_to_review,
+                   "before_patch": False},
         "hypotheses": [{"name": f"case-{i}", "flags": {CASE_FLAG: i}, "declares": [CASE_FLAG]} for i in range(2)]})
 
 
@@ -91,6 +92,36 @@ def test_an_edited_output_length_measures_the_baseline_again_and_starts_its_own_
     assert re.search(r"parallel [\d.]+% \(df 3 between launches", v.noise), v.noise
     assert re.search(r"single_stream [\d.]+% \(df 7\)", v.noise), v.noise
     assert store.get_campaign(cid).status == "finished"
+
+
+def test_an_edit_while_an_experiment_runs_measures_the_baseline_before_the_next_one(tmp_path):
+    """Stopped before the first experiment's verdict (its rounds all measured with 128
+    tokens), the playbook edited, resumed: that verdict stands (its launches did one
+    work), and the baseline is measured again before the next hypothesis, not after it."""
+    pb = _playbook(dead_ends_to_review=None)
+    levels = [(n, c) for n, w in pb.workloads.items() for c in w.concurrency]
+    cases = [Case("uniform", {lv: -8.0 for lv in levels}), Case("uniform", {lv: 8.0 for lv in levels})]
+    specs = [WorkloadSpec.model_validate({"name": n, **w.model_dump()}) for n, w in pb.workloads.items()]
+    node = LabNode("work", Structure("offset", 1.0), cases, specs)
+    store = Store(tmp_path / "c.db")
+    cid = store.create_campaign(pb.name, playbook=pb).id
+    for i, h in enumerate(pb.hypotheses):
+        store.upsert_hypothesis(cid, h, position=i)
+    saver = InMemorySaver()
+    cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
+    build_graph(Deps(playbook=pb, store=store, nodes=[node], journal_path=None)).compile(
+        checkpointer=saver, interrupt_before=["verdict"]).invoke({"campaign_id": cid}, cfg)
+    pb64 = _playbook(output_tokens=64, dead_ends_to_review=None)
+    build_graph(Deps(playbook=pb64, store=store, nodes=[node], journal_path=None)).compile(
+        checkpointer=saver).invoke(None, cfg)
+    (slower,) = store.list_experiments(cid, hypothesis="case-0")
+    assert store.get_verdict(slower.id).kind == "dead_end"  # one work on both sides: a result
+    first, second = store.list_experiments(cid, role="baseline")
+    assert second.reason == (f"the work changed since baseline {first.id} was measured "
+                             "(parallel: output_tokens 128 -> 64)")
+    (faster,) = store.list_experiments(cid, hypothesis="case-1")
+    assert faster.baseline_ref == second.id and faster.started_at > second.started_at
+    assert store.get_verdict(faster.id).kind == "win"
 
 
 def test_an_experiment_that_straddles_a_work_change_is_not_a_result(tmp_path):
@@ -153,6 +184,12 @@ def test_a_stale_baseline_says_what_changed(tmp_path):
                                             build_prompt_set(spec).hash)])
     assert stale_baseline(store, bare, pb) == (f"the work changed since baseline {bare} was measured (parallel: "
                                                "measured by an earlier campaign version (its prompt order, protocol 1))")
+    # a baseline already asked for today's work that recorded other work (a node adapter
+    # whose sweeps do not name their workload): measuring it again would change nothing,
+    # and would repeat after every experiment
+    store.record_artifact(bare, "asked_work", asked_work(pb))
+    assert stale_baseline(store, bare, pb) is None
+    assert stale_baseline(store, bare, _playbook(output_tokens=64)) is not None  # asked for other work: stale
 
 
 def test_work_keys_cover_what_the_server_is_asked_to_do():
