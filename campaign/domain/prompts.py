@@ -3,9 +3,10 @@
 A prompt set is deterministic for a given workload (same seed, same lengths, same
 file content -> same prompts), and it carries a stable hash; with the order the prompts
 are handed out in and the rest of the workload's requests, that hash is part of the work
-key every stored level carries (`campaign.domain.work`).  A sweep hands the prompts out in order, one cursor over all its
-levels (``tools/loadgen/sweep.py``), so request ``k`` of the sweep gets prompt
-``k % len(set)`` and no level re-serves an earlier level's prompts while the set lasts.
+key every stored level carries (`campaign.domain.work`).  A sweep hands the prompts out
+in order, one cursor over all its levels (``tools/loadgen/sweep.py``), so request ``k``
+of the sweep gets prompt ``k % len(set)`` and no level re-serves an earlier level's
+prompts while the set lasts.
 """
 
 from __future__ import annotations
