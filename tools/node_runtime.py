@@ -35,7 +35,7 @@ from campaign.domain.redact import redact_argv, redact_text
 from campaign.domain.work import MEASUREMENT_PROTOCOL
 from tools.engines.base import EngineMetrics, EngineProfile
 from tools.engines.simulated import PROFILE as SIMULATED
-from tools.executors.base import Executor
+from tools.executors.base import Executor, NodeError
 from tools.server.launch import LaunchFailed, LaunchRequest, RunningServer, ServerLauncher
 
 ProgressFn = Callable[[str, dict], None]
@@ -88,7 +88,7 @@ class NodeRuntime:
             try:
                 return Fingerprint.model_validate(json.loads(text[text.index("{"):]))
             except ValueError:
-                raise RuntimeError(f"node {self.name}: the fingerprint command failed (exit {res.returncode}): "
+                raise NodeError(f"node {self.name}: the fingerprint command failed (exit {res.returncode}): "
                                    f"{redact_text((res.stderr or res.stdout).strip()[-300:])}") from None
         return probe_fingerprint(self.executor)
 

@@ -19,11 +19,13 @@ from typing import Any, Literal
 
 from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
 from campaign.domain.errors import UserError
+from campaign.domain.redact import redact_text
 from campaign.journal.publish import refresh_journal
 from campaign.journal.render import clean_temp_files
 from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.load import apply_overrides, load_playbook
 from campaign.playbook.schema import HypothesisSpec, Playbook
+from tools.executors.base import NodeError
 
 
 @dataclass
@@ -108,6 +110,19 @@ def _drive(graph: Any, payload: Any, cid: str, store: Any, on_stop: Any = None) 
             on_stop()
         store.add_event(cid, "interrupted", f"stopped by {exc.__class__.__name__} {exc}")
         return RunOutcome(cid, "interrupted", reason=str(exc) or "interrupted")
+    except NodeError as exc:
+        # the node cannot be reached, or refused what the step asked of it (outside a
+        # launch, where it is an infrastructure failure the campaign retries): the
+        # recorded results and the checkpoint stand; fix the node and resume
+        why = redact_text(" ".join(str(exc).split()))[:400]
+        if on_stop is not None:
+            try:
+                on_stop()
+            except Exception:  # the same node may refuse the reaping too: the ledger keeps it
+                pass
+        store.add_event(cid, "interrupted", f"stopped: the node failed: {why}")
+        raise UserError(f"campaign {cid}: the node failed: {why} (fix: the node itself, or its host, user, "
+                        f"workdir or python in the playbook's node: entry, then campaign resume {cid})") from None
     snap = graph.get_state(cfg)
     row = store.get_campaign(cid)
     if snap.next:

@@ -175,3 +175,15 @@ def test_the_refusal_stops_the_launch_and_its_server(tmp_path: Path) -> None:
         node.measure(EffectiveConfig(), WL, label="old-node")
     left = subprocess.run(["pgrep", "-f", f"{script}.*tools.simnode"], capture_output=True, text=True).stdout
     assert left == "", left
+
+
+def test_a_fingerprint_command_that_fails_is_a_node_error(tmp_path: Path) -> None:
+    """An interpreter the node user cannot run (seen on a real ssh node: exit 126): the
+    composition root prints it as one line (`campaign.cli.runner`), so it must be a
+    NodeError, not any RuntimeError."""
+    from tools.executors.base import NodeError
+
+    node = NodeRuntime("sim", LocalExecutor(), model="m", workdir=str(tmp_path), profile=SIMULATED,
+                       fmt={"python": sys.executable}, fingerprint_argv=["sh", "-c", "echo denied >&2; exit 126"])
+    with pytest.raises(NodeError, match=r"node sim: the fingerprint command failed \(exit 126\): denied"):
+        node.fingerprint()

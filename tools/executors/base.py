@@ -18,6 +18,14 @@ from campaign.domain.models import CommandResult, ProcessHandle
 LAUNCH_TOKEN_ENV = "CAMPAIGN_LAUNCH_TOKEN"
 
 
+class NodeError(RuntimeError):
+    """The node cannot be reached, or refused what was asked of it outside a launch (a
+    workdir it cannot create, an interpreter it cannot run, sbatch refused): the user
+    fixes the node or its `node:` entry and resumes.  The composition root prints it as
+    one line, exit 2; inside a launch the node runtime records it as an infrastructure
+    failure instead, which the campaign retries."""
+
+
 @runtime_checkable
 class Executor(Protocol):
     kind: str  # "local" | "ssh" | "slurm"

@@ -33,7 +33,7 @@ from campaign.domain import server_env
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv
 from campaign.domain.server_env import DEFAULT_BASE_ENV
-from tools.executors.base import LAUNCH_TOKEN_ENV
+from tools.executors.base import LAUNCH_TOKEN_ENV, NodeError
 from tools.executors.local import LocalExecutor
 from tools.executors.remote_shell import (
     KILLED,
@@ -52,7 +52,7 @@ ACTIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "S
 WAITING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
 
 
-class SlurmError(RuntimeError):
+class SlurmError(NodeError):
     """sbatch/scontrol/scancel failed, or a job did not leave the queue in time."""
 
 

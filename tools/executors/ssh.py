@@ -26,6 +26,7 @@ from pathlib import PurePosixPath
 
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv, redact_text
+from tools.executors.base import NodeError
 from tools.executors.remote_shell import (
     KILLED,
     MAX_LOG_CHUNK,
@@ -45,7 +46,7 @@ _ALIVE = ("alive() { ps -o stat= -p \"$1\" 2>/dev/null | grep -qv '^Z'; }; "
           "galive() { ps -e -o pgid=,stat= | awk -v g=\"$1\" '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}'; };")
 
 
-class SshError(RuntimeError):
+class SshError(NodeError):
     """The node could not be reached or the ssh transport itself failed (exit 255)."""
 
 

@@ -242,3 +242,30 @@ def test_bench_import_malformed_json(tmp_path: Path) -> None:
     wrong = write(tmp_path, "w.json", json.dumps({"hello": "world"}))
     bench_error(cli("bench", "--import", str(wrong), cwd=tmp_path), "w.json")
     bench_error(cli("bench", "--import", str(tmp_path / "absent.json"), cwd=tmp_path), "absent.json")
+
+
+def test_a_node_that_cannot_be_reached_is_one_line_and_the_campaign_resumes_later(tmp_path: Path) -> None:
+    """ssh to a port nothing listens on: the fingerprint step cannot reach the node.  One
+    line naming the node and the fix (with the resume command), exit 2, no traceback;
+    the campaign and its checkpoint stay, and `campaign resume` says the same while the
+    node is still down (this was a traceback, exit 1)."""
+    import shutil
+    import socket
+
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh client on this machine (fix: apt-get install openssh-client)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: connection refused
+    node = (f"node: {{kind: ssh, name: far, host: 127.0.0.1, port: {port}, workdir: /tmp/campaign-far, "
+            f"simulated: {{time_scale: 20}}}}\n")
+    path = write(tmp_path, "far.yaml", node + GOOD.format(journal=tmp_path / "journal" / "j.md"))
+    db = tmp_path / "c.db"
+    line = one_line_error(cli("run", str(path), "--db", str(db), cwd=tmp_path),
+                          "the node failed: ssh 127.0.0.1: cannot connect", f"port {port}", "campaign resume")
+    cid = line.split("campaign resume ")[-1].rstrip(")")
+    status = json.loads(cli("status", "--db", str(db), "--json", cwd=tmp_path).stdout)
+    assert [(c["id"], c["status"]) for c in status] == [(cid, "running")]
+    with Store(db) as store:
+        assert any("the node failed" in e.message for e in store.events(cid, "interrupted"))
+    one_line_error(cli("resume", cid, "--db", str(db), cwd=tmp_path), "cannot connect", f"campaign resume {cid}")
