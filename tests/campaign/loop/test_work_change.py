@@ -55,6 +55,19 @@ def _measure(pb: Playbook, value: float, protocol: int = MEASUREMENT_PROTOCOL) -
                                for n, w in pb.workloads.items()}, command="m")
 
 
+def _lab_campaign(tmp_path, pb: Playbook) -> tuple[LabNode, Store, str]:
+    """The lab's node with two cases (case-0 8% slower everywhere, case-1 8% faster) and
+    a campaign of the playbook's hypotheses in a real SQLite store."""
+    levels = [(n, c) for n, w in pb.workloads.items() for c in w.concurrency]
+    cases = [Case("uniform", {lv: -8.0 for lv in levels}), Case("uniform", {lv: 8.0 for lv in levels})]
+    specs = [WorkloadSpec.model_validate({"name": n, **w.model_dump()}) for n, w in pb.workloads.items()]
+    store = Store(tmp_path / "c.db")
+    cid = store.create_campaign(pb.name, playbook=pb).id
+    for i, h in enumerate(pb.hypotheses):
+        store.upsert_hypothesis(cid, h, position=i)
+    return LabNode("work", Structure("offset", 1.0), cases, specs), store, cid
+
+
 def test_an_edited_output_length_measures_the_baseline_again_and_starts_its_own_noise_estimate(tmp_path):
     """The reviewer doubles the parallel workload's output length at a review gate: the
     campaign baseline measured with 128 tokens compares with nothing measured now, so
@@ -62,14 +75,7 @@ def test_an_edited_output_length_measures_the_baseline_again_and_starts_its_own_
     estimate needs, and the next verdict's noise model reads only launches of the new
     work.  Before the work key, the old baseline stood and nothing was re-measured."""
     pb = _playbook()
-    levels = [(n, c) for n, w in pb.workloads.items() for c in w.concurrency]
-    cases = [Case("uniform", {lv: -8.0 for lv in levels}), Case("uniform", {lv: 8.0 for lv in levels})]
-    specs = [WorkloadSpec.model_validate({"name": n, **w.model_dump()}) for n, w in pb.workloads.items()]
-    node = LabNode("work", Structure("offset", 1.0), cases, specs)
-    store = Store(tmp_path / "c.db")
-    cid = store.create_campaign(pb.name, playbook=pb).id
-    for i, h in enumerate(pb.hypotheses):
-        store.upsert_hypothesis(cid, h, position=i)
+    node, store, cid = _lab_campaign(tmp_path, pb)
     saver = InMemorySaver()
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
     build_graph(Deps(playbook=pb, store=store, nodes=[node], journal_path=None)).compile(
@@ -99,14 +105,7 @@ def test_an_edit_while_an_experiment_runs_measures_the_baseline_before_the_next_
     tokens), the playbook edited, resumed: that verdict stands (its launches did one
     work), and the baseline is measured again before the next hypothesis, not after it."""
     pb = _playbook(dead_ends_to_review=None)
-    levels = [(n, c) for n, w in pb.workloads.items() for c in w.concurrency]
-    cases = [Case("uniform", {lv: -8.0 for lv in levels}), Case("uniform", {lv: 8.0 for lv in levels})]
-    specs = [WorkloadSpec.model_validate({"name": n, **w.model_dump()}) for n, w in pb.workloads.items()]
-    node = LabNode("work", Structure("offset", 1.0), cases, specs)
-    store = Store(tmp_path / "c.db")
-    cid = store.create_campaign(pb.name, playbook=pb).id
-    for i, h in enumerate(pb.hypotheses):
-        store.upsert_hypothesis(cid, h, position=i)
+    node, store, cid = _lab_campaign(tmp_path, pb)
     saver = InMemorySaver()
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
     build_graph(Deps(playbook=pb, store=store, nodes=[node], journal_path=None)).compile(
