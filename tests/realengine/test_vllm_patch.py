@@ -44,6 +44,10 @@ def test_patched_vllm_runs_from_its_commit(vllm_setup: VllmSetup, tmp_path: Path
         " -m vllm.", " -P -m vllm.", 1)
     pb["review"] = {"before_patch": False}
     pb["workloads"]["sweep"]["concurrency"] = [1]
+    # the smoke playbook's 2 baseline launches give the node's noise 1 df (t = 12.7): one
+    # uneven launch on a busy CI machine called this 3x slowdown "within noise (±80.9%)".
+    # A third start-baseline launch (2 df) and a third round where two do not decide.
+    pb["verdict"]["repeats"] = {"min": 2, "max": 3, "baseline": 3}
     pb["hypotheses"] = [
         {"name": "step-delay", "patch": str(REPO / "playbooks/patches/vllm-step-delay.diff")},
         {"name": "broken-start", "patch": str(REPO / "playbooks/patches/vllm-broken-start.diff")},
