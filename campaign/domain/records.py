@@ -19,6 +19,7 @@ from campaign.domain.models import (
     ReportedChange,
 )
 from campaign.domain.source import PatchRecord
+from campaign.domain.work import Work
 
 VerdictKind = Literal["win", "dead_end", "inconclusive"]
 Winner = Literal["candidate", "baseline", "tie"]
@@ -155,6 +156,7 @@ class BaselineView(BaseModel):
     measured_at: float = 0.0
     noise_pct: float | None = None
     launches: int = 0  # launches measured: the start's and a new environment's are the node's noise floor
+    work: dict[str, Work] = Field(default_factory=dict)  # workload -> the work its last launch did
 
 
 class ReviewView(BaseModel):

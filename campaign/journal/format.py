@@ -415,6 +415,27 @@ def baseline_headline(b: BaselineView, preferred: str | None = None) -> tuple[st
     return f"{workload} C={c}", levels[c]
 
 
+def not_compared(label: str, b: BaselineView, was_label: str, was: BaselineView) -> str | None:
+    """Why two baselines' headlines do not compare (None: they do): the headline moved
+    to another workload or level, or its workload's requests changed (longer outputs,
+    other counts, another prompt order: `campaign.domain.work`).  Either way the change
+    between them is not a speed-up or a slow-down."""
+    if label != was_label:
+        return f"not compared (the headline was {was_label})"
+    workload = label.rsplit(" C=", 1)[0]
+    now, then = b.work.get(workload), was.work.get(workload)
+    if now is not None and then is not None and now.key != then.key:
+        return f"not compared (other work: {'; '.join(now.differences(then))})"
+    return None
+
+
+def _headline_change(head: tuple[str, float], b: BaselineView, previous: tuple[tuple[str, float], BaselineView]) -> str:
+    """The headline's change since the baseline before, or why it is not given."""
+    (label, value), (was_label, was_value) = head, previous[0]
+    why = not_compared(label, b, was_label, previous[1])
+    return mdsafe.text(why) if why else fmt_pct((value / was_value - 1) * 100)
+
+
 def baseline_context(view: CampaignView) -> dict[str, Any] | None:
     b = view.baseline
     if b is None:
@@ -433,10 +454,10 @@ def baseline_context(view: CampaignView) -> dict[str, Any] | None:
     for h in view.baseline_history:
         head = baseline_headline(h, view.headline_workload)
         fig = f"{fmt_num(head[1])} {unit} ({mdsafe.text(head[0])})" if head else "no figures"
-        change = f", {fmt_pct((head[1] / previous - 1) * 100)}" if head and previous else ""
+        change = f", {_headline_change(head, h, previous)}" if head and previous else ""
         history.append(Md(f"{mdsafe.text(h.reason or 'measured')}: {fig}{change}, "
                           f"{mdsafe.code(h.experiment_id)}, {fmt_time(h.measured_at)}"))
-        previous = head[1] if head else previous
+        previous = (head, h) if head else previous
     return {
         "id": Md(mdsafe.code(b.experiment_id)),
         "reason": mdsafe.text(b.reason) if b.reason else None,

@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from campaign.domain.errors import UserError
 from campaign.journal.plot_labels import Label
 from campaign.journal.format import (
-    OVERVIEW_LAST, baseline_headline, fmt_pct, marker, metric_of, plot_file_name, plot_workloads, unit_of,
+    OVERVIEW_LAST, baseline_headline, fmt_pct, marker, metric_of, not_compared, plot_file_name, plot_workloads, unit_of,
 )
 from campaign.domain.records import CampaignView, ExperimentView, LevelRow
 
@@ -247,8 +247,10 @@ def draw_experiment(exp: ExperimentView, workloads: list[str], path: Path) -> No
 def overview_figure(view: CampaignView) -> Figure | None:
     numbered = ((view.numbers[e.id] if view.numbers else n, e) for n, e in enumerate(view.experiments, 1))
     scored = [(n, e) for n, e in numbered if e.verdict is not None][-OVERVIEW_LAST:]
-    history = [(number, h, head[1]) for number, h in enumerate(view.baseline_history, 1)  # numbered as the journal lists them
-               if (head := baseline_headline(h, view.headline_workload)) is not None]
+    heads = [(number, h, head) for number, h in enumerate(view.baseline_history, 1)  # numbered as the journal lists them
+             if (head := baseline_headline(h, view.headline_workload)) is not None]
+    history = [(number, h, head[1], i > 0 and not_compared(head[0], h, heads[i - 1][2][0], heads[i - 1][1]) is None)
+               for i, (number, h, head) in enumerate(heads)]
     if not scored and len(history) < 2:
         return None
     panels = 2 if len(history) >= 2 else 1
@@ -284,22 +286,27 @@ def overview_figure(view: CampaignView) -> Figure | None:
     return fig
 
 
-def _baseline_panel(hx: Any, history: list[tuple[int, Any, float]], unit: str) -> None:
+def _baseline_panel(hx: Any, history: list[tuple[int, Any, float, bool]], unit: str) -> None:
     """How the baseline's headline moved: the last HISTORY_LAST baselines.  A few are
     labelled with their reason; more are numbered as in the journal's list (reasons under
-    a dozen points would print over each other)."""
+    a dozen points would print over each other).  A line joins only baselines that
+    compare with the one before (`format.not_compared`: same headline, same work)."""
     first = max(0, len(history) - HISTORY_LAST)
     shown = history[first:]
-    ys = [y for _, _, y in shown]
-    hx.plot(range(len(ys)), ys, marker="o", color=CANDIDATE)
+    ys = [y for _, _, y, _ in shown]
+    start = 0
+    for i in range(1, len(ys) + 1):
+        if i == len(ys) or not shown[i][3]:
+            hx.plot(range(start, i), ys[start:i], marker="o", color=CANDIDATE)
+            start = i
     for i, y in enumerate(ys):
         hx.annotate(f"{y:.1f}", (i, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
     hx.set_xticks(range(len(ys)))
     if len(history) <= 4:
         hx.set_xticklabels([textwrap.fill(textwrap.shorten(f"{number}. {h.reason or 'measured'}", 60, placeholder=" ..."), 22)
-                            for number, h, _ in shown], fontsize=7)
+                            for number, h, _, _ in shown], fontsize=7)
     else:
-        hx.set_xticklabels([str(number) for number, _, _ in shown], fontsize=7)
+        hx.set_xticklabels([str(number) for number, _, _, _ in shown], fontsize=7)
         hx.set_xlabel("baseline, numbered as in the journal's list")
     hx.set_xlim(-0.5, len(ys) - 0.5)
     hx.set_ylim(0, max(ys) * 1.2)

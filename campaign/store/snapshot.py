@@ -148,6 +148,10 @@ def read_snapshot(conn: sqlite3.Connection, campaign_id: str, detail: set[str] |
         exp_id: PatchRecord.model_validate_json(unpack_text(content, content_z))
         for exp_id, content, content_z in conn.execute(artifact, (ids_param(ids), "patch"))
     }  # the tree each experiment ran from (server.source set)
+    baselines = [e.id for e in experiments if e.role == "baseline"]
+    work = {exp_id: unpack_text(content, content_z)
+            for exp_id, content, content_z in conn.execute(artifact, (ids_param(baselines), "work"))}
+    # the highest seq wins: what the baseline's last launch did ("How the baseline moved")
     fps = conn.execute("SELECT id, json FROM fingerprints WHERE campaign_id = ? ORDER BY seq", (campaign_id,)).fetchall()
     reviews = rows(conn, "SELECT * FROM reviews WHERE campaign_id = ? ORDER BY seq", (campaign_id,)) \
         if only is None else []
@@ -162,6 +166,7 @@ def read_snapshot(conn: sqlite3.Connection, campaign_id: str, detail: set[str] |
         latest_fingerprint_id=fps[-1][0] if fps else None,
         analyses=analyses,
         patches=patches,
+        work=work,
         reviews=[review_record(r) for r in reviews],
         events=logread.events(conn, campaign_id) if only is None else [],
         planner_cost=logread.planner_cost(conn, campaign_id) if only is None else {},

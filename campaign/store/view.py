@@ -25,6 +25,7 @@ from campaign.domain.records import (
     Verdict,
 )
 from campaign.domain.source import PatchRecord
+from campaign.domain.work import Work
 from campaign.store.records import (
     CampaignRecord,
     EventRecord,
@@ -85,6 +86,7 @@ class CampaignSnapshot(BaseModel):
     fingerprints: dict[str, Fingerprint] = Field(default_factory=dict)
     latest_fingerprint_id: str | None = None
     analyses: dict[str, str] = Field(default_factory=dict)  # experiment id -> analysis text
+    work: dict[str, str] = Field(default_factory=dict)  # baseline experiment id -> its last launch's work (JSON)
     patches: dict[str, PatchRecord] = Field(default_factory=dict)  # experiment id -> the tree it ran from
     reviews: list[ReviewRecord] = Field(default_factory=list)
     events: list[EventRecord] = Field(default_factory=list)
@@ -170,6 +172,7 @@ def baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> BaselineView
         measured_at=exp.finished_at or exp.started_at,
         noise_pct=max(noise) if noise else None,  # largest coefficient of variation across levels
         launches=launches,
+        work={w: Work.model_validate(v) for w, v in json.loads(snap.work[exp.id]).items()} if exp.id in snap.work else {},
     )
 
 

@@ -226,3 +226,26 @@ def test_noise_and_drift_read_only_launches_of_todays_work(tmp_path):
     today = node_noise(store, cid, "n", None, "output_tokens_per_s", exclude=eid, work=work)
     assert today.describe() != everything.describe()
     assert check_drift(store, cid, base, eid, 1, "output_tokens_per_s", today, work=work) is None
+
+
+def test_how_the_baseline_moved_compares_only_the_same_work(tmp_path):
+    """The journal's baseline history gives each re-measurement's change from the one
+    before; a baseline whose headline workload did other work (its output length
+    doubled) is not 'x% faster': the line says the work changed instead of a figure that
+    compares 256-token requests with 128-token ones.  The same work compares as before."""
+    from campaign.journal.format import baseline_context
+
+    pb = _playbook()
+    store = Store(tmp_path / "c.db")
+    cid = store.create_campaign(pb.name, playbook=pb).id
+    longer = Playbook.model_validate({**pb.model_dump(mode="json"), "workloads": {
+        n: {**w, "output_tokens": 256} for n, w in WORKLOADS.items()}})
+    for i, (book, value) in enumerate(((pb, 100.0), (pb, 110.0), (longer, 60.0))):
+        eid = store.start_experiment(cid, "baseline", config=EffectiveConfig(), attempt=i + 1, role="baseline").id
+        for rnd in range(2):
+            record_measurement(store, eid, "baseline", rnd, _measure(book, value + rnd), "n")
+        store.finish_experiment(eid, "finished")
+    history = [str(line) for line in baseline_context(store.view(cid))["history"]]
+    assert ", +10.0%, " in history[1], history[1]
+    assert "%" not in history[2].split("(single_stream C=1)")[1].split("`")[0], history[2]
+    assert ", not compared (other work: output_tokens 128 -> 256), " in history[2], history[2]
