@@ -268,7 +268,9 @@ def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
                 continue  # already located by _cross_check_lines
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and _VALIDATOR_LOC.match(p)))
             loc = tuple(p for p in loc if p not in ("simulated", "local", "ssh", "slurm") or loc.index(p) != 1)
-            node = _key_node(root, loc) if err["type"] == "extra_forbidden" else _node_at(root, loc)
+            at = tuple(getattr((err.get("ctx") or {}).get("error"), "at", ()))  # schema.ProblemAt
+            loc += at
+            node = _key_node(root, loc) if err["type"] == "extra_forbidden" or at else _node_at(root, loc)
             line = (node.start_mark.line + 1) if node is not None else 1
             found.append((err["type"], loc, f"{source}:{line}: {_fmt_loc(loc)}: {_fix_for(dict(err), loc, data)}"))
         raise _problems(*cross, *[ln for kind, loc, ln in found if not _misspelled(kind, loc, found)]) from None

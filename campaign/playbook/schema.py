@@ -216,6 +216,15 @@ class WorkloadConfig(WorkloadSpec):
         return v
 
 
+class ProblemAt(ValueError):
+    """A problem a validator finds in one entry below the field it checks: `at` is the
+    rest of its location (`campaign.playbook.load` reports that entry's line)."""
+
+    def __init__(self, message: str, *at: str | int) -> None:
+        super().__init__(message)
+        self.at = at
+
+
 def _no_shared_prompts(workloads: dict[str, WorkloadConfig]) -> None:
     """A launch runs its workloads one after another on one server: a second workload with
     the first's prompts would be served them from the prefix cache (SGLang's radix cache,
@@ -229,9 +238,9 @@ def _no_shared_prompts(workloads: dict[str, WorkloadConfig]) -> None:
             what = (f"the same diverse prompts (seed {wl.seed}, prompt_tokens {wl.prompt_tokens})"
                     if key[0] == "diverse" else f"the same prompts file {wl.prompts}")
             fix = f"give '{name}' another seed" if key[0] == "diverse" else f"give '{name}' its own prompts file"
-            raise ValueError(f"'{first[key]}' and '{name}' send {what}: in one launch the server's prefix cache "
-                             f"would serve '{name}' prompts it already read for '{first[key]}', and '{name}' "
-                             f"would read fast (fix: {fix})")
+            raise ProblemAt(f"'{first[key]}' and '{name}' send {what}: in one launch the server's prefix cache "
+                            f"would serve '{name}' prompts it already read for '{first[key]}', and '{name}' "
+                            f"would read fast (fix: {fix})", name)
         first[key] = name
 
 

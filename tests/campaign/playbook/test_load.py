@@ -74,11 +74,13 @@ def test_two_workloads_with_the_same_prompts_are_refused_at_load():
     two = GOOD.replace("single: {concurrency: [1]}", "short: {concurrency: [1, 4], prompts: diverse, output_tokens: 64}\n"
                        "  long: {concurrency: [1, 4], prompts: diverse, output_tokens: 512}")
     (line,) = _problems(two)
-    assert line.startswith("pb.yaml:3: workloads: 'short' and 'long' send the same diverse prompts (seed 0, "), line
+    # at 'long' (line 4), the entry to fix, not at the first workload
+    assert line.startswith("pb.yaml:4: workloads.long: 'short' and 'long' send the same diverse prompts (seed 0, "), line
     assert line.endswith("(fix: give 'long' another seed)"), line
     (line,) = _problems(two.replace("prompts: diverse, output_tokens: 64", "prompts: p.jsonl, output_tokens: 64")
                         .replace("prompts: diverse, output_tokens: 512", "prompts: p.jsonl, output_tokens: 512"))
     assert "the same prompts file p.jsonl" in line and line.endswith("(fix: give 'long' its own prompts file)"), line
+    assert line.startswith("pb.yaml:4: workloads.long: "), line
     ok = two.replace("output_tokens: 512}", "output_tokens: 512, seed: 1}")
     assert list(parse_playbook_text(ok, "pb.yaml").workloads) == ["short", "long"]
     fixed = two.replace("prompts: diverse", "prompts: fixed")  # one cached prompt by design
