@@ -46,8 +46,11 @@ def test_patched_vllm_runs_from_its_commit(vllm_setup: VllmSetup, tmp_path: Path
     pb["workloads"]["sweep"]["concurrency"] = [1]
     # the smoke playbook's 2 baseline launches give the node's noise 1 df (t = 12.7): one
     # uneven launch on a busy CI machine called this 3x slowdown "within noise (±80.9%)".
-    # A third start-baseline launch (2 df) and a third round where two do not decide.
+    # A third start-baseline launch (2 df), a third round where two do not decide, and the
+    # candidate compared with those launches (no interleaved baseline side: the patch is
+    # the subject here; tests/realengine/test_vllm_campaign.py runs interleaved rounds).
     pb["verdict"]["repeats"] = {"min": 2, "max": 3, "baseline": 3}
+    pb["verdict"]["interleave"] = False
     pb["hypotheses"] = [
         {"name": "step-delay", "patch": str(REPO / "playbooks/patches/vllm-step-delay.diff")},
         {"name": "broken-start", "patch": str(REPO / "playbooks/patches/vllm-broken-start.diff")},
