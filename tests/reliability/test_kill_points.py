@@ -58,31 +58,33 @@ def _cid(db: Path) -> str:
         con.close()
 
 
-def kill_and_resume(tmp_path: Path, point: str, *, in_process: int = 0) -> dict:
-    """Run with a kill at `point` in the `in_process`-th controller process (0 = run,
-    1 = the resume after the gate); resume --approve until finished; return facts."""
+def kill_in_turn(tmp_path: Path, points: list[str]) -> dict:
+    """One campaign; each controller process is killed at the next of `points` (its
+    first occurrence in that process), resumed (--approve past the gate) until every
+    point has landed and the campaign is finished; return facts.  A point that the
+    process does not reach (review, stack and finish come after the gate) is aimed at
+    the next process again; one never reached fails the test.  `landed`: (point, the
+    index of the process it killed: 0 = the run, 1 = the resume after the gate...)."""
     pb = write_playbook(tmp_path, PAIR)
     db = tmp_path / "state" / "campaign.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT), TAG_ENV: str(tmp_path), "NO_COLOR": "1"}
-    killed, unledgered, outputs = False, 0, []
-    for index in range(8):
+    todo, landed, unledgered, outputs = list(points), [], 0, []
+    for process in range(len(points) + 8):
         args = ["resume", _cid(db), "--db", str(db), "--approve", "-q"] if db.exists() else \
             ["run", str(pb), "--db", str(db), "-q"]
-        aimed = not killed and index == in_process
-        res = _cli(args, tmp_path, {**env, KILL_ENV: point} if aimed else env)
+        res = _cli(args, tmp_path, {**env, KILL_ENV: todo[0]} if todo else env)
         outputs.append(res.stdout + res.stderr)
         assert "Traceback" not in outputs[-1], outputs[-1][-2000:]
-        if aimed:
-            assert res.returncode == -signal.SIGKILL, f"the kill at {point} did not land: {outputs[-1][-800:]}"
-            killed = True
-            unledgered = len(unledgered_servers(tmp_path, tmp_path / "state" / "ledger.jsonl"))
+        if res.returncode == -signal.SIGKILL:
+            landed.append((todo.pop(0), process))
+            unledgered += len(unledgered_servers(tmp_path, tmp_path / "state" / "ledger.jsonl"))
             continue
+        assert res.returncode in (0, 3), outputs[-1][-1500:]
         if res.returncode == 0:
             break
-        assert res.returncode == 3, outputs[-1][-1500:]
-    else:
-        pytest.fail("not finished after 8 processes")
-    return {"db": db, "unledgered": unledgered, "outputs": outputs, **record_facts(db)}
+    assert not todo, f"never reached: {todo} (landed: {landed})"
+    assert res.returncode == 0, "not finished"
+    return {"db": db, "unledgered": unledgered, "outputs": outputs, "landed": landed, **record_facts(db)}
 
 
 def check_consistent(tmp_path: Path, facts: dict) -> None:
@@ -98,47 +100,21 @@ def check_consistent(tmp_path: Path, facts: dict) -> None:
 
 
 def test_kill_between_finished_and_render(tmp_path: Path) -> None:
-    facts = kill_and_resume(tmp_path, "finish:marked", in_process=1)
+    facts = kill_in_turn(tmp_path, ["finish:marked"])
+    assert facts["landed"] == [("finish:marked", 1)]
     check_consistent(tmp_path, facts)
     assert "is finished" not in facts["outputs"][-1]  # resume ran the finish step again
 
 
 def test_kill_between_spawn_and_ledger(tmp_path: Path) -> None:
-    facts = kill_and_resume(tmp_path, "launch:spawned#3")
+    facts = kill_in_turn(tmp_path, ["launch:spawned#3"])
+    assert facts["landed"] == [("launch:spawned#3", 0)]
     check_consistent(tmp_path, facts)
 
 
 NODES = ["fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record", "render", "review"]
 WINDOWS = [f"{n}:{w}" for n in NODES for w in ("after", "writes")] + \
     ["stack:after", "stack:writes", "finish:after", "finish:writes", "launch:spawned#5"]
-
-
-def kill_in_turn(tmp_path: Path, points: list[str]) -> dict:
-    """One campaign; each controller process is killed at the next of `points` (its
-    first occurrence in that process), resumed (--approve past the gate) until every
-    point has landed and the campaign is finished; return facts.  A point that the
-    process does not reach (review, stack and finish come after the gate) is aimed at
-    the next process again; one never reached fails the test."""
-    pb = write_playbook(tmp_path, PAIR)
-    db = tmp_path / "state" / "campaign.db"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), TAG_ENV: str(tmp_path), "NO_COLOR": "1"}
-    todo, landed, unledgered, outputs = list(points), [], 0, []
-    for _ in range(len(points) + 8):
-        args = ["resume", _cid(db), "--db", str(db), "--approve", "-q"] if db.exists() else \
-            ["run", str(pb), "--db", str(db), "-q"]
-        res = _cli(args, tmp_path, {**env, KILL_ENV: todo[0]} if todo else env)
-        outputs.append(res.stdout + res.stderr)
-        assert "Traceback" not in outputs[-1], outputs[-1][-2000:]
-        if res.returncode == -signal.SIGKILL:
-            landed.append(todo.pop(0))
-            unledgered += len(unledgered_servers(tmp_path, tmp_path / "state" / "ledger.jsonl"))
-            continue
-        assert res.returncode in (0, 3), outputs[-1][-1500:]
-        if res.returncode == 0:
-            break
-    assert not todo, f"never reached: {todo} (landed: {landed})"
-    assert res.returncode == 0, "not finished"
-    return {"db": db, "unledgered": unledgered, "outputs": outputs, **record_facts(db)}
 
 
 WINDOWS_IN_ORDER = [p for p in WINDOWS if not p.startswith("launch:")]  # graph order; a spawn count is per process
@@ -149,7 +125,9 @@ def test_every_window_in_turn(tmp_path: Path) -> None:
 
 
 def test_kill_at_the_fifth_spawn(tmp_path: Path) -> None:
-    check_consistent(tmp_path, kill_and_resume(tmp_path, "launch:spawned#5"))
+    facts = kill_in_turn(tmp_path, ["launch:spawned#5"])
+    assert facts["landed"] == [("launch:spawned#5", 0)]
+    check_consistent(tmp_path, facts)
 
 
 @pytest.mark.skipif(os.environ.get("CAMPAIGN_EXHAUSTIVE") != "1",
@@ -159,4 +137,6 @@ def test_kill_at_the_fifth_spawn(tmp_path: Path) -> None:
 def test_kill_at_every_window(tmp_path: Path, point: str) -> None:
     # review's own writes (the decision applied) happen in the resume after the gate
     in_process = 1 if point.split(":")[0] in ("review", "stack", "finish") else 0
-    check_consistent(tmp_path, kill_and_resume(tmp_path, point, in_process=in_process))
+    facts = kill_in_turn(tmp_path, [point])
+    assert facts["landed"] == [(point, in_process)]
+    check_consistent(tmp_path, facts)
