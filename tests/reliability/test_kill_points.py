@@ -126,6 +126,14 @@ def test_every_window_in_turn(tmp_path: Path) -> None:
     check_consistent(tmp_path, kill_in_turn(tmp_path, WINDOWS_IN_ORDER))
 
 
+def test_kill_while_the_review_decision_is_saved(tmp_path: Path) -> None:
+    """The chain hits review's writes before the gate (the interrupt's own); the resume
+    that applies the reviewer's decision has its own window."""
+    facts = kill_in_turn(tmp_path, ["review:writes"], first=1)
+    assert facts["landed"] == [("review:writes", 1)]
+    check_consistent(tmp_path, facts)
+
+
 def test_kill_at_the_fifth_spawn(tmp_path: Path) -> None:
     facts = kill_in_turn(tmp_path, ["launch:spawned#5"])
     assert facts["landed"] == [("launch:spawned#5", 0)]
