@@ -7,7 +7,7 @@ only lays sections out.  Numbers are node time; the unit comes from the verdict 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import quote
 
 from campaign.journal import mdsafe
@@ -404,7 +404,18 @@ def scoreboard_rows(view: CampaignView, keys: dict[str, str]) -> Md:
 
 
 # ------------------------------------------------------------------ baseline, dead ends
-def baseline_headline(b: BaselineView, preferred: str | None = None) -> tuple[str, float] | None:
+class BaselineHeadline(NamedTuple):
+    """A baseline's headline figure: its workload's lowest level."""
+    workload: str
+    concurrency: int
+    value: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload} C={self.concurrency}"
+
+
+def baseline_headline(b: BaselineView, preferred: str | None = None) -> BaselineHeadline | None:
     if not b.figures:
         return None
     workload = headline_of(list(b.figures), preferred)
@@ -412,28 +423,27 @@ def baseline_headline(b: BaselineView, preferred: str | None = None) -> tuple[st
     if not levels:
         return None
     c = min(levels)
-    return f"{workload} C={c}", levels[c]
+    return BaselineHeadline(workload, c, levels[c])
 
 
-def not_compared(label: str, b: BaselineView, was_label: str, was: BaselineView) -> str | None:
+def not_compared(head: BaselineHeadline, b: BaselineView, was_head: BaselineHeadline, was: BaselineView) -> str | None:
     """Why two baselines' headlines do not compare (None: they do): the headline moved
     to another workload or level, or its workload's requests changed (longer outputs,
     other counts, another prompt order: `campaign.domain.work`).  Either way the change
     between them is not a speed-up or a slow-down."""
-    if label != was_label:
-        return f"not compared (the headline was {was_label})"
-    workload = label.rsplit(" C=", 1)[0]
-    now, then = b.work.get(workload), was.work.get(workload)
+    if (head.workload, head.concurrency) != (was_head.workload, was_head.concurrency):
+        return f"not compared (the headline was {was_head.label})"
+    now, then = b.work.get(head.workload), was.work.get(head.workload)
     if now is not None and then is not None and now.key != then.key:
         return f"not compared (other work: {'; '.join(now.differences(then))})"
     return None
 
 
-def _headline_change(head: tuple[str, float], b: BaselineView, previous: tuple[tuple[str, float], BaselineView]) -> str:
+def _headline_change(head: BaselineHeadline, b: BaselineView, previous: tuple[BaselineHeadline, BaselineView]) -> str:
     """The headline's change since the baseline before, or why it is not given."""
-    (label, value), (was_label, was_value) = head, previous[0]
-    why = not_compared(label, b, was_label, previous[1])
-    return mdsafe.text(why) if why else fmt_pct((value / was_value - 1) * 100)
+    was_head, was = previous
+    why = not_compared(head, b, was_head, was)
+    return mdsafe.text(why) if why else fmt_pct((head.value / was_head.value - 1) * 100)
 
 
 def baseline_context(view: CampaignView) -> dict[str, Any] | None:
@@ -453,7 +463,7 @@ def baseline_context(view: CampaignView) -> dict[str, Any] | None:
     history, previous = [], None
     for h in view.baseline_history:
         head = baseline_headline(h, view.headline_workload)
-        fig = f"{fmt_num(head[1])} {unit} ({mdsafe.text(head[0])})" if head else "no figures"
+        fig = f"{fmt_num(head.value)} {unit} ({mdsafe.text(head.label)})" if head else "no figures"
         change = f", {_headline_change(head, h, previous)}" if head and previous else ""
         history.append(Md(f"{mdsafe.text(h.reason or 'measured')}: {fig}{change}, "
                           f"{mdsafe.code(h.experiment_id)}, {fmt_time(h.measured_at)}"))

@@ -249,7 +249,7 @@ def overview_figure(view: CampaignView) -> Figure | None:
     scored = [(n, e) for n, e in numbered if e.verdict is not None][-OVERVIEW_LAST:]
     heads = [(number, h, head) for number, h in enumerate(view.baseline_history, 1)  # numbered as the journal lists them
              if (head := baseline_headline(h, view.headline_workload)) is not None]
-    history = [(number, h, head[1], i > 0 and not_compared(head[0], h, heads[i - 1][2][0], heads[i - 1][1]) is None)
+    history = [(number, h, head.value, i > 0 and not_compared(head, h, heads[i - 1][2], heads[i - 1][1]) is None)
                for i, (number, h, head) in enumerate(heads)]
     if not scored and len(history) < 2:
         return None

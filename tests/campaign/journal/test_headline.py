@@ -53,6 +53,7 @@ def test_first_workload_of_the_playbook_is_the_headline(tmp_path: Path) -> None:
     (e,) = view.experiments
     figure, change = headline(e, view.headline_workload)
     assert figure == "330.0 tok/s (burst, C=4)" and change == "+10.0%"
-    assert baseline_headline(view.baseline, view.headline_workload) == ("burst C=4", 300.0)  # type: ignore[arg-type]
+    head = baseline_headline(view.baseline, view.headline_workload)  # type: ignore[arg-type]
+    assert head is not None and (head.label, head.value) == ("burst C=4", 300.0)
     doc = render_journal(view)
     assert "| 1 | smaller-graph | WIN | 330.0 tok/s (burst, C=4) | +10.0% |" in doc
