@@ -35,7 +35,6 @@ from urllib.parse import quote
 from campaign.domain.errors import UserError
 from campaign.domain.records import CampaignView
 from campaign.journal import mdsafe
-from campaign.journal.index import JournalIndex
 from campaign.journal.format import (
     OVERVIEW_LAST,
     dead_end_cells,
@@ -45,6 +44,7 @@ from campaign.journal.format import (
     scoreboard_cells,
     scoreboard_table,
 )
+from campaign.journal.index import JournalIndex
 from campaign.journal.render import (
     MainParts,
     experiment_body,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["Md", "text", "cell", "paragraphs", "blockquote", "code", "code_block", "slug"]
+__all__ = ["Md", "blockquote", "cell", "code", "code_block", "paragraphs", "slug", "text"]
 
 
 class Md(str):

@@ -25,14 +25,30 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from campaign.domain.errors import UserError
-from campaign.journal.plot_labels import Label
-from campaign.journal.format import (
-    OVERVIEW_LAST, baseline_headline, fmt_pct, marker, metric_of, not_compared, plot_file_name, plot_workloads, unit_of,
-)
 from campaign.domain.records import CampaignView, ExperimentView, LevelRow
+from campaign.journal.baseline_section import baseline_headline, not_compared
+from campaign.journal.format import (
+    OVERVIEW_LAST,
+    fmt_pct,
+    marker,
+    metric_of,
+    plot_file_name,
+    plot_workloads,
+    unit_of,
+)
+from campaign.journal.plot_labels import Label
 
-__all__ = ["render_plots", "OVERVIEW_KEY", "plot_file_name", "plot_workloads", "experiment_figure",
-           "overview_figure", "save_figure", "OVERVIEW_LAST", "draw_experiment"]
+__all__ = [
+    "OVERVIEW_KEY",
+    "OVERVIEW_LAST",
+    "draw_experiment",
+    "experiment_figure",
+    "overview_figure",
+    "plot_file_name",
+    "plot_workloads",
+    "render_plots",
+    "save_figure",
+]
 
 OVERVIEW_KEY = "_overview"
 DPI = 90
@@ -290,7 +306,7 @@ def _baseline_panel(hx: Any, history: list[tuple[int, Any, float, bool]], unit: 
     """How the baseline's headline moved: the last HISTORY_LAST baselines.  A few are
     labelled with their reason; more are numbered as in the journal's list (reasons under
     a dozen points would print over each other).  A line joins only baselines that
-    compare with the one before (`format.not_compared`: same headline, same work)."""
+    compare with the one before (`baseline_section.not_compared`: same headline, same work)."""
     first = max(0, len(history) - HISTORY_LAST)
     shown = history[first:]
     ys = [y for _, _, y, _ in shown]

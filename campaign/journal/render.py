@@ -20,19 +20,39 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel
 
-from campaign.journal import mdsafe
 from campaign.domain.errors import UserError
-from campaign.journal.planner_section import planner_context
+from campaign.domain.records import CampaignView, ExperimentView
+from campaign.journal import mdsafe
+from campaign.journal.baseline_section import baseline_context
+from campaign.journal.experiment_section import experiment_context
 from campaign.journal.format import (
-    DEAD_END_HEADER, baseline_context, dead_end_rows, experiment_context, fmt_duration, fmt_time,
-    linked_table, row_prefix, scoreboard_cells, scoreboard_table, table,
+    DEAD_END_HEADER,
+    dead_end_rows,
+    fmt_duration,
+    fmt_time,
+    linked_table,
+    row_prefix,
+    scoreboard_cells,
+    scoreboard_table,
+    table,
 )
 from campaign.journal.mdsafe import Md
-from campaign.domain.records import CampaignView, ExperimentView
+from campaign.journal.planner_section import planner_context
 
-__all__ = ["render_journal", "write_journal", "update_journal", "parse_notes", "notes_block",
-           "experiment_key", "experiment_keys", "experiment_body", "notes_part", "render_main", "MainParts",
-           "RESERVED_KEYS"]
+__all__ = [
+    "RESERVED_KEYS",
+    "MainParts",
+    "experiment_body",
+    "experiment_key",
+    "experiment_keys",
+    "notes_block",
+    "notes_part",
+    "parse_notes",
+    "render_journal",
+    "render_main",
+    "update_journal",
+    "write_journal",
+]
 
 RESERVED_KEYS = frozenset({"campaign", "dead-ends", "environment", "reviews", "orphaned"})
 _OPEN = re.compile(r"^<!-- notes:([a-z0-9][a-z0-9-]*) -->[ \t]*$")

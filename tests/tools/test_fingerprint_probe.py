@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.journal.format import _environment_line
+from campaign.journal.experiment_section import _environment_line
 from tools.executors.local import LocalExecutor
 from tools.node_runtime import NO_CUDA, probe_fingerprint
 

@@ -9,7 +9,7 @@ import pytest
 from campaign.domain.errors import UserError
 from campaign.domain.records import ExperimentView
 from campaign.domain.source import PatchRecord, normalized_patch_sha
-from campaign.journal.format import patch_details, patch_line
+from campaign.journal.experiment_section import patch_details, patch_line
 from campaign.playbook.load import load_playbook
 
 A = """diff --git a/kernels/attn.py b/kernels/attn.py

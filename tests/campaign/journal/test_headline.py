@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from campaign.domain.models import EffectiveConfig, LevelResult
-from campaign.journal.format import baseline_headline, headline
+from campaign.journal.baseline_section import baseline_headline
+from campaign.journal.format import headline
 from campaign.journal.render import render_journal
 from campaign.playbook.schema import HypothesisSpec, Playbook, VerdictSpec
 from campaign.store import Store

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import sys
 from pathlib import Path
 
 import pytest
 
+from bench import scale_build
 from campaign.journal import incremental, plot_worker, render
 from campaign.journal.publish import publish_journal
 from campaign.journal.render import render_journal
-from bench import scale_build
 from campaign.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -47,7 +47,7 @@ def test_code_span_and_block_cannot_be_closed_by_content():
     assert mdsafe.code("a``b") == "```a``b```"
     assert mdsafe.code("x|y", in_table=True) == "`x\\|y`"
     block = mdsafe.code_block(["```", "````", "<!-- notes:campaign -->"])
-    fence = block.split("\n")[0].rstrip("text")
+    fence = block.split("\n")[0].removesuffix("text")
     assert fence == "`````" and block.endswith("\n`````")
 
 

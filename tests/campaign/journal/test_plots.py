@@ -180,7 +180,6 @@ def test_a_stamped_label_looks_as_annotate_draws_it():
     ref, got = draw(False), draw(True)
     assert got.sum() > 0 and abs(got.sum() - ref.sum()) < 0.02 * ref.sum()  # the same amount of ink
     for axis in (0, 1):  # the same place: ink profiles along each axis within half a pixel
-        idx = np.arange(ref.shape[axis])
         other = 1 - axis
         w_ref, w_got = ref.sum(axis=(other, 2)), got.sum(axis=(other, 2))
         spans = np.flatnonzero(w_ref > 0)

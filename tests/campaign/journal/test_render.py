@@ -22,7 +22,7 @@ def section(doc: str, heading: str) -> str:
     """The text from `heading` to the next heading of the same or higher level."""
     start = doc.index(heading)
     level = len(heading) - len(heading.lstrip("#"))
-    nxt = re.compile(r"^#{1,%d} " % level, re.M).search(doc, start + len(heading))
+    nxt = re.compile(rf"^#{{1,{level}}} ", re.M).search(doc, start + len(heading))
     return doc[start:nxt.start() if nxt else len(doc)]
 
 
@@ -88,7 +88,7 @@ def test_eagle_section_per_level_table_regimes_and_analysis(doc):
     assert [int(r[0]) for r in par] == PARALLEL_C
     assert [float(r[1]) for r in par] == EAGLE_PARALLEL and [float(r[2]) for r in par] == BASE_PARALLEL
     assert par[0][3] == "baseline (+19.5%)" and par[4][3] == "baseline (+137.4%)" and par[0][4] == "±3.0%"
-    header = [ln for ln in sec.split("**Workload parallel**")[1].splitlines() if ln.startswith("|")][0]
+    header = next(ln for ln in sec.split("**Workload parallel**")[1].splitlines() if ln.startswith("|"))
     assert "| ± (99.4% CI) | no worse than (95%) |" in header  # 9 levels, Bonferroni; one-sided bound
     assert all(re.fullmatch(r"-\d+\.\d%", r[5]) and float(r[5][:-1]) < -10 for r in par)  # a loss, bounded
     assert "| `speculative-num-draft-tokens` | (unset) | 16 | added |" in sec

@@ -233,7 +233,7 @@ def test_how_the_baseline_moved_compares_only_the_same_work(tmp_path):
     before; a baseline whose headline workload did other work (its output length
     doubled) is not 'x% faster': the line says the work changed instead of a figure that
     compares 256-token requests with 128-token ones.  The same work compares as before."""
-    from campaign.journal.format import baseline_context
+    from campaign.journal.baseline_section import baseline_context
 
     pb = _playbook()
     store = Store(tmp_path / "c.db")
