@@ -9,10 +9,11 @@ from typing import Any
 from urllib.parse import quote
 
 from campaign.domain.models import ConfigChange, ReportedChange
-from campaign.domain.records import CampaignView, ExperimentView, LevelRow
+from campaign.domain.records import CampaignView, ExperimentView, LevelRow, Verdict
 from campaign.journal import mdsafe
 from campaign.journal.format import (
     NotesSource,
+    baseline_advantage,
     fmt_duration,
     fmt_num,
     fmt_pct,
@@ -37,8 +38,7 @@ def winner_text(row: LevelRow) -> str:
     if c.winner == "candidate":
         return f"candidate (+{c.delta_pct:.1f}%)"
     if c.winner == "baseline":
-        adv = (c.baseline_mean / c.candidate_mean - 1) * 100 if c.candidate_mean else float("inf")
-        return f"baseline (+{adv:.1f}%)"
+        return f"baseline (+{baseline_advantage(c):.1f}%)"
     return f"tie ({fmt_pct(c.delta_pct)})"
 
 
@@ -89,6 +89,17 @@ def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
             line.append(f"{ok(c.candidate_meets_limit)} / {ok(c.baseline_meets_limit)}" if c else "-")
         lines.append("| " + " | ".join(line) + " |")
     return Md("\n".join(lines))
+
+
+def screened_line(v: Verdict, workload: str) -> Md | None:
+    """Under a workload's table where the stall screen took something out of the figures
+    above (they are the launches the comparison used, `campaign.verdict.launches`)."""
+    e = next((e for e in v.effects if e.workload == workload), None)
+    if e is None or not (e.stalled_baseline or e.stalled_candidate):
+        return None
+    return Md(f"Stalls screened out of these figures: {e.stalled_baseline} baseline, {e.stalled_candidate} "
+              "candidate (a whole launch, or one level of a launch, far below the node's noise); "
+              "the figures are the geometric means of what was compared.")
 
 
 def _environment_line(components: dict[str, str]) -> Md | None:
@@ -160,7 +171,8 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         "confounded": confounded_sentence(v.confounded_by) if v and v.confounded_by else None,
         "diff": diff,
         "reported": reported_table(v.reported_diff) if v and v.reported_diff else None,
-        "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence)} for w in workloads],
+        "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence),
+                       "screened": screened_line(v, w) if v else None} for w in workloads],
         "plot": Md(f"![{mdsafe.text(exp.hypothesis)}: throughput vs concurrency]({quote(plot, safe='/._-')})")
         if plot else None,
         "correctness": Md(f"{'passed' if corr.passed else '**FAILED**'}: {corr.mismatches} of {corr.prompts} "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from campaign.domain.records import CampaignView, DeadEnd, ExperimentView, LevelRow
+from campaign.domain.records import CampaignView, DeadEnd, ExperimentView, LevelComparison, LevelRow
 from campaign.journal import mdsafe
 from campaign.journal.mdsafe import Md
 
@@ -125,6 +125,13 @@ def marker(exp: ExperimentView) -> str:
         return "INCONCLUSIVE (confounded: " + ", ".join(c.key for c in v.confounded_by) + ")"
     reason = v.reason.split(";")[0].split(". ")[0].strip()
     return f"INCONCLUSIVE ({reason[:48] + '...' if len(reason) > 48 else reason or 'noise'})"
+
+
+def baseline_advantage(c: LevelComparison) -> float:
+    """How much faster the baseline is, in %: the comparison's change seen from the other
+    side (-50% for the candidate is +100% for the baseline), the same change the interval
+    and the verdict rest on (at a level carrying its workload's common effect, that effect)."""
+    return (100.0 / (100.0 + c.delta_pct) - 1) * 100 if c.delta_pct > -100 else float("inf")
 
 
 def headline_of(names: list[str], preferred: str | None) -> str:

@@ -29,6 +29,7 @@ from campaign.domain.records import CampaignView, ExperimentView, LevelRow
 from campaign.journal.baseline_section import baseline_headline, not_compared
 from campaign.journal.format import (
     OVERVIEW_LAST,
+    baseline_advantage,
     fmt_pct,
     marker,
     metric_of,
@@ -97,7 +98,7 @@ def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
         if c is None or c.winner == "tie" or r.candidate is None or r.baseline is None:
             continue
         win_cand = c.winner == "candidate"
-        adv = c.delta_pct if win_cand else (c.baseline_mean / c.candidate_mean - 1) * 100
+        adv = c.delta_pct if win_cand else baseline_advantage(c)
         y = max(r.candidate, r.baseline)
         added.append(Label(ax, f"{'C' if win_cand else 'B'} +{adv:.0f}%", (r.concurrency, y), 6,
                            CANDIDATE if win_cand else BASELINE, 7))

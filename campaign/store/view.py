@@ -19,6 +19,7 @@ from campaign.domain.records import (
     CampaignView,
     DeadEnd,
     ExperimentView,
+    LevelComparison,
     LevelRow,
     PlannerCall,
     ReviewView,
@@ -188,6 +189,18 @@ def _baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord, memo: Any) -> 
     return memo.get(key, lambda: (exp, runs, baseline_view(snap, exp)))[2]  # type: ignore[no-any-return]
 
 
+def _level_row(wl: str, c: int, base: dict[tuple[str, int], list[float]], cand: dict[tuple[str, int], list[float]],
+               comparison: LevelComparison | None) -> LevelRow:
+    """A compared level shows the figures its comparison used (a stalled launch the screen
+    left out is not in them: `campaign.verdict.launches`); a level measured but not
+    compared (a crash mid-sweep) shows its launches' mean."""
+    if comparison is not None:
+        return LevelRow(workload=wl, concurrency=c, baseline=comparison.baseline_mean,
+                        candidate=comparison.candidate_mean, comparison=comparison)
+    return LevelRow(workload=wl, concurrency=c, baseline=fmean(base[(wl, c)]) if (wl, c) in base else None,
+                    candidate=fmean(cand[(wl, c)]) if (wl, c) in cand else None)
+
+
 def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentView:
     if snap.detail is not None and exp.id not in snap.detail:
         return _outline_view(snap, exp)
@@ -195,16 +208,8 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
     cand = _runs(snap, exp.id).side("candidate")
     base = _baseline_levels(snap, exp)
     comparisons = {(lc.workload, lc.concurrency): lc for lc in (verdict.levels if verdict else [])}
-    rows = [
-        LevelRow(
-            workload=wl,
-            concurrency=c,
-            baseline=fmean(base[(wl, c)]) if (wl, c) in base else None,
-            candidate=fmean(cand[(wl, c)]) if (wl, c) in cand else None,
-            comparison=comparisons.get((wl, c)),
-        )
-        for wl, c in sorted(set(cand) | set(comparisons), key=_sort_key(snap.workload_order()))  # levels it reached
-    ]
+    rows = [_level_row(wl, c, base, cand, comparisons.get((wl, c)))
+            for wl, c in sorted(set(cand) | set(comparisons), key=_sort_key(snap.workload_order()))]  # levels it reached
     hyp = snap.hypothesis(exp.hypothesis)
     ref = snap.experiment(exp.baseline_ref)
     repeats = _runs(snap, exp.id).repeats.get("candidate", set())

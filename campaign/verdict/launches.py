@@ -282,7 +282,7 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
             stalled_baseline=w.b.stalled_cells + w.b.stalled_launches,
             stalled_candidate=w.c.stalled_cells + w.c.stalled_launches,
         ))
-        for s in w.samples:
+        for j, s in enumerate(w.samples):
             u = units[(w.name, None if w.homogeneous else s.concurrency)]
             half_u = quantile(u.conf, u.df) * u.se
             d, lo, hi, used_df, conf = u.centre, u.centre - half_u, u.centre + half_u, u.df, u.conf
@@ -294,8 +294,9 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
                 winner = "candidate" if c_ok else "baseline"
             comparisons.append(LevelComparison(
                 workload=w.name, concurrency=s.concurrency, metric=spec.metric,
-                baseline_mean=mean([float(getattr(r, spec.metric)) for r in s.baseline]),
-                candidate_mean=mean([float(getattr(r, spec.metric)) for r in s.candidate]),
+                # the figures compared: each side's launches as screened (a stalled launch
+                # left out, a stalled level replaced by its prediction), on the log scale
+                baseline_mean=math.exp(w.b.col(j)), candidate_mean=math.exp(w.c.col(j)),
                 delta_pct=_pct(d), ci_low_pct=_pct(lo), ci_high_pct=_pct(hi), loss_bound_pct=_pct(bound),
                 df=used_df if math.isfinite(used_df) else None, level_confidence=conf,
                 n_baseline=len(s.baseline), n_candidate=len(s.candidate), winner=winner,

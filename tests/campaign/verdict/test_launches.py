@@ -169,3 +169,28 @@ def test_a_baseline_without_history_measures_the_noise_floor_and_a_later_one_add
     assert baseline_launches(RepeatsSpec(min=3, max=6, baseline=5), history) == 3
     with pytest.raises(ValueError, match="baseline"):
         RepeatsSpec(baseline=1)  # one launch has no spread: no floor
+
+
+def test_a_levels_figures_are_those_the_comparison_used_when_a_stall_was_screened():
+    """The journal's candidate and baseline columns and its "baseline (+x%)" come from the
+    comparison's means.  They were raw arithmetic means of every launch, a screened stall
+    included: on the real vLLM CPU node a baseline launch at 19 tok/s (the others ~55)
+    was left out of the comparison, which read +4.6%, while the table beside it showed
+    59.0 against 44.1 and called the sweep's loss "baseline (+78.5%)" where the verdict
+    said -41.1%."""
+    rng = random.Random(5)
+    noise = _history(rng)
+    samples = _samples(rng, 3, lambda c: 8.0 if c <= 2 else -8.0)
+    for ls in samples:  # the first baseline launch ran at a third of its speed everywhere
+        first = ls.baseline[0]
+        ls.baseline[0] = first.model_copy(update={"output_tokens_per_s": first.output_tokens_per_s / 3})
+    v = judge(samples, SPEC, noise)
+    assert sum(e.stalled_baseline for e in v.effects) >= 1, v.noise
+    split = [lc for lc in v.levels if not lc.common]
+    assert split, "the split's levels are compared one by one"
+    for lc in split:  # the ratio of the figures shown is the change the verdict rests on
+        assert lc.candidate_mean / lc.baseline_mean - 1 == pytest.approx(lc.delta_pct / 100, abs=1e-9), lc
+    for lc in v.levels:  # no level shows the stalled launch in its baseline figure
+        kept = [r.output_tokens_per_s for ls in samples if (ls.workload, ls.concurrency) == (lc.workload, lc.concurrency)
+                for r in ls.baseline[1:]]
+        assert min(kept) <= lc.baseline_mean <= max(kept), lc
