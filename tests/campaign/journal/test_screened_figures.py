@@ -1,8 +1,8 @@
 """The journal's level table shows the figures the verdict compared.  On the real vLLM CPU
 node a baseline launch ran at 19 tok/s where the others ran ~55; the stall screen left it
 out of the comparison (+4.6%), but the table beside it showed the raw means of every
-launch (59.0 against 44.1 tok/s) and called the sweep's loss "baseline (+78.5%)" where the
-verdict said -41.1%.  Real SQLite, the real analysis (`judge`) on a node with a history."""
+launch (59.0 against 44.1 tok/s), and at C=16 its winner column read "baseline (+24.1%)"
+where the comparison had measured -32.5%.  Real SQLite, the real analysis (`judge`) on a node with a history."""
 
 from __future__ import annotations
 
