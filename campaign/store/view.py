@@ -322,7 +322,8 @@ def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
             snap.fingerprints[fp].model_dump_json(): exp_id
             for fp, exp_id in snap.totals["environment_first"].items() if fp in snap.fingerprints},
         created_at=c.created_at,
-        updated_at=c.updated_at,
+        # the campaign row changes with its status alone: an experiment's start or end is news too
+        updated_at=max([c.updated_at, *(e.finished_at or e.started_at for e in snap.experiments)]),
     )
 
 

@@ -261,3 +261,20 @@ def test_a_repeated_view_decodes_each_record_once_and_shows_every_change(
         assert fresh.view(cid, detail={ids["win"]}) == later  # what reuse gives is what decoding again gives
     finally:
         fresh.close()
+
+
+def test_updated_is_when_the_campaign_last_recorded_something(tmp_path: Path) -> None:
+    """The journal's "started / updated" read the campaign row's last status change: a
+    vLLM CPU campaign 40 minutes into its experiments still said "updated" at its start."""
+    import time
+
+    store = Store(tmp_path / "c.db")
+    cid = store.create_campaign("x", playbook=PLAYBOOK).id
+    created = store.view(cid).updated_at
+    time.sleep(0.02)
+    exp = store.start_experiment(cid, "h", config=BASE)
+    assert store.view(cid).updated_at == store.get_experiment(exp.id).started_at > created
+    time.sleep(0.02)
+    store.finish_experiment(exp.id, node_seconds=1.0)
+    finished = store.get_experiment(exp.id).finished_at
+    assert finished is not None and store.view(cid).updated_at == finished
