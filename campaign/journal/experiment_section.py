@@ -92,14 +92,15 @@ def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
 
 
 def screened_line(v: Verdict, workload: str) -> Md | None:
-    """Under a workload's table where the stall screen took something out of the figures
-    above (they are the launches the comparison used, `campaign.verdict.launches`)."""
+    """Under a workload's table where the stall screen took something out of the comparison
+    (the figures above are what it compared, `campaign.verdict.launches`; a verdict
+    recorded before 6cbc8b0 stored every launch's raw mean there)."""
     e = next((e for e in v.effects if e.workload == workload), None)
     if e is None or not (e.stalled_baseline or e.stalled_candidate):
         return None
-    return Md(f"Stalls screened out of these figures: {e.stalled_baseline} baseline, {e.stalled_candidate} "
-              "candidate (a whole launch, or one level of a launch, far below the node's noise); "
-              "the figures are the geometric means of what was compared.")
+    return Md(f"Stalls the screen left out of this comparison: {e.stalled_baseline} baseline, "
+              f"{e.stalled_candidate} candidate (a whole launch, or one level of a launch, far below the "
+              "node's noise).")
 
 
 def _environment_line(components: dict[str, str]) -> Md | None:

@@ -6,21 +6,48 @@ largest cost that grew with it).  Rows are read by id (what the update touches),
 position (a scoreboard page, the main file's latest rows) or by having a dead-end row,
 and written back only where they changed, in one transaction that commits with the
 update.  A missing, unreadable or older index is started over: the journal is then
-rendered in full, as for a new journal.
+rendered in full, as for a new journal.  "Older" is any other version of the code that
+draws a page or a plot (`VERSION`, a digest of its text, as `campaign.store.showcache`
+salts `campaign show` with `view.py`): a number bumped by hand was not bumped when a
+table's figures changed, and an upgraded `campaign journal` served the old tables.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FIELDS", "IndexDamaged", "JournalIndex"]
+__all__ = ["FIELDS", "VERSION", "IndexDamaged", "JournalIndex", "code_version", "drawing_code"]
 
-VERSION = "6"  # bumped when what a page or plot looks like changes: an old journal is redrawn
+
+def drawing_code() -> list[Path]:
+    """The files whose text decides what a page or a plot looks like: this package (its
+    modules and templates), the view it draws from and the records it reads."""
+    here = Path(__file__).parent
+    core = here.parent
+    return [*here.glob("*.py"), *(here / "templates").glob("*.j2"), core / "store" / "view.py",
+            core / "domain" / "records.py"]
+
+
+def code_version(files: Iterable[Path]) -> str:
+    """A digest of `files` (names and text); a build whose sources cannot be read gets
+    one of its own every run, so its journals are always drawn in full, never stale."""
+    h = hashlib.sha256()
+    for f in sorted(files, key=lambda p: (p.parent.name, p.name)):  # not where it is installed
+        try:
+            h.update(f"{f.parent.name}/{f.name}".encode() + b"\0" + f.read_bytes() + b"\0")
+        except OSError:
+            return "unreadable-" + os.urandom(8).hex()
+    return h.hexdigest()[:16]
+
+
+VERSION = code_version(drawing_code())  # another version: an old journal is redrawn in full
 FIELDS = ("key", "number", "body", "row", "plot", "dead", "in_main", "notes", "page_stat")
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)",

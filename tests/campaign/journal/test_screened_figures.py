@@ -65,4 +65,4 @@ def test_the_level_table_shows_what_the_verdict_compared(tmp_path: Path) -> None
         change = (cand / base - 1) * 100 if m[1] != "baseline" else (base / cand - 1) * 100
         assert float(m[2]) == pytest.approx(change, abs=0.15), r
     after_table = doc.split("**Workload parallel**")[1].split("\n**")[0]
-    assert "Stalls screened out of these figures: " in after_table
+    assert "Stalls the screen left out of this comparison: " in after_table
