@@ -52,6 +52,11 @@ class LevelComparison(BaseModel):
     # the workload's levels showed no difference: this level carries the common effect
     common: bool | None = None
 
+    @property
+    def limit_decided(self) -> bool:
+        """The latency limit, met by one side only, gave this level its winner."""
+        return self.baseline_meets_limit is not None and self.baseline_meets_limit != self.candidate_meets_limit
+
 
 class WorkloadEffect(BaseModel):
     """One workload's common effect across its levels, with the noise that sized it

@@ -13,7 +13,6 @@ from campaign.domain.records import CampaignView, ExperimentView, LevelRow, Verd
 from campaign.journal import mdsafe
 from campaign.journal.format import (
     NotesSource,
-    baseline_advantage,
     fmt_duration,
     fmt_num,
     fmt_pct,
@@ -24,6 +23,7 @@ from campaign.journal.format import (
     reopened_ids,
     table,
     unit_of,
+    winner_margin,
 )
 from campaign.journal.mdsafe import Md
 
@@ -35,11 +35,12 @@ def winner_text(row: LevelRow) -> str:
     c = row.comparison
     if c is None:
         return "-"
-    if c.winner == "candidate":
-        return f"candidate (+{c.delta_pct:.1f}%)"
-    if c.winner == "baseline":
-        return f"baseline (+{baseline_advantage(c):.1f}%)"
-    return f"tie ({fmt_pct(c.delta_pct)})"
+    if c.winner == "tie":
+        return f"tie ({fmt_pct(c.delta_pct)})"
+    margin = winner_margin(c)
+    if margin is None:
+        return f"{c.winner} (latency limit; candidate {fmt_pct(c.delta_pct)})"
+    return f"{c.winner} (+{margin:.1f}%{'; latency limit' if c.limit_decided else ''})"
 
 
 def regimes_sentence(exp: ExperimentView) -> Md | None:

@@ -134,6 +134,13 @@ def baseline_advantage(c: LevelComparison) -> float:
     return (100.0 / (100.0 + c.delta_pct) - 1) * 100 if c.delta_pct > -100 else float("inf")
 
 
+def winner_margin(c: LevelComparison) -> float | None:
+    """How much faster the level's winner is, in %; None where a latency limit gave the
+    level to the slower side (a faster candidate that misses the limit)."""
+    margin = c.delta_pct if c.winner == "candidate" else baseline_advantage(c)
+    return margin if margin >= 0 else None
+
+
 def headline_of(names: list[str], preferred: str | None) -> str:
     """The headline workload among those measured: the playbook's first workload
     (`CampaignView.headline_workload`), else the first measured."""

@@ -29,13 +29,13 @@ from campaign.domain.records import CampaignView, ExperimentView, LevelRow
 from campaign.journal.baseline_section import baseline_headline, not_compared
 from campaign.journal.format import (
     OVERVIEW_LAST,
-    baseline_advantage,
     fmt_pct,
     marker,
     metric_of,
     plot_file_name,
     plot_workloads,
     unit_of,
+    winner_margin,
 )
 from campaign.journal.plot_labels import Label
 
@@ -98,9 +98,10 @@ def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
         if c is None or c.winner == "tie" or r.candidate is None or r.baseline is None:
             continue
         win_cand = c.winner == "candidate"
-        adv = c.delta_pct if win_cand else baseline_advantage(c)
+        margin = winner_margin(c)  # None: the latency limit gave the level to the slower side
         y = max(r.candidate, r.baseline)
-        added.append(Label(ax, f"{'C' if win_cand else 'B'} +{adv:.0f}%", (r.concurrency, y), 6,
+        text = f"+{margin:.0f}%" if margin is not None else "limit"
+        added.append(Label(ax, f"{'C' if win_cand else 'B'} {text}", (r.concurrency, y), 6,
                            CANDIDATE if win_cand else BASELINE, 7))
     ax.set_ylim(0, panel_ylim(rows))
     return added

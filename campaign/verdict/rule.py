@@ -241,10 +241,6 @@ def level_settled(c: LevelComparison, min_effect_pct: float) -> bool:
     return (c.ci_low_pct >= -m and c.ci_high_pct <= m) or c.ci_low_pct > m or c.ci_high_pct < -m
 
 
-def _latency_decided(c: LevelComparison) -> bool:
-    return c.baseline_meets_limit is not None and c.baseline_meets_limit != c.candidate_meets_limit
-
-
 def loss_bound(c: LevelComparison) -> float:
     """The level's lower bound for the no-loss test (records made before it: the interval's)."""
     return c.loss_bound_pct if c.loss_bound_pct is not None else c.ci_low_pct
@@ -252,7 +248,7 @@ def loss_bound(c: LevelComparison) -> float:
 
 def _loss_not_ruled_out(c: LevelComparison, spec: VerdictSpec) -> bool:
     """A WIN needs every level shown not to lose more than m (bound >= -m), latency aside."""
-    return loss_bound(c) < -spec.min_effect_pct and not _latency_decided(c)
+    return loss_bound(c) < -spec.min_effect_pct and not c.limit_decided
 
 
 def _worth_repeating(c: LevelComparison, spec: VerdictSpec, win_in_sight: bool) -> bool:
@@ -263,7 +259,7 @@ def _worth_repeating(c: LevelComparison, spec: VerdictSpec, win_in_sight: bool) 
     leaves few df, and their quantile is most of the width).  Proving an equivalence
     for its own sake is never pursued."""
     m, n, n_max = spec.min_effect_pct, min(c.n_baseline, c.n_candidate), spec.repeats.max
-    if level_settled(c, m) or n >= n_max or _latency_decided(c):
+    if level_settled(c, m) or n >= n_max or c.limit_decided:
         return False
     if c.ci_low_pct <= -100 or c.ci_high_pct >= UNBOUNDED_PCT:
         return True  # nothing known yet: measure

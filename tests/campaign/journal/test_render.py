@@ -250,3 +250,21 @@ def test_latency_limit_column_and_failed_correctness_appear_when_present():
     assert "latency limit (cand / base)" not in sec.split("**Workload parallel**")[0]  # single_stream has none
     assert "**Correctness.** **FAILED**: 3 of 8 prompts differ from the baseline (tolerance 0%)" in sec
     assert "prompt 2: 'Paris' != 'Pa ris'" in sec
+
+
+def test_a_level_a_latency_limit_gave_to_the_slower_side_says_so():
+    """A faster candidate that misses the latency limit loses the level; the winner cell
+    named the baseline with its 'advantage' as "+-8.6%" (a negative gain)."""
+    view = seed_view()
+    exps = list(view.experiments)
+    eagle = exps[-1]
+    rows = [r.model_copy(update={"comparison": r.comparison.model_copy(update={
+        "candidate_meets_limit": False, "baseline_meets_limit": True, "winner": "baseline"})})
+        if r.workload == "single_stream" else r for r in eagle.rows]
+    exps[-1] = eagle.model_copy(update={"rows": rows})
+    sec = section(render_journal(view.model_copy(update={"experiments": exps})), "### 9. eagle3")
+    single = table_rows(sec.split("**Workload single_stream**")[1].split("**Workload")[0])
+    delta = next(r.comparison.delta_pct for r in rows if r.workload == "single_stream")
+    assert delta > 0  # the candidate is faster there
+    assert single[0][3] == f"baseline (latency limit; candidate {delta:+.1f}%)"
+    assert "+-" not in sec
