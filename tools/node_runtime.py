@@ -35,6 +35,7 @@ from campaign.domain.redact import redact_argv, redact_text
 from campaign.domain.work import MEASUREMENT_PROTOCOL
 from tools.engines.base import EngineMetrics, EngineProfile
 from tools.engines.simulated import PROFILE as SIMULATED
+from tools.engines.version_probe import parse_version, version_argv
 from tools.executors.base import Executor, NodeError
 from tools.server.launch import LaunchFailed, LaunchRequest, RunningServer, ServerLauncher
 
@@ -90,7 +91,24 @@ class NodeRuntime:
             except ValueError:
                 raise NodeError(f"node {self.name}: the fingerprint command failed (exit {res.returncode}): "
                                    f"{redact_text((res.stderr or res.stdout).strip()[-300:])}") from None
-        return probe_fingerprint(self.executor)
+        fp = probe_fingerprint(self.executor)
+        fp.engine = self.profile.name
+        fp.engine_version = self._engine_version()
+        return fp
+
+    def _engine_version(self) -> str:
+        """The engine's installed version, read with the interpreter the launch command
+        runs ("" when it cannot be read: the fingerprint then says "unknown")."""
+        fmt = {**self.fmt, "port": 0, "model": self.model, "python": self.fmt.get("python", sys.executable),
+               "launch_seed": -1, "source": self.fmt.get("source", "")}
+        try:
+            argv = version_argv(render_argv(self.command, EffectiveConfig(), **fmt), self.profile.package)
+        except UserError:  # a placeholder only a launch fills: the launch names the fault
+            return ""
+        if argv is None:
+            return ""
+        res = self.executor.run(argv, timeout=120)
+        return parse_version(res.stdout) if res.returncode == 0 else ""
 
     # ------------------------------------------------------------ measurement
     def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from campaign.store import Store
 from tests.realengine.conftest import REPO
 from tools.engines import VllmSetup
 
@@ -88,4 +89,12 @@ def test_campaign_reaches_verdicts(vllm_setup: VllmSetup, tmp_path: Path) -> Non
     assert reported["speculative-config"]["status"] == "declared", ngram["reported_diff"]
     assert "ngram" in reported["speculative-config"]["candidate"]
     assert ngram["confounded_by"] == [], ngram["confounded_by"]
+    # the node's fingerprint carries the engine's installed version, read with the
+    # playbook's interpreter: what a "revisit when engine_version changes" compares
+    installed = subprocess.run([vllm_setup.python, "-c", "import importlib.metadata as m; "
+                                "print(m.version(m.packages_distributions()['vllm'][0]))"],
+                               capture_output=True, text=True, timeout=60).stdout.strip()
+    fingerprint = Store(db).latest_fingerprint(campaign_id)
+    assert fingerprint is not None and installed
+    assert (fingerprint.engine, fingerprint.engine_version) == ("vllm", installed)
     assert took < 480

@@ -50,6 +50,9 @@ class EngineProfile(BaseModel):
 
     name: str
     command: str
+    #: the engine's top-level Python package: the node's fingerprint reads its installed
+    #: version with the launch command's interpreter (tools.engines.version_probe)
+    package: str = ""
     env_defaults: dict[str, str] = Field(default_factory=dict)
     #: the engine's own variables a server inherits from the node (names or PREFIX*),
     #: on top of campaign.domain.server_env.DEFAULT_BASE_ENV; see `base_env_for`.

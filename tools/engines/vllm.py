@@ -109,7 +109,7 @@ REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
 }
 
 PROFILE = EngineProfile(
-    name="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, own_env=OWN_ENV, metrics_path="/metrics",
+    name="vllm", package="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, own_env=OWN_ENV, metrics_path="/metrics",
     startup_timeout_s=600.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
     reports_in_log=True, reported_aliases=REPORTED_ALIASES, reported_derived=REPORTED_DERIVED,
 )
