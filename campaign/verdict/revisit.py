@@ -56,6 +56,13 @@ def changed_components(old: Fingerprint, new: Fingerprint) -> list[str]:
     return _changed(old.components(), new.components())
 
 
+def fills_in(old: Fingerprint, new: Fingerprint) -> bool:
+    """`new` is `old` with components that were unknown now read (a campaign begun before
+    its node's probe read the engine's version): the same environment, better known."""
+    a, b = {**old.components(), "host": old.host}, {**new.components(), "host": new.host}
+    return all(not a.get(k) for k in _unique([*a, *b]) if a.get(k, "") != b.get(k, ""))
+
+
 def reopenable(dead_ends: Sequence[DeadEnd], changed: Sequence[str]) -> list[DeadEnd]:
     """Dead ends, not already reopened, whose revisit condition names a changed component."""
     changed_set = set(changed)

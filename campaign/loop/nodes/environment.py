@@ -19,7 +19,7 @@ from campaign.loop.nodes.base import NodeFamily, correctness_prompts
 from campaign.loop.state import CampaignState
 from campaign.loop.work_check import asked_work, expected_keys, stale_baseline
 from campaign.verdict.noise import baseline_launches
-from campaign.verdict.revisit import changed_components
+from campaign.verdict.revisit import changed_components, fills_in
 
 __all__ = ["EnvironmentNodes"]
 
@@ -37,6 +37,10 @@ class EnvironmentNodes(NodeFamily):
             return {"env_changed": [], "fingerprint_id": fid}
         changed = changed_components(previous, fp)
         if not changed:
+            kept = state.get("fingerprint_id")
+            was = store.get_fingerprint(cid, kept) if kept and kept != fid else None
+            if kept and was is not None and fills_in(was, fp):
+                fid = kept  # unknowns now read: the same environment, its noise history goes on
             return {"env_changed": [], "fingerprint_id": fid}
         reopened = self._reopen(cid, changed)
         what = ", ".join(f"{c} {previous.components().get(c, '?')} -> {fp.components().get(c, '?')}" for c in changed)

@@ -167,3 +167,43 @@ def test_adopted_wins_are_revalidated_together_against_the_original_baseline(tmp
     (event,) = store.events(cid, "stack")
     assert event.message.startswith("stack of 2 adopted wins (expected +")
     assert store.get_campaign(cid).status == "finished"
+
+
+class _EngineVersionUnread:
+    """The simulated node as a real node was fingerprinted before its probe read the
+    engine's version: the same node, `engine_version` unknown."""
+
+    def __init__(self, node) -> None:
+        self._node = node
+
+    def __getattr__(self, name):
+        return getattr(self._node, name)
+
+    def fingerprint(self):
+        return self._node.fingerprint().model_copy(update={"engine_version": ""})
+
+
+@pytest.mark.slow
+def test_a_component_read_for_the_first_time_on_resume_is_the_same_environment(tmp_path):
+    """A campaign begun when the node's fingerprint could not read the engine's version,
+    resumed by a `campaign` that reads it: no environment change (nothing re-opened, no
+    baseline re-measured) and the experiments after it keep the noise history of those
+    before (the same environment id); before, they started an empty one."""
+    hyps = [{"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
+            {"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}}]
+    pb, store, cid, deps = _setup(tmp_path, hyps, review={"after_consecutive_dead_ends": 1})
+    real = deps.nodes[0]
+    deps.nodes[0] = _EngineVersionUnread(real)
+    saver = InMemorySaver()
+    cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
+    build_graph(deps).compile(checkpointer=saver).invoke({"campaign_id": cid}, cfg)
+    assert store.get_campaign(cid).status == "awaiting_review"
+    deps.nodes[0] = real
+    graph = build_graph(deps).compile(checkpointer=saver)
+    graph.invoke(Command(resume={"decision": "approve", "note": "upgraded campaign"}), cfg)
+    assert store.get_campaign(cid).status == "finished"
+    assert store.latest_fingerprint(cid).engine_version  # the version is read now
+    (baseline,) = store.list_experiments(cid, role="baseline")
+    dead, measured = (store.list_experiments(cid, hypothesis=h["name"]) for h in hyps)
+    assert len(dead) == 1  # its revisit condition names engine_version: unknown -> known is no change
+    assert measured[0].fingerprint_id == baseline.fingerprint_id
