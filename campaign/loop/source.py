@@ -20,7 +20,7 @@ from campaign.loop.state import CampaignState
 from campaign.playbook.schema import HypothesisSpec
 from campaign.ports import SourceTree
 
-__all__ = ["baseline_side_patches", "measure_from", "prepare", "spec_patches", "tree_of"]
+__all__ = ["base_sha", "baseline_side_patches", "measure_from", "prepare", "spec_patches", "tree_of"]
 
 
 def tree_of(d: Deps, state: CampaignState) -> SourceTree | None:
@@ -46,6 +46,15 @@ def _branch(cid: str, name: str, patches: list[str]) -> str:
     if name != "baseline":
         return f"campaign/{cid}/{name}"
     return f"campaign/{cid}/baseline-" + hashlib.sha256("\n".join(patches).encode()).hexdigest()[:8]
+
+
+def base_sha(d: Deps, state: CampaignState) -> str:
+    """The commit `server.source.ref` names now ("" without a source tree): the node's
+    fingerprint carries it as `engine_sha`, so a moved base is a new environment (the
+    baseline measured again) and re-opens the dead ends its old commit caused (a patch
+    that did not apply: `patch_conflict`)."""
+    tree, src = tree_of(d, state), d.playbook.server.source
+    return tree.resolve(src.ref) if tree is not None and src is not None else ""
 
 
 def prepare(d: Deps, state: CampaignState, name: str, patches: list[str]) -> PatchRecord | None:

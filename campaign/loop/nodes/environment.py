@@ -32,6 +32,8 @@ class EnvironmentNodes(NodeFamily):
         cid, store = state["campaign_id"], self.d.store
         previous = store.latest_fingerprint(cid)
         fp = self._node(state).fingerprint()
+        if sha := source.base_sha(self.d, state):  # the engine's source is part of its environment
+            fp = fp.model_copy(update={"engine_sha": sha})
         fid = store.record_fingerprint(cid, fp)  # the store writes the "environment changed" event
         if previous is None:
             return {"env_changed": [], "fingerprint_id": fid}
