@@ -12,8 +12,8 @@ The version is the one of the distribution that installs the engine's top-level 
 launch command itself runs (the `-m vllm...` form, or a console script such as
 `.venv/bin/vllm serve`), under the path variables of the command's own `env VAR=...`
 prefix (PYTHONPATH, PATH, ...; no other assignment is copied onto the probe's command
-line).  It reads package
-metadata only (about half a second with torch installed), never imports the engine.
+line).  It reads package metadata only (about half a second with torch installed),
+never imports the engine.
 A command whose interpreter cannot be found gives no version: the fingerprint says so
 ("unknown"), as before.
 """
