@@ -5,6 +5,7 @@ from campaign.domain.records import DeadEnd
 from campaign.verdict.revisit import (
     FAILURE_COMPONENTS,
     changed_components,
+    fills_in,
     reopenable,
     reopenable_since_recorded,
     revisit_components,
@@ -62,3 +63,12 @@ def test_reopenable_since_recorded_compares_with_each_dead_ends_environment():
     recorded_on_12 = _dead("fusion", ["cuda"], env=_fp().components())
     now = _fp(cuda="13.0")
     assert [d.hypothesis for d in reopenable_since_recorded([recorded_on_13, recorded_on_12], now)] == ["fusion"]
+
+
+def test_a_component_read_for_the_first_time_fills_in_and_nothing_else_does():
+    old = Fingerprint(gpu="H200", cuda="12.8", host="n1")
+    assert fills_in(old, old.model_copy(update={"engine": "vllm", "engine_version": "0.11.0"}))
+    known = old.model_copy(update={"engine_version": "0.11.0"})
+    assert not fills_in(known, known.model_copy(update={"engine_version": "0.12.0"}))  # an upgrade
+    assert not fills_in(known, old)  # known -> unknown: not the same fingerprint, better known
+    assert not fills_in(old, old.model_copy(update={"host": "n2", "engine_version": "0.11.0"}))
