@@ -99,16 +99,23 @@ class NodeRuntime:
     def _engine_version(self) -> str:
         """The engine's installed version, read with the interpreter the launch command
         runs ("" when it cannot be read: the fingerprint then says "unknown")."""
-        fmt = {**self.fmt, "port": 0, "model": self.model, "python": self.fmt.get("python", sys.executable),
-               "launch_seed": -1, "source": self.fmt.get("source", "")}
-        try:
-            argv = version_argv(render_argv(self.command, EffectiveConfig(), **fmt), self.profile.package)
+        try:  # no launch: no port, no seed, no worktree (the installed engine is the one asked about)
+            argv = version_argv(render_argv(self.command, EffectiveConfig(), **self._fmt(0, -1, "")),
+                                self.profile.package)
         except UserError:  # a placeholder only a launch fills: the launch names the fault
             return ""
         if argv is None:
             return ""
         res = self.executor.run(argv, timeout=120)
         return parse_version(res.stdout) if res.returncode == 0 else ""
+
+    def _fmt(self, port: int, seed: int, source: str | None) -> dict[str, object]:
+        """The command template's placeholders for one launch (or a probe of it)."""
+        fmt = {**self.fmt, "port": port, "model": self.model, "python": self.fmt.get("python", sys.executable),
+               "launch_seed": seed}
+        if source is not None:
+            fmt["source"] = source
+        return fmt
 
     # ------------------------------------------------------------ measurement
     def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
@@ -120,11 +127,8 @@ class NodeRuntime:
         from tools.loadgen.sweep import run_sweep
 
         port = self.executor.free_port()
-        fmt = {**self.fmt, "port": port, "model": self.model, "python": self.fmt.get("python", sys.executable),
-               "launch_seed": launch_seed(self.fmt.get("launch_seed_base"), label)}
-        if source is not None:
-            fmt["source"] = source
-        argv = render_argv(self.command, config, **fmt)
+        argv = render_argv(self.command, config, **self._fmt(port, launch_seed(self.fmt.get("launch_seed_base"), label),
+                                                             source))
         log_path = str(Path(self.workdir) / "logs" / f"{label}-{int(time.time() * 1000)}.log")
         req = LaunchRequest(argv=argv, env=self.profile.env(_launch_env(config.env)), health_path=self.health,
                             startup_timeout_s=self.startup_timeout_s, log_path=log_path, port=port,
