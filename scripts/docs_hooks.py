@@ -11,6 +11,7 @@ marker this hook replaces; `tests/test_docs.py` calls `reference_markdown()` dir
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import types
 import typing
@@ -179,7 +180,11 @@ def _example(name: str, info: FieldInfo, sec: Section) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """One table cell: a pipe escaped, and braces outside code spans kept from attr_list."""
+    parts = " ".join(text.split()).replace("|", "\\|").split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("{", "&#123;").replace("}", "&#125;")
+    return "`".join(parts)
 
 
 @dataclass
@@ -225,8 +230,8 @@ def reference_markdown() -> str:
             title += f" (kind: {get_args(kind.annotation)[0]})"
         out.append(f'## {title} {{#{sec.anchor}}}\n')
         doc = (sec.model.__doc__ or "").strip()
-        if doc and sec.model.__module__.startswith("campaign.") and not doc.startswith("Usage docs"):
-            out.append(" ".join(doc.split()) + "\n")
+        if doc and sec.model.__module__.startswith("campaign."):
+            out.append(_cell(doc) + "\n")
         out.append(f"Where: {where}. Model: `{sec.model.__module__}.{sec.model.__name__}`.\n")
         out.append("| field | type | default | description | example |\n|---|---|---|---|---|")
         for r in rows(sec, by_model):
@@ -236,8 +241,19 @@ def reference_markdown() -> str:
     return "\n".join(out)
 
 
+def undescribed() -> list[str]:
+    """Fields the reference cannot describe fully: no description, or no example anywhere."""
+    secs, by_model = reference_sections()
+    return [f"{s.model.__name__}.{r.name}: no {'description' if not r.description else 'example'} "
+            f"(fix: Field(description=..., examples=[...]) in {s.model.__module__})"
+            for s in secs for r in rows(s, by_model) if not r.description or not r.example]
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """mkdocs event: fill the marker on the reference page."""
-    if MARKER in markdown:
-        return markdown.replace(MARKER, reference_markdown())
-    return markdown
+    """mkdocs event: fill the marker on the reference page; a field without a description
+    or an example is a warning, which `mkdocs build --strict` turns into a failed build."""
+    if MARKER not in markdown:
+        return markdown
+    for problem in undescribed():
+        logging.getLogger("mkdocs.hooks.playbook_reference").warning(problem)
+    return markdown.replace(MARKER, reference_markdown())
