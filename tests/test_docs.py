@@ -12,9 +12,11 @@ page under docs/ (the playbook reference as the build generates it included):
   the repository and are not checked.
 - **Dotted names**: `campaign.x.y` / `tools.x.y` must import as a module or resolve as an
   attribute of one.
-- **Commands**: `campaign WORD` must be a command the typer app registers.
+- **Commands**: a command line (a code span, or a line of a block, split at `;`, `&&`,
+  `||` and `|`) that starts with `campaign WORD` (after a `$ ` prompt or `VAR=value`
+  assignments) must name a command the typer app registers.
 - **Options**: a `--long` or `-s` option that follows `campaign COMMAND` in the same
-  command line (up to `;`, `&&`, `||`, a shell comment or the next `campaign`) must be
+  command line (up to `;`, `&&`, `||`, `| ` or a shell comment) must be
   one of that command's parameters (or `--help`).  Options anywhere else (`vllm serve`
   flags, pytest's `-k`, an engine's `--max-num-seqs` in prose) belong to other tools and
   are out of scope, and so are the options of `campaign simnode`, which hands every
@@ -44,7 +46,8 @@ FENCE = re.compile(r"^(```|~~~)(\w*)[^\n]*\n(.*?)^\1\s*$", re.M | re.S)
 SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 PATH = re.compile(r"(?<![\w./-])(\.?[\w.-]+(?:/[\w.<>{}*@:+-]*)+|[\w-]+\.(?:toml|yml|md))")
 DOTTED = re.compile(r"(?<![\w./-])((?:campaign|tools)(?:\.[A-Za-z_]\w*)+)(?![\w/-])")
-COMMAND = re.compile(r"(?:^|[\s;&|(`$])campaign\s+([a-z][\w-]*)")
+#: what may stand before `campaign` at the start of a command line: a prompt, `(`, VAR=value
+LEADING = re.compile(r"^\s*(?:\$\s+|\(\s*)?(?:[A-Z_][A-Z0-9_]*=\S*\s+)*")
 OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 
 
@@ -135,19 +138,18 @@ def cli_commands() -> dict[str, set[str]]:
 
 def line_problems(line: str, commands: dict[str, set[str]]) -> list[str]:
     problems = []
-    for seg in re.split(r"&&|\|\||;", line):
-        parts = re.split(r"(?:^|(?<=[\s`$(]))campaign\s+(?=[a-z])", seg)
-        for part in parts[1:]:
-            m = re.match(r"([a-z][\w-]*)", part)
-            if not m:
-                continue
+    for seg in re.split(r"&&|\|\||;|\|(?= )", line):
+        command = LEADING.sub("", seg)
+        m = re.match(r"campaign\s+([a-z][\w-]*)", command)
+        if m:
             name = m.group(1)
+            part = command[m.end():]
             if name not in commands:
                 problems.append(f"no such command: campaign {name}")
                 continue
             if name in PASS_THROUGH:
                 continue
-            for opt in OPTION.findall(part[m.end():]):
+            for opt in OPTION.findall(part):
                 for one in re.split(r"[/|]", opt):
                     if one.startswith("-") and one not in commands[name]:
                         problems.append(f"campaign {name} has no option {one}")
@@ -182,13 +184,15 @@ def test_a_page_names_only_paths_commands_and_options_that_exist(path: Path) -> 
 def test_the_checks_catch_what_does_not_exist() -> None:
     commands = cli_commands()
     bad = ("`tools/source/patches.py`, `campaign.verdict.nosuch`, `campaign frobnicate`, "
-           "`campaign run PLAYBOOK --no-such-flag`\n\n```bash\ncampaign resume ID --aprove\n```\n")
+           "`campaign run PLAYBOOK --no-such-flag`\n\n```bash\ncampaign resume ID --aprove\n"
+           "pip install . && OPENAI_API_KEY=x campaign runn P   # campaign ignored in a comment\n```\n")
     found = problems_in(bad, commands)
     assert sorted(found) == sorted(["no such path: tools/source/patches.py", "no such name: campaign.verdict.nosuch",
                                     "no such command: campaign frobnicate", "campaign run has no option --no-such-flag",
-                                    "campaign resume has no option --aprove"]), found
+                                    "campaign resume has no option --aprove", "no such command: campaign runn"]), found
     fine = ("`vllm serve --max-num-seqs 4`, `journal/eagle-fast-verify.md`, `campaign simnode --tp 8`, "
-            "`<journal>.d/index.sqlite`, `python -m pytest -q tests/test_docs.py -k paths`")
+            "`<journal>.d/index.sqlite`, `python -m pytest -q tests/test_docs.py -k paths`, "
+            "`thread id = campaign id`")
     assert problems_in(fine, commands) == []
 
 
