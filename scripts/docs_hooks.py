@@ -226,8 +226,9 @@ def reference_markdown() -> str:
         where = ", ".join(f"`{p}`" for p in dict.fromkeys(sec.paths) if p) or "the top level"
         title = sec.paths[0] or "Playbook (top level)"
         kind = sec.model.model_fields.get("kind")
-        if kind is not None and sec.paths[0]:
-            title += f" (kind: {get_args(kind.annotation)[0]})"
+        kinds = get_args(kind.annotation) if kind is not None else ()
+        if len(kinds) == 1 and sec.paths[0]:  # one member of the node union
+            title += f" (kind: {kinds[0]})"
         out.append(f'## {title} {{#{sec.anchor}}}\n')
         doc = (sec.model.__doc__ or "").strip()
         if doc and sec.model.__module__.startswith("campaign."):
