@@ -38,7 +38,7 @@ def test_no_plot_for_failed_launches_or_single_level_runs(tmp_path):
 
 
 def test_plots_are_deterministic(tmp_path):
-    """Their speed is bench/scale.py's to measure (README "Scale"), not a timed test's."""
+    """Their speed is bench/scale.py's to measure (docs/benchmarks/scale.md), not a timed test's."""
     view = seed_view()
     first = render_plots(view, tmp_path / "a", relative_to=tmp_path)
     second = render_plots(view, tmp_path / "b", relative_to=tmp_path)
