@@ -192,16 +192,14 @@ def node_noise(store: Any, campaign_id: str, node: str, fingerprint_id: str | No
     experiments).  `work`: only launches of that work per workload (the work the
     playbook asks for now: `campaign.loop.work_check`); another work starts its own
     estimate, as another environment does."""
-    exps = [e for e in store.list_experiments(campaign_id)
-            if e.id != exclude and e.status != "stale" and e.node == node and e.fingerprint_id == fingerprint_id]
-    exps = exps[-HISTORY:]
-    ids = [e.id for e in exps]
+    exps = store.noise_history(campaign_id, node, fingerprint_id, limit=HISTORY, exclude=exclude)
+    ids = [i for i, _ in exps]
     values = store.side_values(ids, metric, "baseline", work)
     noise = _estimate_of(tuple(tuple(values[i]) for i in ids)).model_copy(deep=True)
     if baseline is not None:
         recent: list[dict[str, list[list[float]]]] = []
-        for e in reversed(exps):  # the latest RECENT with launches of that baseline, read no further
-            if (e.id == baseline or e.baseline_ref == baseline) and (t := _log_tables(values[e.id])):
+        for i, ref in reversed(exps):  # the latest RECENT with launches of that baseline, read no further
+            if (i == baseline or ref == baseline) and (t := _log_tables(values[i])):
                 recent.insert(0, t)
                 if len(recent) == RECENT:
                     break

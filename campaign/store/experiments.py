@@ -17,8 +17,9 @@ from sqlmodel import Session, col, select
 
 from campaign.domain.models import EffectiveConfig, Failure, LevelResult
 from campaign.domain.records import LevelSamples, Verdict
+from campaign.store import tally
 from campaign.store.convert import canonical, experiment_record, run_order, run_records, verdict_detail, verdict_of
-from campaign.store.db import read_session, write_session
+from campaign.store.db import driver_connection, read_session, write_session
 from campaign.store.models import ArtifactRow, ExperimentRow, RunSideRow, VerdictRow
 from campaign.store.ops import ImmutableRecordError, require_campaign, require_experiment
 from campaign.store.pack import pack_levels, pack_text, unpack_levels, unpack_text
@@ -124,6 +125,8 @@ class ExperimentsMixin:
             row.status, row.failure_json, row.node_seconds = status, failure_json, node_seconds
             row.finished_at = time.time()
             s.add(row)
+            s.flush()
+            tally.on_finish(driver_connection(s), experiment_id)  # the loop's counts, in this transaction
             return experiment_record(row)
 
     def set_adopted(self, experiment_id: str, adopted: bool = True) -> None:

@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 from campaign.domain.errors import UserError
 from campaign.domain.records import PlannerCall
 from campaign.playbook.schema import HypothesisSpec
-from campaign.store import logread
+from campaign.store import logread, tally
 from campaign.store.convert import canonical, review_record
 from campaign.store.db import driver_connection, read_session, write_session
 from campaign.store.models import EventRow, LlmCallRow, ReviewRow
@@ -87,6 +87,9 @@ class ReviewLogMixin:
                 campaign.overrides_json = canonical(merged)
             campaign.updated_at = now
             s.add(campaign)
+            if decision == "approve" and row.key.startswith("review#"):  # a review gate: the streaks start again
+                s.flush()
+                tally.on_reset(driver_connection(s), campaign_id)
             return review_record(row)
 
     def pending_review(self, campaign_id: str) -> ReviewRecord | None:
@@ -163,6 +166,9 @@ class ReviewLogMixin:
         if found is not None:
             return False
         s.add(EventRow(campaign_id=campaign_id, ts=time.time() if ts is None else ts, kind=kind, message=message, key=k))
+        if kind == "environment":  # the streaks start again
+            s.flush()
+            tally.on_reset(driver_connection(s), campaign_id)
         return True
 
     def events(self, campaign_id: str, kind: str | None = None) -> list[EventRecord]:

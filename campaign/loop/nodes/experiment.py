@@ -25,7 +25,6 @@ from campaign.loop.experiment import (
 from campaign.loop.nodes.base import NodeFamily, correctness_prompts, reference_config
 from campaign.loop.routing import halt_after_verdict
 from campaign.loop.state import CampaignState, current_of
-from campaign.loop.streaks import experiments_recorded, streaks_from_store
 from campaign.loop.work_check import expected_keys, mixed_work, stale_baseline
 from campaign.verdict import gates
 from campaign.verdict.judge import judge, round_decision, rounds_story
@@ -163,11 +162,11 @@ class ExperimentNodes(NodeFamily):
         store.set_hypothesis_status(cid, spec.name, "done")
         self.d.events("verdict", {"hypothesis": spec.name, "kind": v.kind, "reason": v.reason,
                                   "failure_class": v.failure_class.value if v.failure_class else None})
-        no_win, dead_end = streaks_from_store(store, cid)  # from the record: a lost update cannot skew them
+        counts = store.loop_tally(cid)  # kept with the record: a lost update cannot skew them
         update: dict[str, Any] = {
-            "experiments_done": experiments_recorded(store, cid),
-            "no_win_streak": no_win,
-            "dead_end_streak": dead_end,
+            "experiments_done": counts.experiments_done,
+            "no_win_streak": counts.no_win,
+            "dead_end_streak": counts.dead_end,
             "current": None,
         }
         if adopt:
@@ -182,9 +181,9 @@ class ExperimentNodes(NodeFamily):
             from campaign.loop.planner_bridge import analyze_with_planner
 
             analyze_with_planner(self.d, cid, eid)
-        exps = store.list_experiments(cid)
-        node_hours = sum(e.node_seconds for e in exps) / 3600
-        queue_hours = sum(queue_seconds_of(store, e.id) for e in exps) / 3600 if pb.budget.max_queue_hours else 0.0
+        node_hours = counts.node_seconds / 3600
+        queue_hours = sum(queue_seconds_of(store, e.id) for e in store.list_experiments(cid)) / 3600 \
+            if pb.budget.max_queue_hours else 0.0
         halt = halt_after_verdict({**state, **update}, pb, hours_spent=node_hours,  # type: ignore[typeddict-item]
                                   queue_hours=queue_hours)
         if halt:

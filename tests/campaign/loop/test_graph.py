@@ -13,6 +13,7 @@ from langgraph.types import Command
 
 from campaign.cli.wiring import build_deps
 from campaign.loop.graph import build_graph
+from campaign.loop.nodes import Nodes
 from campaign.playbook.load import load_playbook
 from campaign.store import Store
 from tests.campaign.sim_playbook import sim_playbook
@@ -119,6 +120,16 @@ def test_review_halt_and_resume_with_environment_change(tmp_path):
     assert graph13.get_state(cfg).next == ()
     assert store.get_campaign(cid).status == "finished"
     assert [r.decision for r in store.list_reviews(cid)] == ["approve"]
+    # the loop's kept counts (budget, streaks, node time) are what the records say from scratch
+    kept = store.loop_tally(cid)
+    assert kept == store.recount_tally(cid)
+    assert (kept.experiments_done, kept.no_win) == (2, 1) and kept.node_seconds > 0
+    # a `record` that runs again (resumed after a kill) changes no count
+    state = {**graph13.get_state(cfg).values, "current": {"hypothesis": exps[1]["hypothesis"], "attempt": 2,
+                                                          "experiment_id": exps[1]["id"], "rounds": 2, "side": ""}}
+    again = [Nodes(deps13).record(state) for _ in range(2)]
+    assert again[0] == again[1] and (again[0]["experiments_done"], again[0]["no_win_streak"]) == (2, 1)
+    assert store.loop_tally(cid) == kept == store.recount_tally(cid)
 
 
 @pytest.mark.slow
