@@ -13,12 +13,17 @@ every figure is one fresh process, as a person or the loop would run it:
   median of 5 verdicts in a row;
 - show: `campaign show ID --json` twice: the first builds and stores every piece (a
   campaign built outside the loop), the second reads them, as after the loop's
-  per-verdict refresh (timed with the update); status: `campaign status`;
-- DB size per experiment, journal size and file count, peak RSS of every process;
+  per-verdict refresh (timed with the update); then `campaign show ID`, the table a
+  person reads; status: `campaign status`;
+- loop: the process CPU seconds of one more experiment through the loop's own nodes
+  (propose .. record, `bench/scale_loop.py`), the median of 8: flat in N when nothing
+  the loop does per experiment reads the whole campaign;
+- DB size per experiment, journal size and file count, the peak memory of each
+  command's whole process tree (plot workers included), sampled every 50 ms;
 - a CPU reference (a fixed pure-Python loop), since the same bench on two machines of
   the same kind gave times 2x apart.
 
-    PYTHONPATH=. python bench/scale.py [--n 10 100 1000 5000] [--dir /tmp/campaign-scale] [--json FILE]
+    PYTHONPATH=. python bench/scale.py [--n 100 1000 3000] [--dir /tmp/campaign-scale] [--json FILE]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +44,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from campaign.store import Store
 
+LOOP_EXPERIMENTS = 8  # hypotheses timed through the loop's nodes (`scale_loop`), after one that warms up
 UPDATES = 5  # verdicts timed one after another (a single one is at the mercy of the machine)
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,13 +58,55 @@ def _env() -> dict[str, str]:
 CPU: dict[str, float] = {}  # the last child's CPU seconds (user + system, its own waited children too)
 
 
+def _tree_rss_bytes(root: int) -> int:
+    """Resident bytes of `root` and every process below it (plot workers, servers), now."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, grew = {root}, True
+    while grew:
+        below = {pid for pid, ppid in parents.items() if ppid in tree} - tree
+        tree |= below
+        grew = bool(below)
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in tree:
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+class _TreePeak(threading.Thread):
+    """The peak of the whole process tree's resident memory, sampled every 50 ms (the
+    child's own peak RSS misses its plot workers and servers, which run beside it)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.05):
+            self.peak = max(self.peak, _tree_rss_bytes(self.pid))
+
+
 def run_measured(cmd: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MB) and stdout's last line of one child process; its CPU
-    seconds in CPU["last"] (a shared machine's load inflates wall time, much less CPU time)."""
+    """Wall seconds, peak memory of its process tree (MB) and stdout's last line of one
+    child process; its CPU seconds in CPU["last"] (a shared machine's load inflates wall
+    time, much less CPU time)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=out, stderr=err, env=_env(), cwd=ROOT)
+        sampler = _TreePeak(p.pid)
+        sampler.start()
         _, status, usage = os.wait4(p.pid, 0)
+        sampler.done.set()
+        sampler.join()
         wall = time.perf_counter() - t0
         CPU["last"] = usage.ru_utime + usage.ru_stime
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -66,7 +115,7 @@ def run_measured(cmd: list[str]) -> tuple[float, float, str]:
         if p.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {err.read().decode()[-2000:]}")
         lines = out.read().decode().strip().splitlines()
-    return wall, usage.ru_maxrss / 1024, lines[-1] if lines else ""
+    return wall, max(usage.ru_maxrss * 1024, sampler.peak) / 2**20, lines[-1] if lines else ""
 
 
 def _dir_size(path: Path) -> tuple[int, int]:
@@ -191,6 +240,13 @@ def op_update(db: str, cid: str, journal: str, n: int, plots: bool = True) -> No
     print(json.dumps({k: round(statistics.median(v), 3) for k, v in samples.items()}))
 
 
+def op_loop(db: str, cid: str, k: int) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from scale_loop import loop_cpu
+
+    print(json.dumps(loop_cpu(Path(db), cid, k)))
+
+
 # ------------------------------------------------------------------ the table
 def cpu_reference() -> float:
     """Seconds for 10 million additions in a pure-Python loop, the best of 3: how fast this
@@ -242,6 +298,9 @@ def measure(n: int, base: Path, plots: bool = True) -> dict[str, float | int]:
     row["show_json_s"], row["show_rss_mb"] = round(wall, 2), round(rss)
     row["show_json_cpu_s"] = round(CPU["last"], 2)
     rss_all.append(rss)
+    wall, rss, _ = run_measured([*cli, "show", cid, "--db", str(db)])  # the table a person reads
+    row["show_s"], row["show_cpu_s"] = round(wall, 2), round(CPU["last"], 2)
+    rss_all.append(rss)
     wall, rss, _ = run_measured([*cli, "status", "--db", str(db)])
     row["status_s"], row["status_rss_mb"] = round(wall, 2), round(rss)
     row["status_cpu_s"] = round(CPU["last"], 2)
@@ -249,11 +308,15 @@ def measure(n: int, base: Path, plots: bool = True) -> dict[str, float | int]:
     wall, rss, last = run_measured([*py, "_update", str(db), cid, str(journal), str(n), "1" if plots else "0"])
     row.update(json.loads(last))
     rss_all.append(rss)
+    wall, rss, last = run_measured([*py, "_loop", str(db), cid, str(LOOP_EXPERIMENTS)])
+    row.update(json.loads(last))
+    rss_all.append(rss)
     row["peak_rss_mb"] = round(max(rss_all))
     return row
 
 
-COLUMNS = [("n", "N"), ("render_plots_s", "full render, plots (s)"), ("render_plots_cpu_s", "its CPU s"),
+COLUMNS = [("n", "N"), ("loop_cpu_s", "loop CPU s per experiment"), ("loop_cpu_max_s", "its max"),
+           ("show_s", "show (s)"), ("show_cpu_s", "its CPU s"), ("render_plots_s", "full render, plots (s)"), ("render_plots_cpu_s", "its CPU s"),
            ("render_noplots_s", "full render, no plots (s)"), ("render_noplots_cpu_s", "its CPU s"),
            ("update_s", "per-verdict update (s)"), ("update_cpu_s", "its CPU s"),
            ("update_with_plot_s", "update + its plot (s)"),
@@ -262,7 +325,7 @@ COLUMNS = [("n", "N"), ("render_plots_s", "full render, plots (s)"), ("render_pl
            ("status_s", "status (s)"),
            ("status_cpu_s", "its CPU s"), ("db_kb_per_exp", "DB KB/exp"),
            ("db_mb", "DB MB"), ("journal_mb", "journal MB"), ("journal_files", "journal files"),
-           ("main_kb", "main file KB"), ("peak_rss_mb", "peak RSS MB"), ("load_avg", "load avg"),
+           ("main_kb", "main file KB"), ("peak_rss_mb", "peak MB, process tree"), ("load_avg", "load avg"),
            ("cpu_ref_s", "CPU reference (s)")]
 
 
@@ -281,11 +344,14 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] == "_render":
         op_render(args[1], args[2], args[3], args[4] == "1")
         return 0
+    if args and args[0] == "_loop":
+        op_loop(args[1], args[2], int(args[3]))
+        return 0
     if args and args[0] == "_update":
         op_update(args[1], args[2], args[3], int(args[4]), plots=len(args) < 6 or args[5] == "1")
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, nargs="+", default=[10, 100, 1000, 5000])
+    ap.add_argument("--n", type=int, nargs="+", default=[100, 1000, 3000])
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "campaign-scale"))
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--skip-plots", action="store_true", help="no full render with plots (about 0.03 CPU s a figure)")

@@ -24,7 +24,8 @@ from campaign.domain.models import (
     Stat,
 )
 from campaign.domain.records import CorrectnessResult, LevelComparison, Verdict
-from campaign.playbook.schema import HypothesisSpec
+from campaign.loop.work_check import expected_keys
+from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.store import Store
 
 WORKLOADS = {"single_stream": [1, 2, 4, 8, 16, 32, 64, 128], "parallel": [1, 2, 5, 10, 30, 70, 100, 250]}
@@ -39,6 +40,7 @@ WORDS = ["the", "model", "answers", "with", "a", "short", "list", "of", "facts",
 FP = Fingerprint(gpu="NVIDIA H200", gpu_count=8, arch="sm_90", driver="575.51", cuda="12.8",
                  engine="sglang", engine_version="0.4.9", engine_sha="1a2b3c4", interconnect="nvlink")
 BASE_FLAGS = {"tp": 8, "cuda-graph-max-bs": 512, "mem-fraction-static": 0.88}
+WORK = expected_keys(Playbook.model_validate(PLAYBOOK))  # the work the loop's noise model reads (bench/scale.py)
 
 
 def _stat(rng: random.Random, scale: float) -> Stat:
@@ -72,7 +74,7 @@ def _side(store: Store, rng: random.Random, exp_id: str, side: str, rnd: int, ef
         outputs = [" ".join(rng.choice(WORDS) for _ in range(120)) for _ in range(8)]
         store.record_artifact(exp_id, "outputs", json.dumps(outputs), seq=seq)
     store.record_artifact(exp_id, "node_seconds", f"{rng.uniform(60, 120):.3f}", seq=seq)
-    levels = [(w, _level(rng, c, _truth(w, c) * effect * rng.gauss(1, 0.01)), "ph-" + w)
+    levels = [(w, _level(rng, c, _truth(w, c) * effect * rng.gauss(1, 0.01)), WORK[w])
               for w, cs in WORKLOADS.items() for c in cs]
     store.record_side(exp_id, side, rnd, levels, node="gpu-node-1")  # type: ignore[arg-type]
 
@@ -119,9 +121,9 @@ def add_experiment(store: Store, cid: str, rng: random.Random, n: int, fp: str, 
                           exit_code=1, phase="start")
         store.record_artifact(exp.id, "failure", failure.model_dump_json(), seq=1)
         store.record_artifact(exp.id, "log_excerpt", "\n".join(f"[2026-01-0{n % 9 + 1}] capture line {i}" for i in range(40)), seq=1)
-        store.finish_experiment(exp.id, status="failed", failure=failure, node_seconds=95.0)
         store.record_verdict(exp.id, Verdict(kind="dead_end", reason=failure.summary, failure_class=FailureClass.oom,
-                                             revisit_on=spec.revisit_on))
+                                             revisit_on=spec.revisit_on))  # before it is final, as the loop does
+        store.finish_experiment(exp.id, status="failed", failure=failure, node_seconds=95.0)
     else:
         effect = {"win": 1.04, "inconclusive": 1.003, "dead_end": 0.95}[kind]
         for rnd in range(3):

@@ -1,8 +1,8 @@
-"""The `campaign` executable: answers `status` and `show --json` before the command-line stack loads.
+"""The `campaign` executable: answers `status` and `show` before the command-line stack loads.
 
 Why a module of its own: importing typer and sqlmodel alone costs about a second, more
 than a status line may take, so the console script lands here, answers `status` and a
-fully cached `show ID --json` (campaign.store.showcache) from plain sqlite3 when it can,
+fully cached `show ID [--json]` (campaign.store.showcache) from plain sqlite3 when it can,
 and hands everything else (and every case it cannot answer) to `campaign.cli.main`.
 """
 
@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["main", "print_status"]
+__all__ = ["main", "print_show", "print_status"]
 
 
 def _fast_args(argv: list[str]) -> tuple[str, str | None, str | None, bool] | None:
@@ -40,16 +40,22 @@ def _fast_args(argv: list[str]) -> tuple[str, str | None, str | None, bool] | No
     return argv[0], cid, db, as_json
 
 
-def _quick_show(cid: str, db: str | None) -> bool:
-    """`campaign show ID --json` from the stored text of every piece, without sqlmodel;
+def _quick_show(cid: str, db: str | None, as_json: bool) -> bool:
+    """`campaign show ID [--json]` from the stored text of every piece, without sqlmodel;
     False (nothing printed) when anything must be built (the full path then stores it)."""
+    import io
     from pathlib import Path
 
     from campaign.store.quick import SCHEMA_VERSION
     from campaign.store.showcache import quick_show
 
     path = Path(db or ".campaign/campaign.db")
-    return path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout)
+    buf = io.StringIO()  # the table is printed from the whole document
+    if not (path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout if as_json else buf)):
+        return False
+    if not as_json:
+        print_show(json.loads(buf.getvalue()))
+    return True
 
 
 def _quick_status(db: str | None, as_json: bool) -> bool:
@@ -83,13 +89,33 @@ def print_status(items: list[dict[str, Any]], as_json: bool) -> None:
     Console(highlight=False).print(t)
 
 
+def print_show(data: dict[str, Any]) -> None:
+    """`campaign show ID`: the table of experiments, from the `show --json` document."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from campaign.cli.plain import line, plain
+
+    con = Console(highlight=False)
+    con.print(line((data["id"], "bold"), " status: ", (data["status"], "")))
+    t = Table("hypothesis", "verdict", "class", "reason")
+    for e in data["experiments"]:
+        t.add_row(*(plain(e.get(k) or "") for k in ("hypothesis", "verdict", "failure_class", "reason")))
+    con.print(t)
+    if data.get("halt_reason"):
+        con.print(line("why: ", (data["halt_reason"], "")))
+    rejected = sum(1 for c in data.get("planner_calls", []) if c["outcome"] != "accepted")
+    if rejected:
+        con.print(line(f"planner: {rejected} rejected or failed model calls (campaign show --json lists them)"))
+
+
 def main() -> None:
     fast = _fast_args(sys.argv[1:])
     if fast is not None:
         command, cid, db, as_json = fast
         if command == "status" and _quick_status(db, as_json):
             sys.exit(0)
-        if command == "show" and cid and as_json and _quick_show(cid, db):
+        if command == "show" and cid and _quick_show(cid, db, as_json):
             sys.exit(0)
     from campaign.cli.main import main as full_main
 

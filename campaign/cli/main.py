@@ -6,6 +6,7 @@ that `campaign --help` and `campaign validate` stay fast.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from campaign.cli.entry import print_status
+from campaign.cli.entry import print_show, print_status
 from campaign.domain.errors import UserError
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands
@@ -169,26 +170,13 @@ def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option
         except UserError as exc:
             _fail(exc)
         return
-    try:
-        data = _store(db).show_json(campaign_id)
+    try:  # the same document, from the stored pieces (built and stored where missing)
+        store = _store(db)
+        store.get_campaign(campaign_id)
+        data = json.loads("".join(store.show_json_text(campaign_id)))
     except UserError as exc:
         _fail(exc)
-    from rich.console import Console
-    from rich.table import Table
-
-    from campaign.cli.plain import line, plain
-
-    con = Console(highlight=False)
-    con.print(line((data["id"], "bold"), " status: ", (data["status"], "")))
-    t = Table("hypothesis", "verdict", "class", "reason")
-    for e in data["experiments"]:
-        t.add_row(*(plain(e.get(k) or "") for k in ("hypothesis", "verdict", "failure_class", "reason")))
-    con.print(t)
-    if data.get("halt_reason"):
-        con.print(line("why: ", (data["halt_reason"], "")))
-    rejected = sum(1 for c in data.get("planner_calls", []) if c["outcome"] != "accepted")
-    if rejected:
-        con.print(line(f"planner: {rejected} rejected or failed model calls (campaign show --json lists them)"))
+    print_show(data)
 
 
 @app.command()

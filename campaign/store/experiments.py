@@ -294,6 +294,9 @@ class ExperimentsMixin:
                     detail_json="" if (z := pack_text(detail)) else detail, detail_z=z, recorded_at=time.time(),
                 )  # fmt: skip
             )
+            if exp.status in _TERMINAL:  # the loop decides before it finishes; anyone else: counted again
+                s.flush()
+                tally.on_late_verdict(driver_connection(s), exp.campaign_id)
             return True
 
     def get_verdict(self, experiment_id: str) -> Verdict | None:

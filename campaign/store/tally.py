@@ -19,7 +19,7 @@ import sqlite3
 
 from pydantic import BaseModel
 
-__all__ = ["DDL", "Tally", "ensure", "on_finish", "on_reset", "read", "recount"]
+__all__ = ["DDL", "Tally", "ensure", "on_finish", "on_late_verdict", "on_reset", "read", "recount"]
 
 DDL = ("CREATE TABLE IF NOT EXISTS loop_tally (campaign_id TEXT PRIMARY KEY, experiments_done INTEGER NOT NULL, "
        "no_win INTEGER NOT NULL, dead_end INTEGER NOT NULL, node_seconds REAL NOT NULL)")
@@ -117,3 +117,10 @@ def on_reset(conn: sqlite3.Connection, campaign_id: str) -> None:
         ensure(conn, campaign_id)
         return
     _write(conn, campaign_id, t.model_copy(update={"no_win": 0, "dead_end": 0}))
+
+
+def on_late_verdict(conn: sqlite3.Connection, campaign_id: str) -> None:
+    """A verdict for an experiment already final (not the loop's order, which decides
+    first): where it falls among the streaks depends on when it finished, so count again."""
+    if _row(conn, campaign_id) is not None:
+        _write(conn, campaign_id, recount(conn, campaign_id))

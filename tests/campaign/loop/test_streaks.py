@@ -54,8 +54,14 @@ def test_streaks_follow_the_record(tmp_path: Path) -> None:
     assert _streaks(store, cid) == (0, 0)  # nor does a changed environment
     _record(store, cid, "f", "dead_end")
     assert _streaks(store, cid) == (1, 1)
+    store.upsert_hypothesis(cid, HypothesisSpec(name="g", flags={"cuda-graph-max-bs": 128}))
+    late = store.start_experiment(cid, "g", config=CAND, attempt=1)
+    store.finish_experiment(late.id, "failed", None, node_seconds=0.0)
+    assert _streaks(store, cid) == (1, 1)  # no verdict yet: not an idea judged
+    store.record_verdict(late.id, Verdict(kind="dead_end", reason="decided after it was final"))
+    assert _streaks(store, cid) == (2, 2)
     t = store.loop_tally(cid)
-    assert (t.experiments_done, t.node_seconds) == (6, 6.0)
+    assert (t.experiments_done, t.node_seconds) == (7, 6.0)
 
 
 def test_a_database_without_kept_counts_is_counted_once_and_then_kept(tmp_path: Path) -> None:

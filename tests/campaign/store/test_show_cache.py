@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 import subprocess
@@ -110,7 +111,7 @@ def test_campaign_show_json_answers_from_the_cache_without_sqlmodel(tmp_path: Pa
     with Store(db) as store:
         built = _built(store, cid)
     probe = ("import sys, io; from campaign.cli import entry; out = io.StringIO(); sys.stdout, real = out, sys.stdout; "
-             f"ok = entry._quick_show({cid!r}, {str(db)!r}); sys.stdout = real; "
+             f"ok = entry._quick_show({cid!r}, {str(db)!r}, True); sys.stdout = real; "
              "print(ok, 'sqlmodel' in sys.modules, len(out.getvalue()))")
     cold = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
     assert cold.stdout.split() == ["False", "False", "0"]  # nothing stored yet: the full path answers
@@ -201,3 +202,21 @@ def test_the_refresh_after_a_verdict_looks_only_at_what_changed(tmp_path: Path, 
         store.refresh_show_cache(cid)
         assert seen[-1] == 0
         assert _cached(db, cid) == _built(store, cid)
+
+
+def test_campaign_show_prints_its_table_from_the_cache_without_sqlmodel(tmp_path: Path) -> None:
+    """`campaign show ID` (the table) reads the same stored pieces as `--json`: the first
+    builds and stores them, the next answers without sqlmodel and prints the same table."""
+    db = tmp_path / "campaign.db"
+    cid = scale_build.build(db, 4)
+    cmd = [sys.executable, "-m", "campaign.cli.entry", "show", cid, "--db", str(db)]
+    env = {**os.environ, "COLUMNS": "200"}
+    cold = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True, env=env)
+    assert "dead_end" in cold.stdout and f"{cid} status: running" in cold.stdout
+    probe = ("import sys, io; from campaign.cli import entry; out = io.StringIO(); sys.stdout, real = out, sys.stdout; "
+             f"ok = entry._quick_show({cid!r}, {str(db)!r}, False); sys.stdout = real; "
+             "print(ok, 'sqlmodel' in sys.modules)")
+    warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert warm.stdout.split() == ["True", "False"]
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True, env=env)
+    assert again.stdout == cold.stdout
