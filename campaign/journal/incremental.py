@@ -36,8 +36,10 @@ from campaign.domain.errors import UserError
 from campaign.domain.records import CampaignView
 from campaign.journal import mdsafe
 from campaign.journal.format import (
+    DEAD_END_HEADER,
     OVERVIEW_LAST,
     dead_end_cells,
+    linked_table,
     plot_file_name,
     plot_workloads,
     row_prefix,
@@ -56,11 +58,12 @@ from campaign.journal.render import (
     write_journal,
 )
 
-__all__ = ["RECENT", "SCOREBOARD_MAIN", "SCOREBOARD_PAGE", "publish"]
+__all__ = ["DEAD_ENDS_MAIN", "RECENT", "SCOREBOARD_MAIN", "SCOREBOARD_PAGE", "publish"]
 
 RECENT = 20  # experiments shown in full in the main file
 SCOREBOARD_MAIN = 100  # scoreboard rows in the main file
 SCOREBOARD_PAGE = 500  # rows per page of the full scoreboard
+DEAD_ENDS_MAIN = 50  # dead ends in the main file; every one on `<journal>.d/dead-ends.md`
 _PLOTDIR = "PLOTDIR-5e1f"  # placeholder for the plot directory, resolved per file
 
 
@@ -258,12 +261,15 @@ def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, d
 
     shown = ids[-SCOREBOARD_MAIN:] if len(ids) > SCOREBOARD_MAIN else None
     board = idx.rows(len(ids) - len(shown) + 1 if shown else 1, len(ids))
-    dead_rows = idx.dead_rows()
+    dead_rows, dead_total = idx.dead_rows(DEAD_ENDS_MAIN), idx.dead_count()
     links = {i: link(i, k) for i, k, _ in board} | {i: link(i, k) for i, k, _ in dead_rows}
     full = f"{pages.name}/scoreboard.md"
     if shown is not None or pages.joinpath("scoreboard.md").exists():
         _scoreboard_pages(idx, view.name, target.name, pages, len(ids),
                           None if verify or whole else {numbers[i] for i in changed})
+    dead_page = pages / "dead-ends.md"
+    if (dead_total > DEAD_ENDS_MAIN or dead_page.exists()) and (verify or whole or dead or not dead_page.exists()):
+        _dead_end_page(idx, view.name, target.name, dead_page)
     parts = MainParts(
         ids=ids, rows={i: row for i, _, row in board}, links=links,
         dead_rows=[(i, row) for i, _, row in dead_rows],
@@ -271,6 +277,8 @@ def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, d
         scoreboard_ids=shown,
         scoreboard_note=f"The latest {len(shown)} of {len(ids)} experiments; every one is in "
                         f"[the full scoreboard]({full})." if shown is not None else None,
+        dead_ends_note=f"The latest {len(dead_rows)} of {dead_total} dead ends; every one is in "
+                       f"[the list of dead ends]({pages.name}/dead-ends.md)." if dead_total > len(dead_rows) else None,
         experiments_note=f"The latest {len(recent)} of {len(ids)} experiments in full; every experiment "
                          "has its own page, linked from the scoreboard." if len(ids) > RECENT else None,
         notes_elsewhere=[k for k in main_notes if k not in {keys[i] for i in recent} and idx.key_taken(k)],
@@ -305,6 +313,15 @@ def _scoreboard_pages(idx: JournalIndex, name: str, main_name: str, pages: Path,
                         f"(scoreboard-{k}.md)" for k in range(1, count + 1))
     _write_page(pages / "scoreboard.md", f"# {title}: scoreboard\n\nEvery experiment, in order, "
                 f"{SCOREBOARD_PAGE} to a page; back to [the journal](../{main_name}).\n\n{listing}\n")
+
+
+def _dead_end_page(idx: JournalIndex, name: str, main_name: str, page: Path) -> None:
+    """Every dead end, in order, each linked to its experiment's page: rewritten only when
+    a dead end is added or changed (the main file keeps the latest DEAD_ENDS_MAIN)."""
+    rows = idx.dead_rows()
+    _write_page(page, f"# {mdsafe.text(name)}: dead ends\n\nEvery dead end, in order; back to "
+                      f"[the journal](../{main_name}). Do not retry these unless their revisit condition holds.\n\n"
+                      f"{linked_table(DEAD_END_HEADER, [r for _, _, r in rows], [f'{k}.md' for _, k, _ in rows])}\n")
 
 
 def _remove_stale_temp_files(*dirs: Path) -> None:

@@ -124,9 +124,17 @@ class JournalIndex:
         return list(self.db.execute("SELECT id, key, row FROM entries WHERE number BETWEEN ? AND ? ORDER BY number",
                                     (first, last)))
 
-    def dead_rows(self) -> list[tuple[str, str, str]]:
-        """(id, key, dead-end row) of every dead end, in order."""
-        return list(self.db.execute("SELECT id, key, dead FROM entries WHERE dead IS NOT NULL ORDER BY number"))
+    def dead_rows(self, latest: int | None = None) -> list[tuple[str, str, str]]:
+        """(id, key, dead-end row) of every dead end (with `latest`: of the latest that
+        many), in order."""
+        if latest is None:
+            return list(self.db.execute("SELECT id, key, dead FROM entries WHERE dead IS NOT NULL ORDER BY number"))
+        rows = self.db.execute("SELECT id, key, dead FROM entries WHERE dead IS NOT NULL ORDER BY number DESC LIMIT ?",
+                               (latest,))
+        return list(reversed(rows.fetchall()))
+
+    def dead_count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM entries WHERE dead IS NOT NULL").fetchone()[0])
 
     def put(self, entries: dict[str, dict[str, Any]]) -> None:
         cols = ", ".join(FIELDS)

@@ -211,6 +211,7 @@ class MainParts(BaseModel):
     ids: list[str]  # every experiment, in order
     rows: dict[str, str]  # scoreboard row prefixes by id (format.row_prefix)
     dead_rows: list[tuple[str, str]] | None = None  # dead ends: (experiment id, row prefix); None: from the view
+    dead_ends_note: str | None = None  # where the dead ends the main file leaves out are
     links: dict[str, str]  # details link by id
     bodies: dict[str, str]  # sections shown in full, by id, in order
     scoreboard_ids: list[str] | None = None  # rows shown here (None: all)
@@ -281,6 +282,7 @@ def render_main(view: CampaignView, existing_text: str | None, parts: MainParts,
                       linked_table(DEAD_END_HEADER, [p for _, p in parts.dead_rows],
                                    [parts.links.get(i) for i, _ in parts.dead_rows]))
         if (view.dead_ends if parts.dead_rows is None else parts.dead_rows) else None,
+        "dead_ends_note": Md(parts.dead_ends_note) if parts.dead_ends_note else None,
         "dead_end_notes": book.block("dead-ends"),
         "environment_changes": [mdsafe.text(x) for x in view.environment_changes],
         "drift_notes": [mdsafe.text(x) for x in view.drift_notes],

@@ -372,3 +372,36 @@ def test_an_index_that_cannot_be_opened_is_named_in_one_line(tmp_path: Path) -> 
     assert len(lines) == 1 and "Traceback" not in lines[0], lines
     assert f"{tmp_path / 'j.d' / 'index.sqlite'}: cannot open the journal's index" in lines[0]
     assert "fix:" in lines[0] and not (tmp_path / "j.md").exists()
+
+
+def test_the_main_file_lists_the_latest_dead_ends_and_a_page_lists_every_one(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The main file's dead-end table is bounded like its scoreboard: the latest
+    DEAD_ENDS_MAIN rows and a link to `dead-ends.md`, which lists every dead end; the
+    loop's update writes what a render from scratch writes."""
+    monkeypatch.setattr(incremental, "RECENT", 4)
+    monkeypatch.setattr(incremental, "DEAD_ENDS_MAIN", 3)
+    cid = scale_build.build(tmp_path / "c.db", 20)
+    store = Store(tmp_path / "c.db")
+    journal = tmp_path / "loop" / "scale.md"
+    publish_journal(store, cid, journal, plots=False)
+    dead = [d for d in store.dead_ends(cid)]
+    assert len(dead) > 3
+    while store.get_verdict(add_one(store, cid)).kind != "dead_end":  # the loop's update adds a dead end
+        pass
+    publish_journal(store, cid, journal, plots=False, verify=False)
+    dead = store.dead_ends(cid)
+    keys = render.experiment_keys(store.view(cid))
+    main = journal.read_text()
+    section = main.split("## Dead ends", 1)[1].split("\n## ", 1)[0]
+    table_rows = [line for line in section.splitlines() if line.startswith("| ") and "hypothesis" not in line]
+    assert len(table_rows) == 3
+    assert [keys[d.experiment_id] in row for d, row in zip(dead[-3:], table_rows)] == [True] * 3
+    assert f"The latest 3 of {len(dead)} dead ends" in section and "(scale.d/dead-ends.md)" in section
+    page = (journal.parent / "scale.d" / "dead-ends.md").read_text()
+    assert all(f"]({keys[d.experiment_id]}.md)" in page for d in dead)
+    fresh = tmp_path / "fresh" / "scale.md"
+    publish_journal(store, cid, fresh, plots=False)
+    assert journal.read_text() == fresh.read_text()
+    assert page == (fresh.parent / "scale.d" / "dead-ends.md").read_text()
+    store.close()
