@@ -68,7 +68,7 @@ class FanOut:
         store = self.d.store
         cid = state["campaign_id"]
         results = state.get("results") or []
-        hours = sum(e.node_seconds for e in store.list_experiments(cid)) / 3600
+        hours = store.loop_tally(cid).node_seconds / 3600
         summary = ", ".join(f"{r['hypothesis']} on {r['node']}: {r['kind']}" for r in results)
         store.add_event(cid, "batch", f"batch of {len(results)} finished: {summary}",
                         key="batch:" + ",".join(sorted(r["experiment_id"] for r in results)))

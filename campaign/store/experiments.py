@@ -8,7 +8,9 @@ re-run as a new attempt (its runs stay recorded but never feed a verdict).
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Mapping
+from functools import partial
 from typing import get_args
 
 from sqlalchemy import func
@@ -20,9 +22,10 @@ from campaign.domain.records import LevelSamples, Verdict
 from campaign.store import tally
 from campaign.store.convert import canonical, experiment_record, run_order, run_records, verdict_detail, verdict_of
 from campaign.store.db import driver_connection, read_session, write_session
+from campaign.store.memo import ParseMemo
 from campaign.store.models import ArtifactRow, ExperimentRow, RunSideRow, VerdictRow
 from campaign.store.ops import ImmutableRecordError, require_campaign, require_experiment
-from campaign.store.pack import pack_levels, pack_text, unpack_levels, unpack_text
+from campaign.store.pack import level_values, pack_levels, pack_text, unpack_levels, unpack_text
 from campaign.store.records import ArtifactKind, ExperimentRecord, ExperimentRole, ExperimentStatus, RunRecord, RunSide
 
 _TERMINAL = ("finished", "failed", "stale")
@@ -33,8 +36,13 @@ def _check_choice(value: str, choices: tuple[str, ...], what: str) -> None:
         raise ValueError(f"{what} must be one of {', '.join(choices)}, not {value!r}")
 
 
+def _tagged(repeat: int, blob: bytes, metric: str, work: Mapping[str, str] | None) -> list[tuple[int, str, int, float]]:
+    return [(repeat, w, c, v) for w, c, v in level_values(blob, metric, work)]
+
+
 class ExperimentsMixin:
     _engine: Engine
+    _memo: ParseMemo
 
     # -------------------------------------------------------------- experiments
     def start_experiment(
@@ -243,16 +251,18 @@ class ExperimentsMixin:
         reads every launch of the campaign before each decision, so this read must stay
         cheap at 1,000+ experiments.  `work`: only levels of that work key per workload
         (`campaign.domain.work`)."""
-        from campaign.store.pack import level_values
-
         out: dict[str, list[tuple[int, str, int, float]]] = {i: [] for i in experiment_ids}
         if not experiment_ids:
             return out
         q = select(RunSideRow.experiment_id, RunSideRow.repeat, RunSideRow.levels).where(
             col(RunSideRow.experiment_id).in_(experiment_ids), RunSideRow.side == side)
+        wanted = tuple(sorted(work.items())) if work is not None else None
         with read_session(self._engine) as s:
             for exp_id, repeat, blob in s.exec(q):
-                out[exp_id].extend((repeat, w, c, v) for w, c, v in level_values(blob, metric, work))
+                # decoded once per blob (keyed by its length and checksum: a side still being
+                # written gains levels): every round of every experiment reads the same history
+                key = (exp_id, side, repeat, len(blob), zlib.crc32(blob), metric, wanted)
+                out[exp_id].extend(self._memo.side_values.get(key, partial(_tagged, repeat, blob, metric, work)))
         return out
 
     def level_samples(self, experiment_id: str) -> list[LevelSamples]:

@@ -62,6 +62,7 @@ class ParseMemo:
         self.verdicts: Memo[Verdict] = Memo(limit)  # outline verdicts (no per-level comparisons)
         self.hypotheses: Memo[HypothesisRecord] = Memo(limit)
         self.runs: Memo[Any] = Memo(limit)  # a baseline's rounds, keyed by (id, metric, each round's head)
+        self.side_values: Memo[list[tuple[int, str, int, float]]] = Memo(limit)  # the noise model's reads, per blob
         # a baseline's view, by the identity of the record and rounds it was built from
         # (both held in the value, so an identity is never reused while it is cached)
         self.baseline_views: Memo[tuple[ExperimentRecord, Any, BaselineView]] = Memo(limit)
