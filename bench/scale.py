@@ -261,7 +261,7 @@ def cpu_reference() -> float:
     return round(best, 2)
 
 
-def measure(n: int, base: Path, plots: bool = True) -> dict[str, float | int]:
+def measure(n: int, base: Path, plots: bool = True, prebuilt: Path | None = None) -> dict[str, float | int]:
     work = base / f"n{n}"
     if work.exists():
         _discard(work)
@@ -272,11 +272,16 @@ def measure(n: int, base: Path, plots: bool = True) -> dict[str, float | int]:
     row: dict[str, float | int] = {"n": n}
     row["load_avg"] = round(os.getloadavg()[0], 1)
     row["cpu_ref_s"] = cpu_reference()
-    wall, rss, cid = run_measured([*py, "_build", str(db), str(n)])
-    row["build_s"] = round(wall, 1)
+    rss_all: list[float] = []
+    if prebuilt is not None and (prebuilt / f"n{n}.db").is_file():  # the same build, made before (deterministic)
+        shutil.copyfile(prebuilt / f"n{n}.db", db)
+        cid = f"scale-{n}"
+    else:
+        wall, rss, cid = run_measured([*py, "_build", str(db), str(n)])
+        row["build_s"] = round(wall, 1)
+        rss_all.append(rss)
     row["db_mb"] = round(db.stat().st_size / 1e6, 2)
     row["db_kb_per_exp"] = round(db.stat().st_size / 1e3 / n, 1)
-    rss_all = [rss]
     _clear(journal)  # not timed: a render into a new directory deletes nothing
     wall, rss, _ = run_measured([*py, "_render", str(db), cid, str(journal), "0"])
     row["render_noplots_s"], row["render_noplots_rss_mb"] = round(wall, 2), round(rss)
@@ -355,11 +360,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "campaign-scale"))
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--skip-plots", action="store_true", help="no full render with plots (about 0.03 CPU s a figure)")
+    ap.add_argument("--prebuilt", type=Path, help="copy DIR/n<N>.db (an earlier `_build` of N) instead of building")
     ns = ap.parse_args(args)
     rows = []
     try:
         for n in ns.n:
-            rows.append(measure(n, Path(ns.dir), plots=not ns.skip_plots))
+            rows.append(measure(n, Path(ns.dir), plots=not ns.skip_plots, prebuilt=ns.prebuilt))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     finally:
         _empty_trash(Path(ns.dir), *(Path(ns.dir) / f"n{n}" / "journal" for n in ns.n))
