@@ -89,8 +89,13 @@ def print_status(items: list[dict[str, Any]], as_json: bool) -> None:
     Console(highlight=False).print(t)
 
 
-def print_show(data: dict[str, Any]) -> None:
-    """`campaign show ID`: the table of experiments, from the `show --json` document."""
+SHOW_LATEST = 100  # experiments in `campaign show ID`'s table (`--all`: every one)
+
+
+def print_show(data: dict[str, Any], latest: int | None = SHOW_LATEST) -> None:
+    """`campaign show ID`: the table of the latest experiments, from the `show --json`
+    document.  Why bounded: laying out a table costs about 0.3 ms a row, so a
+    3,000-experiment table took seconds, and the journal's scoreboard holds them all."""
     from rich.console import Console
     from rich.table import Table
 
@@ -98,8 +103,13 @@ def print_show(data: dict[str, Any]) -> None:
 
     con = Console(highlight=False)
     con.print(line((data["id"], "bold"), " status: ", (data["status"], "")))
+    exps = data["experiments"]
+    shown = exps if latest is None or len(exps) <= latest else exps[-latest:]
+    if len(shown) < len(exps):
+        con.print(line(f"the latest {len(shown)} of {len(exps)} experiments "
+                       f"(`campaign show {data['id']} --all` lists every one)"))
     t = Table("hypothesis", "verdict", "class", "reason")
-    for e in data["experiments"]:
+    for e in shown:
         t.add_row(*(plain(e.get(k) or "") for k in ("hypothesis", "verdict", "failure_class", "reason")))
     con.print(t)
     if data.get("halt_reason"):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from campaign.cli.entry import print_show, print_status
+from campaign.cli.entry import SHOW_LATEST, print_show, print_status
 from campaign.domain.errors import UserError
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands
@@ -158,8 +158,9 @@ def status(db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"
 
 
 @app.command()
-def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
-    """One campaign: baseline and every experiment with its verdict."""
+def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"),
+         every: bool = typer.Option(False, "--all", help="every experiment in the table, not the latest 100")) -> None:
+    """One campaign: its status and the latest experiments with their verdicts (--json: everything)."""
     if as_json:  # streamed: the first experiment is printed before the last is read
         try:
             store = _store(db)
@@ -176,7 +177,7 @@ def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option
         data = json.loads("".join(store.show_json_text(campaign_id)))
     except UserError as exc:
         _fail(exc)
-    print_show(data)
+    print_show(data, None if every else SHOW_LATEST)
 
 
 @app.command()

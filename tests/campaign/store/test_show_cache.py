@@ -220,3 +220,19 @@ def test_campaign_show_prints_its_table_from_the_cache_without_sqlmodel(tmp_path
     assert warm.stdout.split() == ["True", "False"]
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True, env=env)
     assert again.stdout == cold.stdout
+
+
+def test_campaign_show_lists_the_latest_experiments_and_all_of_them_on_request(tmp_path: Path) -> None:
+    db = tmp_path / "campaign.db"
+    cid = scale_build.build(db, 4)
+    env = {**os.environ, "COLUMNS": "200"}
+    probe = ("import sys; from campaign.cli import entry; entry.SHOW_LATEST = 2; "
+             "entry.print_show.__defaults__ = (2,); sys.argv = ['campaign', *sys.argv[1:]]; entry.main()")
+    short = subprocess.run([sys.executable, "-c", probe, "show", cid, "--db", str(db)],
+                           capture_output=True, text=True, cwd=ROOT, check=True, env=env).stdout
+    every = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "show", cid, "--all", "--db", str(db)],
+                           capture_output=True, text=True, cwd=ROOT, check=True, env=env).stdout
+    names = [f"{f}-{n}" for n, f in ((n, scale_build.FAMILIES[n % len(scale_build.FAMILIES)]) for n in range(1, 5))]
+    assert f"the latest 2 of 4 experiments (`campaign show {cid} --all` lists every one)" in short
+    assert [n in short for n in names] == [False, False, True, True]
+    assert all(n in every for n in names) and "the latest" not in every
