@@ -94,6 +94,10 @@ def check_consistent(tmp_path: Path, facts: dict) -> None:
     assert facts["reviews"] == 1, "a review gate was skipped or doubled (the no-win streak drifted)"
     assert facts["stale"] == 0, "a resume marked work stale that the checkpoint was in the middle of"
     assert facts["unledgered"] == 0
+    from campaign.store import Store
+
+    with Store(facts["db"]) as store:  # the loop's kept counts: what the records say from scratch
+        assert store.loop_tally(_cid(facts["db"])) == store.recount_tally(_cid(facts["db"]))
     journal = (tmp_path / "journal" / "kill.md").read_text()
     assert "| status | finished" in journal and "--approve" not in journal.split("## ")[0]
     assert list(tmp_path.rglob("*.tmp")) == []
