@@ -246,6 +246,24 @@ def _wait_for_plots() -> None:
 
 
 @app.command()
+def serve(db: str | None = DB_OPT,
+          host: str = typer.Option("127.0.0.1", "--host", help="address to listen on; any but loopback needs "
+                                   "CAMPAIGN_SERVE_TOKEN in the environment"),
+          port: int = typer.Option(8765, "--port", help="port to listen on (0: any free one)")) -> None:
+    """A read-only web view of the database, following running campaigns live."""
+    from pathlib import Path
+
+    from campaign.cli.web.serve import serve as run_server
+
+    try:
+        _store(db).close()  # the path exists and is a campaign database (migrated as every command does)
+        run_server(Path(db or ".campaign/campaign.db"), host=host, port=port,
+                   db_label=str(db or ".campaign/campaign.db"))
+    except UserError as exc:
+        _fail(exc)
+
+
+@app.command()
 def unlock(campaign_id: str, db: str | None = DB_OPT) -> None:
     """Release a run lock held by a process on another host."""
     try:

@@ -44,7 +44,9 @@ __all__ = [
     "OVERVIEW_LAST",
     "draw_experiment",
     "experiment_figure",
+    "experiment_png",
     "overview_figure",
+    "overview_png",
     "plot_file_name",
     "plot_workloads",
     "render_plots",
@@ -338,6 +340,24 @@ def save_figure(fig: Figure, path: Path) -> None:
     canvas: Any = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     canvas.draw()
     _write_png(canvas, path)
+
+
+def figure_png(fig: Figure) -> bytes:
+    """The PNG bytes of `fig`, as `save_figure` writes them (the web view serves these)."""
+    canvas: Any = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    return png_bytes(np.asarray(canvas.buffer_rgba())[..., :3], DPI)
+
+
+def experiment_png(exp: ExperimentView) -> bytes | None:
+    """One experiment's plot as PNG bytes, or None when it has nothing to plot (a failed launch)."""
+    workloads = _multi_level_workloads(exp)
+    return figure_png(experiment_figure(exp, workloads)) if workloads else None
+
+
+def overview_png(view: CampaignView) -> bytes | None:
+    fig = overview_figure(view)
+    return None if fig is None else figure_png(fig)
 
 
 def _write_png(canvas: Any, path: Path) -> None:
