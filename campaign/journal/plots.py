@@ -45,6 +45,7 @@ __all__ = [
     "draw_experiment",
     "experiment_figure",
     "experiment_png",
+    "has_overview",
     "overview_figure",
     "overview_png",
     "plot_file_name",
@@ -264,13 +265,25 @@ def draw_experiment(exp: ExperimentView, workloads: list[str], path: Path) -> No
         frame.draw(exp, panels, path)
 
 
-def overview_figure(view: CampaignView) -> Figure | None:
+def _overview_inputs(view: CampaignView) -> tuple[list[tuple[int, ExperimentView]], list[tuple[int, Any, float, bool]]]:
+    """The scored experiments and the baseline's history the overview draws."""
     numbered = ((view.numbers[e.id] if view.numbers else n, e) for n, e in enumerate(view.experiments, 1))
     scored = [(n, e) for n, e in numbered if e.verdict is not None][-OVERVIEW_LAST:]
     heads = [(number, h, head) for number, h in enumerate(view.baseline_history, 1)  # numbered as the journal lists them
              if (head := baseline_headline(h, view.headline_workload)) is not None]
     history = [(number, h, head.value, i > 0 and not_compared(head, h, heads[i - 1][2], heads[i - 1][1]) is None)
                for i, (number, h, head) in enumerate(heads)]
+    return scored, history
+
+
+def has_overview(view: CampaignView) -> bool:
+    """Whether `overview_figure` draws anything: a verdict, or a baseline that moved."""
+    scored, history = _overview_inputs(view)
+    return bool(scored) or len(history) >= 2
+
+
+def overview_figure(view: CampaignView) -> Figure | None:
+    scored, history = _overview_inputs(view)
     if not scored and len(history) < 2:
         return None
     panels = 2 if len(history) >= 2 else 1

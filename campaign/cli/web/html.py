@@ -21,10 +21,12 @@ _MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": 
 _FILE_ONLY = re.compile(r"^(<!-- /?notes:[a-z0-9-]+ -->|<a id=\"[a-z0-9-]+\"></a>)[ \t]*$", re.MULTILINE)
 _EMPTY_SECTION = re.compile(r"^## [^\n]+\n\s*(?=^## |\Z)", re.MULTILINE)
 _NOTES_LABEL = re.compile(r"^\*\*Notes:\*\*\s*$", re.MULTILINE)
+# the journal file's last line says how to edit it; the web page says what it is in its own footer
+_FILE_FOOTER = re.compile(r"\n---\n_generated from [^\n]*_\n*\Z")
 
 
 def journal_html(markdown: str) -> str:
     """HTML of a journal page or section (no notes blocks: those live in the journal file)."""
-    text = _NOTES_LABEL.sub("", _FILE_ONLY.sub("", markdown))
+    text = _FILE_FOOTER.sub("\n", _NOTES_LABEL.sub("", _FILE_ONLY.sub("", markdown)))
     text = _EMPTY_SECTION.sub("", text)
     return str(_MD.render(text))

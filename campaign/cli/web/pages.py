@@ -14,7 +14,7 @@ from urllib.parse import quote
 from campaign.cli.web.html import journal_html
 from campaign.domain.records import CampaignView, ExperimentView
 from campaign.journal.format import row_prefix, scoreboard_cells
-from campaign.journal.plots import plot_workloads
+from campaign.journal.plots import has_overview, plot_workloads
 from campaign.journal.render import MainParts, experiment_body, experiment_keys, render_main
 
 __all__ = ["campaign_html", "campaign_url", "experiment_by_key", "experiment_html", "experiment_url"]
@@ -37,7 +37,7 @@ def campaign_html(view: CampaignView, db_label: str) -> str:
         bodies={},
         keys=keys,
     )
-    overview = f"{campaign_url(view.id)}/overview.png" if view.experiments else None
+    overview = f"{campaign_url(view.id)}/overview.png" if has_overview(view) else None
     return journal_html(render_main(view, None, parts, overview_plot=overview, db_label=db_label, notes={}))
 
 

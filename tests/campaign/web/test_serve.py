@@ -47,6 +47,7 @@ def test_the_pages_are_the_journal_sections(db: tuple[Path, str, str], base: str
     page = httpx.get(f"{base}/c/{cid}")
     assert page.status_code == 200
     assert "<h2>Scoreboard</h2>" in page.text and "<h2>Current baseline</h2>" in page.text
+    assert "edit only inside notes blocks" not in page.text  # the file's footer: nothing to edit here
     links = _experiment_links(page.text)
     assert len(links) >= 3  # every experiment links to its own page
     exp = httpx.get(base + links[0])
