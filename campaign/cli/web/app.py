@@ -9,8 +9,10 @@ own sections (`campaign.cli.web.pages`); templates autoescape everything else.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ from campaign.store.reader import JournalReader, open_reader
 __all__ = ["make_app"]
 
 _HERE = Path(__file__).parent
+_NO_STORE = {"Cache-Control": "no-store"}  # the record moves on: a browser asks again
 
 
 def _templates() -> jinja2.Environment:
@@ -46,10 +49,34 @@ def _templates() -> jinja2.Environment:
 
 
 class _Site:
-    """The routes' shared state: which database, how to name it, the templates."""
+    """The routes' shared state: which database, how to name it, the templates, and the
+    pages already rendered for the record's current version (a 500-experiment campaign's
+    page takes seconds to render: each change is rendered once, whoever is watching)."""
+
+    CACHED = 64
 
     def __init__(self, db: Path, db_label: str) -> None:
         self.db, self.db_label, self.env = db, db_label, _templates()
+        self._cache: OrderedDict[tuple[str, str], tuple[bytes, str | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def cached(self, path: str, build: Callable[[str], Response]) -> Response:
+        """`build(version)`'s answer, or the one it gave before for this path and version."""
+        with self.reader() as reader:
+            version = reader.version()
+        with self._lock:
+            hit = self._cache.get((path, version))
+            if hit is not None:
+                self._cache.move_to_end((path, version))
+        if hit is not None:
+            return Response(hit[0], media_type=hit[1], headers=_NO_STORE)
+        response = build(version)
+        if response.status_code == 200:
+            with self._lock:
+                self._cache[(path, version)] = (bytes(response.body), response.media_type)
+                while len(self._cache) > self.CACHED:
+                    self._cache.popitem(last=False)
+        return response
 
     @contextmanager
     def reader(self) -> Iterator[JournalReader]:
@@ -66,20 +93,25 @@ class _Site:
         context.setdefault("campaign_id", None)
         context.setdefault("campaign_link", None)
         html = self.env.get_template(name).render(db_label=self.db_label, **context)
-        return HTMLResponse(html, status_code=status)
+        return HTMLResponse(html, status_code=status, headers=_NO_STORE)
 
 
-def _read(site: _Site, campaign_id: str) -> tuple[str, CampaignView, list[RunningExperiment]]:
-    """The record's version, the campaign's view and its running experiments, from one
-    reader; an unknown campaign is a 404."""
+def _png(png: bytes | None) -> Response:
+    if png is None:
+        raise HTTPException(404, "no plot")
+    return Response(png, media_type="image/png", headers=_NO_STORE)
+
+
+def _read(site: _Site, campaign_id: str) -> tuple[CampaignView, list[RunningExperiment]]:
+    """The campaign's view and its running experiments, from one reader; an unknown
+    campaign is a 404."""
     with site.reader() as reader:
-        version = reader.version()
         try:
             view = reader.view(campaign_id)
         except UserError as exc:
             raise HTTPException(404, str(exc)) from None
         running = reader.running(campaign_id)
-    return version, view, running
+    return view, running
 
 
 def make_app(db: Path, *, db_label: str = "", guard: Guard | None = None) -> Starlette:
@@ -94,53 +126,56 @@ def make_app(db: Path, *, db_label: str = "", guard: Guard | None = None) -> Sta
 
     def campaign(request: Request) -> Response:
         cid = request.path_params["cid"]
-        version, view, running = _read(site, cid)
-        keys = experiment_keys(view)
-        progress = [{
-            "hypothesis": r.hypothesis, "attempt": r.attempt, "started": fmt_time(r.started_at),
-            "rounds": ", ".join(f"{side} {n}" for side, n in sorted(r.rounds.items())),
-            "last": fmt_time(r.last_recorded_at) if r.last_recorded_at else None,
-            "link": experiment_url(cid, keys[r.id]) if r.id in keys else campaign_url(cid),
-        } for r in running]
-        return site.page("campaign.html", title=view.name, version=version, campaign_id=cid,
-                         campaign_link=campaign_url(cid), running=progress,
-                         body=Markup(campaign_html(view, site.db_label)))
+
+        def build(version: str) -> Response:
+            view, running = _read(site, cid)
+            keys = experiment_keys(view)
+            progress = [{
+                "hypothesis": r.hypothesis, "attempt": r.attempt, "started": fmt_time(r.started_at),
+                "rounds": ", ".join(f"{side} {n}" for side, n in sorted(r.rounds.items())),
+                "last": fmt_time(r.last_recorded_at) if r.last_recorded_at else None,
+                "link": experiment_url(cid, keys[r.id]) if r.id in keys else campaign_url(cid),
+            } for r in running]
+            return site.page("campaign.html", title=view.name, version=version, campaign_id=cid,
+                             campaign_link=campaign_url(cid), running=progress,
+                             body=Markup(campaign_html(view, site.db_label)))
+
+        return site.cached(request.url.path, build)
 
     def experiment(request: Request) -> Response:
         cid, key = request.path_params["cid"], request.path_params["key"]
-        version, view, _running = _read(site, cid)
-        found = experiment_by_key(view, key)
-        if found is None:
-            raise HTTPException(404, f"campaign {cid} has no experiment {key}")
-        number, exp = found
-        return site.page("experiment.html", title=f"{exp.hypothesis} · {view.name}", version=version,
-                         campaign_id=cid, campaign_link=campaign_url(cid),
-                         body=Markup(experiment_html(view, number, exp, key)))
+
+        def build(version: str) -> Response:
+            view, _running = _read(site, cid)
+            found = experiment_by_key(view, key)
+            if found is None:
+                raise HTTPException(404, f"campaign {cid} has no experiment {key}")
+            number, exp = found
+            return site.page("experiment.html", title=f"{exp.hypothesis} · {view.name}", version=version,
+                             campaign_id=cid, campaign_link=campaign_url(cid),
+                             body=Markup(experiment_html(view, number, exp, key)))
+
+        return site.cached(request.url.path, build)
 
     def plot(request: Request) -> Response:
         from campaign.journal.plots import experiment_png
 
         cid, key = request.path_params["cid"], request.path_params["key"]
-        _version, view, _running = _read(site, cid)
-        found = experiment_by_key(view, key)
-        png = experiment_png(found[1]) if found else None
-        if png is None:
-            raise HTTPException(404, "no plot")
-        return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
+
+        def build(_version: str) -> Response:
+            found = experiment_by_key(_read(site, cid)[0], key)
+            return _png(experiment_png(found[1]) if found else None)
+
+        return site.cached(request.url.path, build)
 
     def overview(request: Request) -> Response:
         from campaign.journal.plots import overview_png
 
-        _version, view, _running = _read(site, request.path_params["cid"])
-        png = overview_png(view)
-        if png is None:
-            raise HTTPException(404, "no plot")
-        return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
+        return site.cached(request.url.path, lambda _v: _png(overview_png(_read(site, request.path_params["cid"])[0])))
 
     def version(request: Request) -> Response:
         with site.reader() as reader:
-            return JSONResponse({"version": reader.version(), "at": time.time()},
-                                headers={"Cache-Control": "no-store"})
+            return JSONResponse({"version": reader.version(), "at": time.time()}, headers=_NO_STORE)
 
     async def error(request: Request, exc: Exception) -> Response:
         code = exc.status_code if isinstance(exc, HTTPException) else 500

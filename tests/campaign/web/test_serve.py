@@ -121,3 +121,19 @@ def test_a_missing_database_or_a_taken_port_is_one_line(db: tuple[Path, str, str
         taken.listen()
         out = _serve_cli("--db", str(db[0]), "--port", str(taken.getsockname()[1]))
     assert out.returncode == 2 and "cannot listen there" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_a_page_follows_the_record(tmp_path: Path) -> None:
+    """A page rendered once is answered again from the server's cache only while the
+    record is unchanged: a review requested since shows at the next request."""
+    db = tmp_path / "campaign.db"
+    cid = scale_build.build(db, 1)
+    with serving(db) as url:
+        before = httpx.get(f"{url}/c/{cid}").text
+        assert before == httpx.get(f"{url}/c/{cid}").text and "<h2>Reviews</h2>" not in before
+        version = httpx.get(f"{url}/api/version").json()["version"]
+        with Store(db) as store:
+            store.request_review(cid, "two dead ends in a row: look before going on", key="k")
+        assert httpx.get(f"{url}/api/version").json()["version"] != version
+        after = httpx.get(f"{url}/c/{cid}").text
+        assert "<h2>Reviews</h2>" in after and "two dead ends in a row" in after
