@@ -35,12 +35,18 @@ def serving(db: Path, *, host: str = "127.0.0.1", token: str | None = None) -> I
         _wait_listening(base)
         yield base
     finally:
+        stop(proc, 10)
+
+
+def stop(proc: subprocess.Popen[str], timeout_s: float) -> None:
+    """Ctrl-C, as a person stops it; a kill when it does not end within `timeout_s`."""
+    if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _wait_listening(base: str, timeout_s: float = 20.0) -> None:

@@ -5,7 +5,6 @@ stays text, no console error, and the token holds off loopback."""
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import pytest
 from campaign.store.quick import campaign_list
 from tests.campaign.sim_playbook import sim_playbook
 from tests.campaign.web.browser import chromium, console_errors
-from tests.campaign.web.serving import ROOT, serving
+from tests.campaign.web.serving import ROOT, serving, stop
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> frees the KV cache'
 HYPOTHESIS = "smaller-graph"
@@ -72,13 +71,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Liv
         with serving(db) as base:
             yield Live(db, cid, base, proc)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 60)
 
 
 def test_a_verdict_appears_in_an_open_page_within_5_s(live: Live, browser: Any) -> None:
