@@ -399,6 +399,23 @@ class Playbook(_Strict):
     knobs: KnobSpace = Field(default_factory=KnobSpace)
     hypotheses: list[HypothesisSpec] = Field(default_factory=list)
 
+    @field_validator("database")
+    @classmethod
+    def _database_is_a_file(cls, v: str) -> str:
+        """A URL is refused before anything is written: the playbook is stored with the
+        campaign, so a password in it would reach the database, and this version keeps
+        campaigns in a SQLite file only (no silent file named after the URL)."""
+        scheme, sep, rest = v.partition("://")
+        if not sep:
+            return v
+        netloc = rest.split("/", 1)[0]
+        if ":" in netloc.split("@", 1)[0] and "@" in netloc:
+            # the value is not repeated: it holds the password
+            raise ValueError("a password is written in the URL, and the playbook is stored with the campaign "
+                             "(fix: remove it from the URL and change that password)")
+        raise ValueError(f"{scheme}:// URLs are not supported: campaigns are kept in a SQLite file "
+                         "(fix: set `database:` to a file path, e.g. .campaign/campaign.db)")
+
     @field_validator("workloads")
     @classmethod
     def _name_workloads(cls, v: dict[str, WorkloadConfig]) -> dict[str, WorkloadConfig]:
