@@ -4,6 +4,7 @@ distribution's chromedriver (no browser downloaded at run time)."""
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -30,11 +31,26 @@ def chromium() -> Iterator[Any]:
                 "--window-size=1280,1100", "--no-first-run", "--disable-extensions"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = _start(webdriver, Service, options)
     try:
         yield driver
     finally:
         driver.quit()
+
+
+def _start(webdriver: Any, service: Any, options: Any, tries: int = 3) -> Any:
+    """chromedriver on a port Selenium picked free a moment before: on a busy machine
+    another process can take it first (chromedriver then exits 1), so try again."""
+    from selenium.common.exceptions import WebDriverException
+
+    for attempt in range(1, tries + 1):
+        try:
+            return webdriver.Chrome(service=service(CHROMEDRIVER), options=options)
+        except WebDriverException:
+            if attempt == tries:
+                raise
+            time.sleep(1)
+    raise AssertionError("unreachable")
 
 
 def console_errors(driver: Any) -> list[dict[str, Any]]:
