@@ -93,8 +93,8 @@ def _print(doc: dict[str, Any]) -> None:
     for tag, levels in (("A", doc["only_a"]), ("B", doc["only_b"])):
         if levels:
             con.print(line(f"only {tag} measured: ", (", ".join(f"{w} C={c}" for w, c in levels), "")))
-    con.print(line(("verdict (B as the candidate, A as the baseline): ", "bold"), (v.kind.upper(), "bold"), ": ",
-                   (v.reason, "")))
+    kind = v.kind.upper().replace("_", " ")
+    con.print(line(("verdict (B as the candidate, A as the baseline): ", "bold"), (kind, "bold"), ": ", (v.reason, "")))
     con.print(line(f"confidence {v.confidence * 100:.0f}%, A's playbook's bar; ", (v.noise, "")))
 
 

@@ -68,7 +68,12 @@ def test_export_csv_round_trips_every_level_measurement(demo: tuple[Path, str], 
             for stat in ("mean", "p50", "p90", "p99"):
                 assert _number(row[f"{metric}_{stat}"]) == getattr(getattr(result, metric), stat)
         assert row["token_source"] == result.token_source and json.loads(row["error_samples"]) == result.error_samples
-    assert all(_number(r["ttft_ms_p50"]) > 0 and _number(r["itl_ms_p99"]) > 0 for r in rows)  # the sim's latency
+    # the simulated node's latency is modelled: a 512-token prefill, queued behind the others at C=4
+    assert all(_number(r["ttft_ms_p50"]) > 0 and _number(r["itl_ms_p99"]) > 0 for r in rows)
+    ttft = {c: [_number(r["ttft_ms_p50"]) for r in rows if r["workload"] == "parallel" and r["concurrency"] == str(c)]
+            for c in (1, 4)}
+    assert min(ttft[4]) > max(ttft[1]) > 20
+    assert all(1 < _number(r["tpot_ms_p50"]) < 100 for r in rows)
 
 
 def test_export_json_holds_the_same_measurements(demo: tuple[Path, str], tmp_path: Path) -> None:

@@ -44,12 +44,12 @@ def measured(tmp_path: Path) -> tuple[Store, str, str]:
                                  node="sim-0", baseline_ref=base.id)
     for rep, ttft in enumerate((60.0, 80.0)):  # no interleaved baseline: the baseline's rounds are borrowed
         store.record_side(exp.id, "candidate", rep, [("parallel", lv(1, 120, ttft, 8), "w"),
-                                                     ("parallel", lv(10, 300, 5 * ttft, 40), "w")])
+                                                     ("parallel", lv(10, 300, 4 * ttft, 40), "w")])
     levels = [LevelComparison(workload="parallel", concurrency=c, baseline_mean=b, candidate_mean=k, delta_pct=d,
                               ci_low_pct=d - 3, ci_high_pct=d + 3, n_baseline=2, n_candidate=2, winner=w,
                               baseline_meets_limit=bm, candidate_meets_limit=cm)
               for c, b, k, d, w, bm, cm in ((1, 90, 120, 33.3, "candidate", True, True),
-                                            (10, 450, 300, -33.3, "baseline", False, True))]
+                                            (10, 450, 300, -33.3, "candidate", False, True))]
     store.record_verdict(exp.id, Verdict(kind="inconclusive", reason="mixed", levels=levels))  # type: ignore[arg-type]
     store.finish_experiment(exp.id, node_seconds=10)
     return store, cid, exp.id
@@ -72,7 +72,7 @@ def test_show_json_has_latency_per_level_and_the_limit(measured: tuple[Store, st
     assert doc == json.loads(json.dumps(store.show_json(cid)))  # the streamed text and the document agree
     assert doc["latency_limit"] == {"metric": "ttft_ms", "stat": "p90", "max_ms": 500.0}
     level = doc["experiments"][0]["metrics"]["parallel"]["10"]
-    assert level["latency_ms"]["candidate"]["ttft_ms"]["p99"] == pytest.approx(2 * 5 * 70)
+    assert level["latency_ms"]["candidate"]["ttft_ms"]["p99"] == pytest.approx(2 * 4 * 70)
     assert level["latency_ms"]["baseline"]["itl_ms"]["p50"] == 30.0
     assert level["meets_latency_limit"] == {"candidate": True, "baseline": False}
 
@@ -85,5 +85,5 @@ def test_level_table_shows_ttft_and_itl_and_the_limit_against_its_figures(measur
     assert "TTFT p50/p99 ms: cand (base)" in header and "ITL p50/p99 ms: cand (base)" in header
     assert "TTFT p90 limit 500 ms (cand / base)" in header
     assert "| 70/140 (110/220) | 8.0/24 (10/30) | 105 ok / 165 ok |" in first
-    # C=10: candidate TTFT p90 1.5 x 350, baseline 1.5 x 440 = 660 over the 500 ms limit
-    assert tenth.endswith("| 350/700 (440/880) | 40/120 (30/90) | 525 ok / 660 MISSED |")
+    # C=10: candidate TTFT p90 1.5 x 280 = 420, baseline 1.5 x 440 = 660 over the 500 ms limit
+    assert tenth.endswith("| 280/560 (440/880) | 40/120 (30/90) | 420 ok / 660 MISSED |")
