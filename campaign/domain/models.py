@@ -36,6 +36,7 @@ class FailureClass(str, Enum):
     unreachable = "unreachable"  # node or server cannot be reached (infrastructure)
     engine_dead = "engine_dead"  # vLLM EngineDeadError while serving
     kernel_fault = "kernel_fault"  # a GPU kernel faulted: illegal memory access / address / instruction
+    environment = "environment"  # the node lacks what the engine needs: a library, package version, driver or credential
 
 
 #: failure classes caused by the infrastructure rather than by the idea under test:
