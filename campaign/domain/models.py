@@ -52,6 +52,10 @@ class Failure(BaseModel):
     evidence: list[str] = Field(default_factory=list)  # log lines that decided the class
     exit_code: int | None = None
     phase: Literal["patch", "start", "load", "correctness"] = "start"
+    #: False when no signature matched (the class is then `exited`, the evidence the last lines)
+    matched: bool = True
+    #: the LLM's class for an unmatched log: a suggestion shown beside the class, never the class
+    suggested_class: FailureClass | None = None
 
 
 class Stat(BaseModel):

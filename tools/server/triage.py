@@ -195,7 +195,7 @@ def classify(exit_code: int | None, log_lines: list[str], *, phase: Phase = "sta
     if not hits:
         tail = [ln for ln in lines if ln.strip()][-FALLBACK_TAIL:]
         return Failure(failure_class=FailureClass.exited, summary=f"server ended: {_exit_words(exit_code)}; "
-                       f"{NO_SIGNATURE}", evidence=tail, exit_code=exit_code, phase=phase)
+                       f"{NO_SIGNATURE}", evidence=tail, exit_code=exit_code, phase=phase, matched=False)
 
     decider = _decider(hits)
     cls = decider.rule.failure_class
@@ -219,4 +219,4 @@ def classify(exit_code: int | None, log_lines: list[str], *, phase: Phase = "sta
 
 def is_unmatched(failure: Failure) -> bool:
     """True when no rule matched: `exited` with the last lines, an unknown, not a class."""
-    return failure.failure_class == FailureClass.exited and NO_SIGNATURE in failure.summary
+    return not failure.matched or (failure.failure_class == FailureClass.exited and NO_SIGNATURE in failure.summary)

@@ -1,0 +1,59 @@
+"""The LLM's crash triage in the loop: asked only about a log no signature matched, its
+answer kept as a suggestion beside the rule table's class (never replacing it), every
+call recorded; with no LLM planner nothing is asked and nothing pretends it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from campaign.domain.models import FailureClass
+from campaign.loop.planner_bridge import triage_with_planner
+from campaign.planner.llm import LlmPlanner
+from campaign.store import Store
+from tests.campaign.planner.conftest import make_playbook
+from tests.fake_openai import FakeOpenAI, answer
+from tools.server.triage import classify
+
+ODD_LOG = ["[2025-01-01 00:00:00] decode out of sync for 900 s, nothing scheduled", "Killed"]
+OOM_LOG = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+
+
+def _deps(tmp_path: Path, planner: object | None) -> tuple[SimpleNamespace, str]:
+    pb = make_playbook()
+    store = Store(tmp_path / "campaign.db")
+    cid = store.create_campaign(pb.name, playbook=pb).id
+    return SimpleNamespace(planner=planner, store=store, playbook=pb), cid
+
+
+def test_an_unmatched_log_gets_the_models_suggestion_beside_its_class(tmp_path: Path) -> None:
+    with FakeOpenAI() as server:
+        server.script(answer({"failure_class": "hang"}))
+        pb = make_playbook(base_url=server.url)
+        deps, cid = _deps(tmp_path, LlmPlanner(pb.planner, pb.knobs, base_url=server.url))
+        failure = triage_with_planner(deps, cid, classify(137, ODD_LOG), ODD_LOG)
+        asked = server.chat_requests()
+    assert len(asked) == 1 and "decode out of sync" in asked[0].prompt_text()
+    assert failure.failure_class == FailureClass.exited and not failure.matched  # the class is the rules'
+    assert failure.suggested_class == FailureClass.hang
+    assert "the LLM suggests hang (a guess: no signature matched)" in failure.summary
+    assert [c.purpose for c in deps.store.planner_calls(cid)] == ["triage"]
+    assert '"suggested_class":"hang"' in failure.model_dump_json()  # what show --json and the journal read
+
+
+def test_a_signature_is_never_sent_to_the_model(tmp_path: Path) -> None:
+    with FakeOpenAI() as server:
+        pb = make_playbook(base_url=server.url)
+        deps, cid = _deps(tmp_path, LlmPlanner(pb.planner, pb.knobs, base_url=server.url))
+        failure = triage_with_planner(deps, cid, classify(1, OOM_LOG), OOM_LOG)
+        assert server.chat_requests() == []
+    assert failure.failure_class == FailureClass.oom and failure.suggested_class is None
+    assert deps.store.planner_calls(cid) == []
+
+
+def test_without_an_llm_planner_nothing_is_asked_or_recorded(tmp_path: Path) -> None:
+    deps, cid = _deps(tmp_path, None)
+    before = classify(137, ODD_LOG)
+    after = triage_with_planner(deps, cid, before, ODD_LOG)
+    assert after == before and after.suggested_class is None and "LLM" not in after.summary
+    assert deps.store.planner_calls(cid) == []
