@@ -12,7 +12,7 @@ from campaign.loop.planner_bridge import triage_with_planner
 from campaign.planner.llm import LlmPlanner
 from campaign.store import Store
 from tests.campaign.planner.conftest import make_playbook
-from tests.fake_openai import FakeOpenAI, answer
+from tests.fake_openai import FakeOpenAI, answer, proposal
 from tools.server.triage import classify
 
 ODD_LOG = ["[2025-01-01 00:00:00] decode out of sync for 900 s, nothing scheduled", "Killed"]
@@ -57,3 +57,35 @@ def test_without_an_llm_planner_nothing_is_asked_or_recorded(tmp_path: Path) -> 
     after = triage_with_planner(deps, cid, before, ODD_LOG)
     assert after == before and after.suggested_class is None and "LLM" not in after.summary
     assert deps.store.planner_calls(cid) == []
+
+
+def test_a_campaign_asks_the_model_about_a_crash_no_rule_knows(tmp_path: Path, monkeypatch) -> None:
+    """Through the loop on the simulated node: the model proposes tp-size 16 on 8 GPUs,
+    which dies with a CUDA error no rule knows; the model is asked about that log once,
+    its answer is in show --json and the journal as a suggestion, and the experiment's
+    class stays the rules' `exited`."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from campaign.cli.wiring import build_deps
+    from campaign.loop.graph import build_graph
+    from campaign.playbook.load import load_playbook
+    from tests.campaign.sim_playbook import sim_playbook
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-NEVER-RECORD-THIS-0123456789")
+    with FakeOpenAI() as server:
+        server.script(proposal("tp-16", flags={"tp-size": 16}), answer({"failure_class": "nccl_error"}))
+        pb = load_playbook(sim_playbook(
+            tmp_path, [], knobs={"flags": {"tp-size": {"type": "int", "min": 1, "max": 16}}},
+            planner={"kind": "llm", "model": "fake-model", "base_url": server.url, "timeout_s": 10,
+                     "max_retries": 0, "max_proposals": 1, "analyze": False}))
+        store = Store(tmp_path / "campaign.db")
+        cid = store.create_campaign(pb.name, playbook=pb).id
+        deps = build_deps(pb, store, db_path=tmp_path / "campaign.db", events=None)
+        graph = build_graph(deps).compile(checkpointer=InMemorySaver())
+        graph.invoke({"campaign_id": cid}, {"configurable": {"thread_id": cid}, "recursion_limit": 200})
+        asked = server.chat_requests()
+    assert len(asked) == 2 and "invalid device ordinal" in asked[1].prompt_text()
+    (exp,) = [e for e in store.show_json(cid)["experiments"] if e["hypothesis"] == "tp-16"]
+    assert exp["failure_class"] == "exited" and exp["suggested_class"] == "nccl_error"
+    journal = Path(pb.journal).read_text()
+    assert "the LLM suggests nccl_error (a guess: no signature matched)" in journal
