@@ -73,13 +73,15 @@ RULES: tuple[TriageRule, ...] = (
     # what the node lacks: the same launch fails for the baseline too (from the loaders'
     # own messages: glibc's dlopen, Python's import system, huggingface_hub, torch's CUDA init,
     # SGLang's `assert_pkg_version`)
-    rule(FC.environment, r"lib[\w.+-]*\.so[\w.]*: cannot open shared object file|"
+    # (not a WARNING line: vLLM logs "WARNING ... Failed to import from vllm._C with ImportError(...)"
+    # and goes on; whatever then stops it decides)
+    rule(FC.environment, r"^(?!.*\bWARNING\b)(?:.*?)(?:lib[\w.+-]*\.so[\w.]*: cannot open shared object file|"
          r"ImportError: .*undefined symbol|\.so: undefined symbol|"
          r"ModuleNotFoundError: No module named|PackageNotFoundError|"
          r"with minimum required version [\w.]+ is not installed|"
          r"ImportError: cannot import name .* from '?(flashinfer|sgl_kernel|triton|torch|transformers|flash_attn|xformers)|"
          r"NVIDIA driver on your system is too old|CUDA driver version is insufficient|cudaErrorInsufficientDriver|"
-         r"Cannot access gated repo|GatedRepoError|You are trying to access a gated repo|401 Client Error",
+         r"Cannot access gated repo|GatedRepoError|You are trying to access a gated repo|401 Client Error)",
          5, "the node's installation lacks what the engine needs"),
     rule(FC.bad_flag, r"error: unrecognized arguments|error: argument [-\w/]+|invalid choice:|"
          r"error: the following arguments are required", 10, "argument parser rejected the command line"),

@@ -235,3 +235,11 @@ def test_what_the_node_lacks_is_environment_and_outranks_what_it_causes(line: st
     lines = [line, "ValueError: Model architectures ['LlavaForConditionalGeneration'] are not supported for now."]
     failure = classify(1, lines)
     assert failure.failure_class == FC.environment and "exited (after it)" in failure.summary
+
+
+def test_a_warning_about_a_missing_library_does_not_decide() -> None:
+    """vLLM warns when its custom ops do not load and goes on; the OOM that stops it decides."""
+    lines = ["WARNING 06-09 10:00:00 [_custom_ops.py:21] Failed to import from vllm._C with "
+             "ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    assert classify(1, lines).failure_class == FC.oom
