@@ -14,6 +14,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from campaign.domain.errors import UserError
+from campaign.domain.measurement import Measurement
 from campaign.domain.models import Failure
 from campaign.domain.records import CALL_FAILED
 from campaign.playbook.schema import HypothesisSpec, Playbook
@@ -143,3 +144,11 @@ def triage_with_planner(deps: Any, cid: str, failure: Failure, log_lines: list[s
     return failure.model_copy(update={
         "suggested_class": outcome.failure_class,
         "summary": f"{failure.summary}; the LLM suggests {cls} (a guess: no signature matched)"})
+
+
+def triage_measurement(deps: Any, cid: str, m: Measurement) -> Measurement:
+    """`m`, its failure carrying the model's suggestion when no signature matched."""
+    if m.failure is None or m.failure.matched:
+        return m
+    failure = triage_with_planner(deps, cid, m.failure, m.log_excerpt or m.failure.evidence)
+    return m.model_copy(update={"failure": failure})

@@ -89,3 +89,32 @@ def test_a_campaign_asks_the_model_about_a_crash_no_rule_knows(tmp_path: Path, m
     assert exp["failure_class"] == "exited" and exp["suggested_class"] == "nccl_error"
     journal = Path(pb.journal).read_text()
     assert "the LLM suggests nccl_error (a guess: no signature matched)" in journal
+
+
+def test_a_baseline_that_dies_unknown_carries_the_suggestion_in_the_halt_reason(tmp_path: Path, monkeypatch) -> None:
+    """The baseline itself dies with a log no rule knows: the campaign fails, and the one
+    line the user reads says what the model suggests, marked as a guess."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from campaign.cli.wiring import build_deps
+    from campaign.loop.graph import build_graph
+    from campaign.playbook.load import load_playbook
+    from tests.campaign.sim_playbook import sim_playbook
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-NEVER-RECORD-THIS-0123456789")
+    with FakeOpenAI() as server:
+        server.script(answer({"failure_class": "environment"}))
+        pb = load_playbook(sim_playbook(
+            tmp_path, [], baseline={"flags": {"tp-size": 16}},
+            planner={"kind": "llm", "model": "fake-model", "base_url": server.url, "timeout_s": 10,
+                     "max_retries": 0, "max_proposals": 1, "analyze": False}))
+        store = Store(tmp_path / "campaign.db")
+        cid = store.create_campaign(pb.name, playbook=pb).id
+        deps = build_deps(pb, store, db_path=tmp_path / "campaign.db", events=None)
+        graph = build_graph(deps).compile(checkpointer=InMemorySaver())
+        graph.invoke({"campaign_id": cid}, {"configurable": {"thread_id": cid}, "recursion_limit": 50})
+        asked = server.chat_requests()
+    assert len(asked) == 1 and "invalid device ordinal" in asked[0].prompt_text()
+    reason = store.show_json(cid)["halt_reason"]
+    assert reason.startswith("the baseline does not run: exited:")
+    assert "the LLM suggests environment (a guess: no signature matched)" in reason
