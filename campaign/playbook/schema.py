@@ -139,6 +139,16 @@ class SlurmNodeSpec(_NodeSpecBase):
     simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node in the job "
                                                 "instead of a real engine")
 
+    @field_validator("max_parallel_jobs")
+    @classmethod
+    def _one_job(cls, v: int) -> int:
+        # One node runs one experiment, so one job, at a time; parallelism is one node per
+        # experiment (`nodes:`), which the fan-out already does.  Any other value would be ignored.
+        if v != 1:
+            raise ValueError("a slurm node runs one job at a time (fix: remove it; to run experiments at once, "
+                             "list one slurm node per job under `nodes:`, each with its own name)")
+        return v
+
     def simulated_node(self) -> SimulatedNodeSpec | None:
         return self.simulated
 

@@ -390,6 +390,8 @@ def experiment_json(e: ExperimentView) -> dict[str, Any]:
         "reason": v.reason if v else (e.failure.summary if e.failure else ""),
         "failure_class": (v.failure_class.value if v and v.failure_class else None)
         or (e.failure.failure_class.value if e.failure else None),
+        # the LLM's guess for a failure no rule matched: beside the class, never the class
+        "suggested_class": e.failure.suggested_class.value if e.failure and e.failure.suggested_class else None,
         "metrics": metrics,
         # what the two servers reported differently, and what confounds the run
         "reported_diff": [r.model_dump(mode="json") for r in v.reported_diff] if v else [],
