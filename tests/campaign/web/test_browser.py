@@ -23,6 +23,8 @@ from tests.campaign.web.serving import ROOT, serving, stop
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> frees the KV cache'
 HYPOTHESIS = "smaller-graph"
 TOKEN = "browser-test-token-0123456789"
+# one campaign and one browser for the module: its tests run in turn on one xdist worker
+pytestmark = pytest.mark.xdist_group("web-browser")
 VERDICTS = ("WIN", "DEAD END", "INCONCLUSIVE")
 
 _VERDICT_CELL = """
@@ -104,12 +106,14 @@ def test_a_verdict_appears_in_an_open_page_within_5_s(live: Live, browser: Any) 
 
 def test_hostile_rationale_is_text(live: Live, browser: Any) -> None:
     browser.get(f"{live.base}/c/{live.cid}")
-    link = browser.execute_script("""
+    deadline = time.monotonic() + 120  # run alone, the experiment may not have started yet: the page follows
+    while not (link := browser.execute_script("""
 for (const row of document.querySelectorAll('main table tr')) {
   if (row.cells.length > 2 && row.cells[1].textContent.trim() === arguments[0]) return row.querySelector('a').href;
 }
-return null;""", HYPOTHESIS)
-    assert link, "the experiment has no page link"
+return null;""", HYPOTHESIS)):
+        assert time.monotonic() < deadline, "the experiment has no page link"
+        time.sleep(0.2)
     browser.get(link)
     text = browser.find_element("css selector", "main").text
     assert '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">' in text

@@ -17,6 +17,7 @@ from tests.campaign.web.serving import ROOT, serving
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> [x](javascript:alert(1))'
 TOKEN = "t0k3n-for-the-test-0123456789"
+pytestmark = pytest.mark.xdist_group("web-serve")  # one database and one server for the module
 
 
 def _experiment_links(html: str) -> list[str]:
