@@ -98,6 +98,7 @@ class Verdict(BaseModel):
     confounded_by: list[ConfigChange] = Field(default_factory=list)
     reported_diff: list[ReportedChange] = Field(default_factory=list)  # what the two servers report differently
     confidence: float = 0.95
+    min_effect_pct: float | None = None  # the bar a level had to clear (None: recorded before it was kept)
     revisit_on: list[str] = Field(default_factory=list)
     correctness: CorrectnessResult | None = None
     headline_delta_pct: float | None = None  # primary workload's effect, for the scoreboard
@@ -151,6 +152,7 @@ class ExperimentView(BaseModel):
     started_at: float = 0.0
     finished_at: float | None = None
     adopted: bool = False
+    adopt_if_win: bool = False  # the playbook's adoption policy for this hypothesis
 
 
 class BaselineView(BaseModel):
@@ -204,7 +206,8 @@ class CampaignView(BaseModel):
     halt_reason: str | None = None
     node: str = ""
     time_scale: float = 1.0
-    headline_workload: str | None = None  # the playbook's first workload: the scoreboard's figure
+    headline_workload: str | None = None  # the playbook's first workload: the baseline's headline
+    min_effect_pct: float = 2.0  # the playbook's bar, for verdicts recorded before they kept their own
     baseline: BaselineView | None = None
     baseline_history: list[BaselineView] = Field(default_factory=list)
     experiments: list[ExperimentView] = Field(default_factory=list)

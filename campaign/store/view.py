@@ -27,6 +27,7 @@ from campaign.domain.records import (
 )
 from campaign.domain.source import PatchRecord
 from campaign.domain.work import Work
+from campaign.playbook.schema import VerdictSpec
 from campaign.store.records import (
     CampaignRecord,
     EventRecord,
@@ -34,6 +35,7 @@ from campaign.store.records import (
     HypothesisRecord,
     ReviewRecord,
 )
+from campaign.verdict import explain
 from campaign.verdict.stats import stdev
 
 
@@ -97,6 +99,10 @@ class CampaignSnapshot(BaseModel):
 
     def metric(self) -> str:
         return str(self.campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
+
+    def min_effect_pct(self) -> float:
+        default = VerdictSpec.model_fields["min_effect_pct"].default
+        return float(self.campaign.playbook.get("verdict", {}).get("min_effect_pct", default))
 
     def workload_order(self) -> list[str]:
         return list(self.campaign.playbook.get("workloads", {}))
@@ -237,6 +243,7 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
         started_at=exp.started_at,
         finished_at=exp.finished_at,
         adopted=exp.adopted,
+        adopt_if_win=bool(hyp and hyp.spec.adopt_if_win),
     )
 
 
@@ -248,6 +255,7 @@ def _outline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentVi
         environment=snap.fingerprints.get(exp.fingerprint_id or ""), patch_sha=exp.patch_sha, command=exp.command,
         baseline_id=exp.baseline_ref, node_seconds=exp.node_seconds, started_at=exp.started_at,
         finished_at=exp.finished_at, adopted=exp.adopted,
+        adopt_if_win=bool((hyp := snap.hypothesis(exp.hypothesis)) and hyp.spec.adopt_if_win),
     )  # fmt: skip
 
 
@@ -303,6 +311,7 @@ def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
         node=c.node,
         time_scale=c.time_scale,
         headline_workload=next(iter(snap.workload_order()), None),
+        min_effect_pct=snap.min_effect_pct(),
         baseline=next((b for b in history if current and b.experiment_id == current.id), None),
         baseline_history=history,
         experiments=[experiment_view(snap, e) for e in snap.experiments if e.role == "candidate"],
@@ -342,29 +351,44 @@ def show_json(view: CampaignView) -> dict[str, Any]:
             "config": base.config.model_dump(mode="json"),
             "figures": {wl: {str(c): v for c, v in levels.items()} for wl, levels in base.figures.items()},
         },
+        "min_effect_pct": view.min_effect_pct,
         "planner_calls": [c.model_dump(mode="json") for c in view.planner_calls],
         "planner_notes": list(view.planner_notes),
-        "experiments": [experiment_json(e) for e in view.experiments],  # last: `show --json` streams it
+        "experiments": [experiment_json(e, view.min_effect_pct) for e in view.experiments],  # last: `show --json` streams it
     }
 
 
-def experiment_json(e: ExperimentView) -> dict[str, Any]:
-    metrics: dict[str, dict[str, dict[str, float | None]]] = {}
+def experiment_json(e: ExperimentView, playbook_min_effect_pct: float) -> dict[str, Any]:
+    """One experiment as `show --json` gives it: the candidate's change against the
+    baseline at every level with its interval's ends and confidence, and what decided
+    (`campaign.verdict.explain`, the journal's convention)."""
+    metrics: dict[str, dict[str, dict[str, Any]]] = {}
     for row in e.rows:
-        delta = row.comparison.delta_pct if row.comparison else None
+        c = row.comparison
+        delta = c.delta_pct if c else None
         if delta is None and row.candidate is not None and row.baseline:
             delta = (row.candidate / row.baseline - 1) * 100
         metrics.setdefault(row.workload, {})[str(row.concurrency)] = {
             "candidate": row.candidate,
             "baseline": row.baseline,
             "delta_pct": delta,
+            "low_pct": c.ci_low_pct if c else None,
+            "high_pct": c.ci_high_pct if c else None,
+            "confidence": c.level_confidence if c else None,
+            "winner": c.winner if c else None,
         }
     v = e.verdict
+    m = explain.bar_of(v, playbook_min_effect_pct)
+    compared = explain.compared_levels(e)
+    deciding = explain.deciding_levels(v, compared) if v is not None else []
     return {
         "id": e.id,
         "hypothesis": e.hypothesis,
         "verdict": v.kind if v else None,
         "reason": v.reason if v else (e.failure.summary if e.failure else ""),
+        "decided": explain.decided_line(v, m, compared) if v else None,
+        "deciding_level": explain.decided(deciding[0], m).model_dump() if deciding else None,
+        "next": explain.next_step(e),
         "failure_class": (v.failure_class.value if v and v.failure_class else None)
         or (e.failure.failure_class.value if e.failure else None),
         "metrics": metrics,
