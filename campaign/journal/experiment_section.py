@@ -19,14 +19,13 @@ from campaign.journal.format import (
     fmt_num,
     fmt_time,
     fmt_value,
-    marker,
     metric_of,
     reopened_ids,
     table,
     unit_of,
 )
 from campaign.journal.mdsafe import Md
-from campaign.verdict.explain import compared_levels, decided_line, interval, next_step, pct
+from campaign.verdict.explain import compared_levels, decided_line, interval, marker, next_step, pct
 
 __all__ = ["confounded_sentence", "experiment_context", "level_table", "patch_details", "patch_line",
            "regimes_sentence", "reported_table", "winner_text"]

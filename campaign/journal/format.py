@@ -13,7 +13,7 @@ from campaign.domain.records import CampaignView, DeadEnd, ExperimentView
 from campaign.journal import mdsafe
 from campaign.journal.mdsafe import Md
 from campaign.verdict import explain
-from campaign.verdict.explain import compared_levels, deciding_levels, interval, pct
+from campaign.verdict.explain import compared_levels, deciding_levels, interval, marker, pct
 
 UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}
 OVERVIEW_LAST = 40  # the overview's bar chart shows the latest experiments: 1,000 bars read as none
@@ -106,27 +106,6 @@ def plot_workloads(exp: ExperimentView) -> list[str]:
 # ------------------------------------------------------------------ experiments
 def metric_of(exp: ExperimentView) -> str:
     return next((r.comparison.metric for r in exp.rows if r.comparison), "output_tokens_per_s")
-
-
-def marker(exp: ExperimentView) -> str:
-    """WIN / DEAD END (class) / INCONCLUSIVE (reason): plain text, no emoji."""
-    v = exp.verdict
-    if v is None:
-        if exp.failure is not None:
-            return f"FAILED ({exp.failure.failure_class.value})"
-        return exp.status.upper()
-    if v.kind == "win":
-        return "WIN (adopted)" if exp.adopted else "WIN"
-    if v.kind == "dead_end":
-        cls = v.failure_class or (exp.failure.failure_class if exp.failure else None)
-        if cls is not None:
-            return f"DEAD END ({cls.value})"
-        return "DEAD END (mixed regime)" if "candidate" in v.regimes.values() or "mixed" in v.regimes.values() \
-            else "DEAD END (slower)"
-    if v.confounded_by:
-        return "INCONCLUSIVE (confounded: " + ", ".join(c.key for c in v.confounded_by) + ")"
-    reason = v.reason.split(";")[0].split(". ")[0].strip()
-    return f"INCONCLUSIVE ({reason[:48] + '...' if len(reason) > 48 else reason or 'noise'})"
 
 
 def headline_of(names: list[str], preferred: str | None) -> str:

@@ -30,14 +30,13 @@ from campaign.journal.baseline_section import baseline_headline, not_compared
 from campaign.journal.format import (
     OVERVIEW_LAST,
     fmt_pct,
-    marker,
     metric_of,
     plot_file_name,
     plot_workloads,
     unit_of,
 )
 from campaign.journal.plot_labels import Label
-from campaign.verdict.explain import compared_levels, deciding_levels
+from campaign.verdict.explain import compared_levels, deciding_levels, marker
 
 __all__ = [
     "OVERVIEW_KEY",

@@ -385,6 +385,7 @@ def experiment_json(e: ExperimentView, playbook_min_effect_pct: float) -> dict[s
         "id": e.id,
         "hypothesis": e.hypothesis,
         "verdict": v.kind if v else None,
+        "label": explain.marker(e),  # the journal's: WIN (adopted), DEAD END (jit_error), ...
         "reason": v.reason if v else (e.failure.summary if e.failure else ""),
         "decided": explain.decided_line(v, m, compared) if v else None,
         "deciding_level": explain.decided(deciding[0], m).model_dump() if deciding else None,

@@ -22,7 +22,7 @@ from campaign.verdict.reasons import UNBOUNDED_PCT
 from campaign.verdict.rule import loss_bound
 
 __all__ = ["Decided", "bar_needed", "bar_of", "change", "compared_levels", "decided", "decided_line", "deciding_levels", "interval", "lowest_bound",
-           "next_step", "pct"]
+           "marker", "next_step", "pct"]
 
 
 def pct(x: float) -> str:
@@ -154,6 +154,27 @@ def decided_line(v: Verdict, m: float, compared: Sequence[LevelComparison] | Non
                 f"at {_where(low)} (bound {pct(loss_bound(low))}; needed: above {pct(-m)})")
     return (f"INCONCLUSIVE: no level cleared the bar; the largest change is {first.text} "
             f"(needed: {first.needed})")
+
+
+def marker(exp: ExperimentView) -> str:
+    """WIN / DEAD END (class) / INCONCLUSIVE (reason): plain text, no emoji."""
+    v = exp.verdict
+    if v is None:
+        if exp.failure is not None:
+            return f"FAILED ({exp.failure.failure_class.value})"
+        return exp.status.upper()
+    if v.kind == "win":
+        return "WIN (adopted)" if exp.adopted else "WIN"
+    if v.kind == "dead_end":
+        cls = v.failure_class or (exp.failure.failure_class if exp.failure else None)
+        if cls is not None:
+            return f"DEAD END ({cls.value})"
+        return "DEAD END (mixed regime)" if "candidate" in v.regimes.values() or "mixed" in v.regimes.values() \
+            else "DEAD END (slower)"
+    if v.confounded_by:
+        return "INCONCLUSIVE (confounded: " + ", ".join(c.key for c in v.confounded_by) + ")"
+    reason = v.reason.split(";")[0].split(". ")[0].strip()
+    return f"INCONCLUSIVE ({reason[:48] + '...' if len(reason) > 48 else reason or 'noise'})"
 
 
 def next_step(exp: ExperimentView, reopened: bool = False) -> str:
