@@ -155,6 +155,20 @@ class ExperimentView(BaseModel):
     adopt_if_win: bool = False  # the playbook's adoption policy for this hypothesis
 
 
+class DeployView(BaseModel):
+    """The configuration to deploy: the baseline plus the adopted wins, as launched."""
+
+    command: str  # the exact (redacted) launch command, its env first
+    experiment_id: str  # the measurement it was read from
+    adopted: list[str] = Field(default_factory=list)  # the adopted wins it includes, in order
+
+
+class WinNotAdopted(BaseModel):
+    experiment_id: str
+    hypothesis: str
+    why: str
+
+
 class BaselineView(BaseModel):
     experiment_id: str
     config: EffectiveConfig
@@ -210,6 +224,8 @@ class CampaignView(BaseModel):
     min_effect_pct: float = 2.0  # the playbook's bar, for verdicts recorded before they kept their own
     baseline: BaselineView | None = None
     baseline_history: list[BaselineView] = Field(default_factory=list)
+    deploy: DeployView | None = None  # the configuration to deploy now
+    wins_not_adopted: list[WinNotAdopted] = Field(default_factory=list)
     experiments: list[ExperimentView] = Field(default_factory=list)
     dead_ends: list[DeadEnd] = Field(default_factory=list)
     reviews: list[ReviewView] = Field(default_factory=list)

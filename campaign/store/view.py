@@ -18,12 +18,14 @@ from campaign.domain.records import (
     BaselineView,
     CampaignView,
     DeadEnd,
+    DeployView,
     ExperimentView,
     LevelComparison,
     LevelRow,
     PlannerCall,
     ReviewView,
     Verdict,
+    WinNotAdopted,
 )
 from campaign.domain.source import PatchRecord
 from campaign.domain.work import Work
@@ -96,6 +98,8 @@ class CampaignSnapshot(BaseModel):
     planner_cost: dict[str, float] = Field(default_factory=dict)
     planner_calls: list[PlannerCall] = Field(default_factory=list)
     totals: dict[str, Any] | None = None  # a window's view: campaign-wide figures from SQL
+    deploy: DeployView | None = None  # campaign-wide, read in SQL (`campaign.store.deploy`)
+    wins_not_adopted: list[WinNotAdopted] = Field(default_factory=list)
 
     def metric(self) -> str:
         return str(self.campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
@@ -314,6 +318,8 @@ def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
         min_effect_pct=snap.min_effect_pct(),
         baseline=next((b for b in history if current and b.experiment_id == current.id), None),
         baseline_history=history,
+        deploy=snap.deploy,
+        wins_not_adopted=snap.wins_not_adopted,
         experiments=[experiment_view(snap, e) for e in snap.experiments if e.role == "candidate"],
         dead_ends=dead_ends(snap),
         reviews=[
@@ -352,6 +358,9 @@ def show_json(view: CampaignView) -> dict[str, Any]:
             "figures": {wl: {str(c): v for c, v in levels.items()} for wl, levels in base.figures.items()},
         },
         "min_effect_pct": view.min_effect_pct,
+        # the baseline plus the adopted wins, as the node launched it; and the wins left out
+        "deploy": view.deploy.model_dump() if view.deploy else None,
+        "wins_not_adopted": [w.model_dump() for w in view.wins_not_adopted],
         "planner_calls": [c.model_dump(mode="json") for c in view.planner_calls],
         "planner_notes": list(view.planner_notes),
         "experiments": [experiment_json(e, view.min_effect_pct) for e in view.experiments],  # last: `show --json` streams it
