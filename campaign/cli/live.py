@@ -39,8 +39,9 @@ class LiveView:
         self.max_hours: float | None = None
         self.time_scale = 1.0
         self.before_s = 0.0  # node time the campaign had used when this process started
-        self.last = ""  # "parallel C=70: 578.3 tok/s, TTFT p50 312 ms"
+        self.last = ""  # "candidate parallel C=70: 578.3 tok/s, TTFT p50 312 ms"
         self.workload = ""
+        self.side = ""  # the side the sweep in hand measures
 
     def node_time(self) -> str:
         """'node time about 1h 54m of 48h (about 46h 06m left)': wall time since this
@@ -104,6 +105,8 @@ class LiveView:
             self._spin(line("server ", (g("label"), ""), " ready at ", (g("url"), "")))
         elif kind == "sweep":
             self.workload = str(g("workload") or "")
+            parts = str(g("label") or "").rsplit("-", 2)  # "{hypothesis}-{side}-r{k}" or "baseline{n}-r{k}"
+            self.side = parts[1] if len(parts) == 3 and parts[1] in ("baseline", "candidate") else "baseline"
             self._spin(line((g("label"), ""), ": sweeping ", (g("workload"), "")))
         elif kind == "level":
             ev = g("event")
@@ -134,5 +137,6 @@ class LiveView:
         if getattr(ev, "phase", "") != "level_done" or level is None:
             return
         ttft = getattr(getattr(level, "ttft_ms", None), "p50", 0.0) or 0.0
-        self.last = (f"{self.workload + ' ' if self.workload else ''}C={ev.concurrency}: "
+        self.last = (f"{self.side + ' ' if self.side else ''}{self.workload + ' ' if self.workload else ''}"
+                     f"C={ev.concurrency}: "
                      f"{level.output_tokens_per_s:.1f} tok/s" + (f", TTFT p50 {ttft:.0f} ms" if ttft else ""))

@@ -19,7 +19,7 @@ def test_a_round_line_gives_k_of_n_the_last_level_and_the_time_left() -> None:
     live = LiveView(console=Console(file=buf, width=40, color_system=None))  # a pipe: not a terminal
     live("campaign", {"id": "c", "max_rounds": 6, "max_hours": 48, "time_scale": 1.0, "node_seconds": 6840.0})
     live("hypothesis", {"name": "eagle3", "attempt": 1, "rationale": "fewer target steps " * 5})
-    live("sweep", {"label": "eagle3 candidate", "workload": "parallel"})
+    live("sweep", {"label": "eagle3-candidate-r0", "workload": "parallel"})
     level = LevelResult(concurrency=70, requests=70, output_tokens_per_s=578.25, ttft_ms=Stat(p50=311.6))
     live("level", {"event": ProgressEvent("measure", 70, 5, 8, 35, 70, 0)})
     live("level", {"event": ProgressEvent("level_done", 70, 5, 8, 70, 70, 0, level)})
@@ -30,7 +30,7 @@ def test_a_round_line_gives_k_of_n_the_last_level_and_the_time_left() -> None:
     assert "fewer target steps " * 4 in lines[0]
     round_line = lines[1]
     assert "round 1 (at most 6) of eagle3 measured: another round" in round_line
-    assert "last level parallel C=70: 578.2 tok/s, TTFT p50 312 ms" in round_line
+    assert "last level candidate parallel C=70: 578.2 tok/s, TTFT p50 312 ms" in round_line
     assert "node time about 1h 54m of 48h (about 46h 06m left)" in round_line
 
 
