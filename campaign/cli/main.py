@@ -38,7 +38,7 @@ def _outcome(out: RunOutcome) -> None:
 
     from campaign.cli.plain import line
 
-    con = Console(highlight=False)
+    con = Console(highlight=False, soft_wrap=True)  # whole lines in a log, as the live view's
     if out.status == "awaiting_review":
         con.print(line((f"campaign {out.campaign_id} halted for review:", "bold yellow"), " ", (out.reason, "")))
         con.print(line("journal: ", (out.journal, "")))
