@@ -192,7 +192,8 @@ def next_step(exp: ExperimentView, reopened: bool = False) -> str:
         return "not adopted yet: the campaign stopped before it recorded the adoption"
     if v.kind == "dead_end":
         if reopened:
-            return "re-opened: " + " or ".join(v.revisit_on) + " changed since, so it is tested again"
+            return ("re-opened: its revisit condition (" + " or ".join(v.revisit_on)
+                    + " changes) holds now, so it is tested again")
         if not v.revisit_on:
             return "dead end: not retried (the idea itself lost)"
         env = exp.environment.components() if exp.environment else {}

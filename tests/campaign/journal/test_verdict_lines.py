@@ -168,3 +168,20 @@ def test_plot_labels_are_the_candidates_signed_change() -> None:
         texts = [a.text for a in _level_data(ax, exp.rows) if hasattr(a, "text") and isinstance(a.text, str)]
         assert texts == want
         assert not any(re.match(r"[BC] ", t) for t in texts)
+
+
+def test_a_dead_end_says_when_it_is_tried_again_and_when_it_was() -> None:
+    from campaign.domain.records import DeadEnd
+    from tests.campaign.seed_campaign import fingerprint
+
+    exp = custom_allreduce()
+    assert exp.verdict is not None
+    exp = exp.model_copy(update={"environment": fingerprint("12.8"),
+                                 "verdict": exp.verdict.model_copy(update={"revisit_on": ["cuda"]})})
+    waiting = section(render_journal(view_of(exp)), "1. custom-allreduce-pcie")
+    assert "- **Next:** dead end: retried only when cuda changes (it ran on cuda 12.8)" in waiting
+    dead = DeadEnd(hypothesis=exp.hypothesis, experiment_id=exp.id, reason="slower", revisit_on=["cuda"],
+                   reopened=True)
+    reopened = view_of(exp).model_copy(update={"dead_ends": [dead]})
+    lines = section(render_journal(reopened), "1. custom-allreduce-pcie")
+    assert "- **Next:** re-opened: its revisit condition (cuda changes) holds now, so it is tested again" in lines
