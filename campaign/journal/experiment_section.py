@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from campaign.domain.models import ConfigChange, ReportedChange
-from campaign.domain.records import CampaignView, ExperimentView, LevelRow, Verdict
+from campaign.domain.records import CampaignView, ExperimentView, LatencyLimitView, LevelRow, Verdict
 from campaign.journal import mdsafe
 from campaign.journal.format import (
     NotesSource,
@@ -24,6 +24,7 @@ from campaign.journal.format import (
     table,
     unit_of,
 )
+from campaign.journal.latency_cells import latency_cells, latency_header, limit_cell, limit_header
 from campaign.journal.mdsafe import Md
 from campaign.verdict.explain import compared_levels, decided_line, interval, marker, next_step, pct
 
@@ -70,7 +71,7 @@ def _conf(x: float) -> str:
     return f"{x * 100:.3g}%"
 
 
-def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
+def level_table(exp: ExperimentView, workload: str, confidence: float, limit: LatencyLimitView | None = None) -> Md:
     """One workload's levels: both sides' figures, the candidate's change with its
     interval at the confidence the row used, the one-sided no-loss bound, the winner.
     The columns are one list: a new column (latency) is one more entry."""
@@ -90,9 +91,6 @@ def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
         at = c.level_confidence if c.level_confidence is not None else fallback
         return shown if one else f"{shown} at {_conf(at)}"
 
-    def ok(v: bool | None) -> str:
-        return "-" if v is None else ("ok" if v else "MISSED")
-
     # every cell is a number or word formatted here: nothing to escape, and the row is
     # joined here, not cell by cell (1,000 experiments' tables have 100,000 cells)
     columns: list[tuple[str, Callable[[LevelRow], str]]] = [
@@ -105,10 +103,13 @@ def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
          lambda r: pct(loss_bound(r.comparison)) if r.comparison else "-"),
         ("winner", winner_text),
     ]
+    if any(r.latency for r in rows):  # compact p50/p99 per side (campaign.journal.latency_cells)
+        def latency_column(i: int) -> Callable[[LevelRow], str]:
+            return lambda r: latency_cells(r)[i]
+        columns += [(h, latency_column(i)) for i, h in enumerate(latency_header())]
     if any(r.comparison and (r.comparison.candidate_meets_limit is not None
                              or r.comparison.baseline_meets_limit is not None) for r in rows):
-        columns.append(("latency limit (cand / base)", lambda r: f"{ok(r.comparison.candidate_meets_limit)} / "
-                        f"{ok(r.comparison.baseline_meets_limit)}" if r.comparison else "-"))
+        columns.append((limit_header(limit), lambda r: limit_cell(r, limit)))
     lines: list[str] = [table([h for h, _ in columns], [])]
     lines += ["| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in rows]
     return Md("\n".join(lines))
@@ -245,7 +246,7 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         "confounded": confounded_sentence(v.confounded_by) if v and v.confounded_by else None,
         "diff": diff,
         "reported": reported_table(v.reported_diff) if v and v.reported_diff else None,
-        "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence),
+        "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence, view.latency_limit),
                        "screened": screened_line(v, w) if v else None} for w in workloads],
         "plot": Md(f"![{mdsafe.text(exp.hypothesis)}: throughput vs concurrency]({quote(plot, safe='/._-')})")
         if plot else None,

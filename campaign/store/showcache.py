@@ -12,9 +12,9 @@ row timestamps and counts (nothing is decoded):
   planner calls and notes): the campaign row, every baseline measurement, every WIN with
   its adoption, the model calls and the planner notes.
 
-Every digest is salted with the text of `view.py` and `verdict/explain.py` (the code that
-builds the document) and
-the playbook, so a new release or another metric never serves old text.  A piece whose
+Every digest is salted with the text of `view.py`, `latency.py`, `deploy.py` and
+`verdict/explain.py` (the code that builds the document) and the playbook, so a new
+release or another metric never serves old text.  A piece whose
 digest differs is rebuilt by the full path (campaign.store.show) and written back.
 
 This module imports only sqlite3/zlib: the console script (campaign.cli.entry) answers a
@@ -71,9 +71,10 @@ SELECT (SELECT count(*) || ':' || coalesce(max(id), '') FROM llm_calls WHERE cam
 
 
 def _code_salt() -> bytes:
-    try:  # the document's code: the view, the configuration to deploy, the verdict's explanation
-        return (Path(__file__).with_name("view.py").read_bytes() + Path(__file__).with_name("deploy.py").read_bytes()
-                + (Path(__file__).parent.parent / "verdict" / "explain.py").read_bytes())
+    try:  # the document's code: the view, latency, the configuration to deploy, the verdict's explanation
+        here = Path(__file__)
+        return (here.with_name("view.py").read_bytes() + here.with_name("latency.py").read_bytes()
+                + here.with_name("deploy.py").read_bytes() + (here.parent.parent / "verdict" / "explain.py").read_bytes())
     except OSError:  # a build without sources: never serve cached text
         return repr(id(object())).encode()
 
