@@ -93,8 +93,10 @@ def _print(doc: dict[str, Any]) -> None:
     for tag, levels in (("A", doc["only_a"]), ("B", doc["only_b"])):
         if levels:
             con.print(line(f"only {tag} measured: ", (", ".join(f"{w} C={c}" for w, c in levels), "")))
-    kind = v.kind.upper().replace("_", " ")
-    con.print(line(("verdict (B as the candidate, A as the baseline): ", "bold"), (kind, "bold"), ": ", (v.reason, "")))
+    from campaign.verdict.explain import decided_line  # the journal's reading: the deciding level, the bar
+
+    bar = v.min_effect_pct if v.min_effect_pct is not None else 0.0  # judge's verdicts record the bar they used
+    con.print(line(("verdict (B as the candidate, A as the baseline): ", "bold"), (decided_line(v, bar), "")))
     con.print(line(f"confidence {v.confidence * 100:.0f}%, A's playbook's bar; ", (v.noise, "")))
 
 

@@ -34,7 +34,7 @@ def _outcome(out: RunOutcome) -> None:
 
     from campaign.cli.plain import line
 
-    con = Console(highlight=False)
+    con = Console(highlight=False, soft_wrap=True)  # whole lines in a log, as the live view's
     if out.status == "awaiting_review":
         con.print(line((f"campaign {out.campaign_id} halted for review:", "bold yellow"), " ", (out.reason, "")))
         con.print(line("journal: ", (out.journal, "")))
@@ -142,8 +142,10 @@ def status(db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"
 
 
 @app.command()
-def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
-    """One campaign: baseline and every experiment with its verdict."""
+def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"),
+         experiment: str | None = typer.Option(None, "--experiment", help="one experiment in full "
+                                               "(hypothesis name or experiment id)")) -> None:
+    """One campaign, a line per experiment: its verdict and the level that decided it."""
     if as_json:  # streamed: the first experiment is printed before the last is read
         try:
             store = _store(db)
@@ -154,26 +156,20 @@ def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option
         except UserError as exc:
             _fail(exc)
         return
-    try:
-        data = _store(db).show_json(campaign_id)
-    except UserError as exc:
-        _fail(exc)
     from rich.console import Console
-    from rich.table import Table
 
-    from campaign.cli.plain import line, plain
+    from campaign.cli.show import print_experiment, print_summary
 
     con = Console(highlight=False)
-    con.print(line((data["id"], "bold"), " status: ", (data["status"], "")))
-    t = Table("hypothesis", "verdict", "class", "reason")
-    for e in data["experiments"]:
-        t.add_row(*(plain(e.get(k) or "") for k in ("hypothesis", "verdict", "failure_class", "reason")))
-    con.print(t)
-    if data.get("halt_reason"):
-        con.print(line("why: ", (data["halt_reason"], "")))
-    rejected = sum(1 for c in data.get("planner_calls", []) if c["outcome"] != "accepted")
-    if rejected:
-        con.print(line(f"planner: {rejected} rejected or failed model calls (campaign show --json lists them)"))
+    try:
+        store = _store(db)
+        if experiment is not None:
+            store.get_campaign(campaign_id)
+            print_experiment(con, store, campaign_id, experiment)
+        else:
+            print_summary(con, store.show_json(campaign_id))
+    except UserError as exc:
+        _fail(exc)
 
 
 @app.command()

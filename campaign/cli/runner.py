@@ -156,6 +156,7 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
             store.upsert_hypothesis(cid, h, source="playbook", position=pos)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         deps = build_deps(pb, store, db_path=db_path, events=events)
+        _announce(events, pb, store, cid)
         _reap_worktrees(deps, cid)
         with compiled_graph(deps, db_path) as graph:
             _mark_stale(graph, store, cid)
@@ -166,6 +167,15 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
             out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
     out.journal = pb.journal
     return out
+
+
+def _announce(events: EventFn | None, pb: Playbook, store: Any, cid: str) -> None:
+    """The live view's limits: rounds at most, the node-time budget, the time scale and
+    the node time already recorded (a resumed campaign)."""
+    if events is not None:
+        events("campaign", {"id": cid, "max_rounds": pb.verdict.repeats.max, "max_hours": pb.budget.max_hours,
+                            "time_scale": float(getattr(pb.node, "time_scale", 1.0) or 1.0),
+                            "node_seconds": sum(e.node_seconds for e in store.list_experiments(cid))})
 
 
 def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str = "",
@@ -192,6 +202,7 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
     reap_leftovers(db_path, pb)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         deps = build_deps(pb, store, db_path=db_path, events=events)
+        _announce(events, pb, store, cid)
         _reap_worktrees(deps, cid)
         with compiled_graph(deps, db_path) as graph:
             _mark_stale(graph, store, cid)

@@ -31,15 +31,14 @@ from campaign.journal.baseline_section import baseline_headline, not_compared
 from campaign.journal.format import (
     OVERVIEW_LAST,
     fmt_pct,
-    marker,
     metric_of,
     plot_file_name,
     plot_workloads,
     unit_of,
-    winner_margin,
 )
 from campaign.journal.pareto import BASELINE, CANDIDATE, pareto_data, pareto_frame, pareto_limits
 from campaign.journal.plot_labels import Label
+from campaign.verdict.explain import compared_levels, deciding_levels, marker
 
 __all__ = [
     "OVERVIEW_KEY",
@@ -78,7 +77,7 @@ def _level_frame(ax: Any, concurrencies: list[int], workload: str, unit: str) ->
     ax.minorticks_off()
     ax.set_xlabel("concurrency C (log scale)")
     ax.set_ylabel(f"throughput ({unit}, node time)")
-    ax.set_title(f"{workload}  (labels: winner's lead, B baseline, C candidate)", fontsize=8)
+    ax.set_title(f"{workload}  (labels: candidate vs baseline where a side won)", fontsize=8)
     ax.grid(True, alpha=0.3)
 
 
@@ -103,11 +102,11 @@ def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
         if c is None or c.winner == "tie" or r.candidate is None or r.baseline is None:
             continue
         win_cand = c.winner == "candidate"
-        margin = winner_margin(c)  # None: the latency limit gave the level to the slower side
         y = max(r.candidate, r.baseline)
-        text = f"+{margin:.0f}%" if margin is not None else "limit"
-        added.append(Label(ax, f"{'C' if win_cand else 'B'} {text}", (r.concurrency, y), 6,
-                           CANDIDATE if win_cand else BASELINE, 7))
+        # the candidate's change, signed as everywhere else; coloured by the side that won
+        # (a latency limit can give the level to the slower side)
+        text = f"{c.delta_pct:+.0f}%" + (" limit" if c.limit_decided else "")
+        added.append(Label(ax, text, (r.concurrency, y), 6, CANDIDATE if win_cand else BASELINE, 7))
     ax.set_ylim(0, panel_ylim(rows))
     return added
 
@@ -325,8 +324,8 @@ def overview_figure(view: CampaignView) -> Figure | None:
     labels, values, colors = [], [], []
     for n, e in scored:
         assert e.verdict is not None  # `scored` keeps only experiments with a verdict
-        delta = e.verdict.headline_delta_pct if e.verdict.headline_delta_pct is not None else \
-            next((r.comparison.delta_pct for r in e.rows if r.comparison), None)
+        deciding = deciding_levels(e.verdict, compared_levels(e))  # the scoreboard's figure: the level that decided
+        delta = deciding[0].delta_pct if deciding else None
         labels.append(textwrap.shorten(f"{n}. {e.hypothesis}", 34, placeholder="..."))
         values.append(delta or 0.0)
         colors.append(VERDICT_COLORS[e.verdict.kind])
@@ -340,7 +339,7 @@ def overview_figure(view: CampaignView) -> Figure | None:
     ax.axvline(0, color="black", lw=0.8)
     span = max([abs(v) for v in values] + [5.0]) * 1.45
     ax.set_xlim(-span, span)
-    ax.set_xlabel("headline change vs baseline (%)")
+    ax.set_xlabel("candidate vs baseline at the deciding level (%)")
     shown = f"the last {len(scored)} experiments" if len(scored) == OVERVIEW_LAST else "experiments"
     ax.set_title(f"{shown} (green win, red dead end, grey inconclusive)", fontsize=9)
     if panels == 2:

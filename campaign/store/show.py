@@ -90,7 +90,7 @@ def _items(s: Session, snap: CampaignSnapshot | None, keys: list[str], cached: d
             assert snap is not None
             exp = snap.experiment(k)
             assert exp is not None, f"experiment {k} is in the digests but not in the snapshot"
-            item = textwrap.indent(json.dumps(experiment_json(experiment_view(snap, exp)), indent=2, default=str),
+            item = textwrap.indent(json.dumps(experiment_json(experiment_view(snap, exp), snap.min_effect_pct()), indent=2, default=str),
                                    "    ")
             fresh[k] = (wanted[k], item)
             yield item

@@ -23,6 +23,7 @@ from campaign.store.convert import (
     verdict_detail,
     verdict_of,
 )
+from campaign.store.deploy import read_deploy, read_wins_not_adopted
 from campaign.store.latency import latency_fields
 from campaign.store.memo import ParseMemo
 from campaign.store.pack import level_figures, level_values, unpack_text
@@ -182,6 +183,8 @@ def read_snapshot(conn: sqlite3.Connection, campaign_id: str, detail: set[str] |
         planner_cost=logread.planner_cost(conn, campaign_id) if only is None else {},
         planner_calls=logread.planner_calls(conn, campaign_id) if only is None else [],
         totals=totals,
+        deploy=read_deploy(conn, campaign_id) if only is None else None,
+        wins_not_adopted=read_wins_not_adopted(conn, campaign_id) if only is None else [],
     )
 
 

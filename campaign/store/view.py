@@ -18,15 +18,18 @@ from campaign.domain.records import (
     BaselineView,
     CampaignView,
     DeadEnd,
+    DeployView,
     ExperimentView,
     LevelComparison,
     LevelRow,
     PlannerCall,
     ReviewView,
     Verdict,
+    WinNotAdopted,
 )
 from campaign.domain.source import PatchRecord
 from campaign.domain.work import Work
+from campaign.playbook.schema import VerdictSpec
 from campaign.store.latency import latency_fields, latency_limit, latency_means
 from campaign.store.records import (
     CampaignRecord,
@@ -35,6 +38,7 @@ from campaign.store.records import (
     HypothesisRecord,
     ReviewRecord,
 )
+from campaign.verdict import explain
 from campaign.verdict.stats import stdev
 
 
@@ -108,9 +112,15 @@ class CampaignSnapshot(BaseModel):
     planner_cost: dict[str, float] = Field(default_factory=dict)
     planner_calls: list[PlannerCall] = Field(default_factory=list)
     totals: dict[str, Any] | None = None  # a window's view: campaign-wide figures from SQL
+    deploy: DeployView | None = None  # campaign-wide, read in SQL (`campaign.store.deploy`)
+    wins_not_adopted: list[WinNotAdopted] = Field(default_factory=list)
 
     def metric(self) -> str:
         return str(self.campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
+
+    def min_effect_pct(self) -> float:
+        default = VerdictSpec.model_fields["min_effect_pct"].default
+        return float(self.campaign.playbook.get("verdict", {}).get("min_effect_pct", default))
 
     def latency_fields(self) -> tuple[str, ...]:
         return latency_fields(self.campaign.playbook)
@@ -257,6 +267,7 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
         started_at=exp.started_at,
         finished_at=exp.finished_at,
         adopted=exp.adopted,
+        adopt_if_win=bool(hyp and hyp.spec.adopt_if_win),
     )
 
 
@@ -268,6 +279,7 @@ def _outline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentVi
         environment=snap.fingerprints.get(exp.fingerprint_id or ""), patch_sha=exp.patch_sha, command=exp.command,
         baseline_id=exp.baseline_ref, node_seconds=exp.node_seconds, started_at=exp.started_at,
         finished_at=exp.finished_at, adopted=exp.adopted,
+        adopt_if_win=bool((hyp := snap.hypothesis(exp.hypothesis)) and hyp.spec.adopt_if_win),
     )  # fmt: skip
 
 
@@ -323,9 +335,12 @@ def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
         node=c.node,
         time_scale=c.time_scale,
         headline_workload=next(iter(snap.workload_order()), None),
+        min_effect_pct=snap.min_effect_pct(),
         latency_limit=latency_limit(c.playbook),
         baseline=next((b for b in history if current and b.experiment_id == current.id), None),
         baseline_history=history,
+        deploy=snap.deploy,
+        wins_not_adopted=snap.wins_not_adopted,
         experiments=[experiment_view(snap, e) for e in snap.experiments if e.role == "candidate"],
         dead_ends=dead_ends(snap),
         reviews=[
@@ -364,13 +379,20 @@ def show_json(view: CampaignView) -> dict[str, Any]:
             "config": base.config.model_dump(mode="json"),
             "figures": {wl: {str(c): v for c, v in levels.items()} for wl, levels in base.figures.items()},
         },
+        "min_effect_pct": view.min_effect_pct,
+        # the baseline plus the adopted wins, as the node launched it; and the wins left out
+        "deploy": view.deploy.model_dump() if view.deploy else None,
+        "wins_not_adopted": [w.model_dump() for w in view.wins_not_adopted],
         "planner_calls": [c.model_dump(mode="json") for c in view.planner_calls],
         "planner_notes": list(view.planner_notes),
-        "experiments": [experiment_json(e) for e in view.experiments],  # last: `show --json` streams it
+        "experiments": [experiment_json(e, view.min_effect_pct) for e in view.experiments],  # last: `show --json` streams it
     }
 
 
-def experiment_json(e: ExperimentView) -> dict[str, Any]:
+def experiment_json(e: ExperimentView, playbook_min_effect_pct: float) -> dict[str, Any]:
+    """One experiment as `show --json` gives it: the candidate's change against the
+    baseline at every level with its interval's ends and confidence, and what decided
+    (`campaign.verdict.explain`, the journal's convention)."""
     metrics: dict[str, dict[str, dict[str, Any]]] = {}
     for row in e.rows:
         c = row.comparison
@@ -378,16 +400,25 @@ def experiment_json(e: ExperimentView) -> dict[str, Any]:
         if delta is None and row.candidate is not None and row.baseline:
             delta = (row.candidate / row.baseline - 1) * 100
         level: dict[str, Any] = {"candidate": row.candidate, "baseline": row.baseline, "delta_pct": delta,
+                                 "low_pct": c.ci_low_pct if c else None, "high_pct": c.ci_high_pct if c else None,
+                                 "confidence": c.level_confidence if c else None, "winner": c.winner if c else None,
                                  "latency_ms": row.latency}
         if c is not None and (c.candidate_meets_limit is not None or c.baseline_meets_limit is not None):
             level["meets_latency_limit"] = {"candidate": c.candidate_meets_limit, "baseline": c.baseline_meets_limit}
         metrics.setdefault(row.workload, {})[str(row.concurrency)] = level
     v = e.verdict
+    m = explain.bar_of(v, playbook_min_effect_pct)
+    compared = explain.compared_levels(e)
+    deciding = explain.deciding_levels(v, compared) if v is not None else []
     return {
         "id": e.id,
         "hypothesis": e.hypothesis,
         "verdict": v.kind if v else None,
+        "label": explain.marker(e),  # the journal's: WIN (adopted), DEAD END (jit_error), ...
         "reason": v.reason if v else (e.failure.summary if e.failure else ""),
+        "decided": explain.decided_line(v, m, compared) if v else None,
+        "deciding_level": explain.decided(deciding[0], m).model_dump() if deciding else None,
+        "next": explain.next_step(e),
         "failure_class": (v.failure_class.value if v and v.failure_class else None)
         or (e.failure.failure_class.value if e.failure else None),
         # the LLM's guess for a failure no rule matched: beside the class, never the class

@@ -102,6 +102,8 @@ def test_compare_two_experiments_prints_level_tables_and_a_verdict(demo: tuple[P
     assert "single_stream: B against A" in out and "parallel: B against A" in out
     assert "TTFT p50/p99 ms: B (A)" in out
     assert "verdict (B as the candidate, A as the baseline): " in out and "node noise" in out
+    verdict = " ".join(out.split("verdict (B as the candidate, A as the baseline): ")[1].split())
+    assert " bar" in verdict and "needed: whole interval" in verdict, verdict  # the journal's reading
     doc = json.loads(cli("compare", f"{cid}:baseline", f"{cid}:smaller-cuda-graph", "--db", str(db), "--json",
                          cwd=tmp_path).stdout)
     assert [(r["workload"], r["concurrency"]) for r in doc["rows"]] == [("single_stream", 1), ("parallel", 1), ("parallel", 4)]

@@ -52,7 +52,7 @@ def test_the_pages_are_the_journal_sections(db: tuple[Path, str, str], base: str
     links = _experiment_links(page.text)
     assert len(links) >= 3  # every experiment links to its own page
     exp = httpx.get(base + links[0])
-    assert exp.status_code == 200 and "<strong>Verdict.</strong>" in exp.text
+    assert exp.status_code == 200 and "<strong>Decided:</strong>" in exp.text
     assert "notes:" not in exp.text  # the notes blocks live in the journal file only
     plot = httpx.get(base + links[0] + "/plot.png")
     assert plot.status_code == 200 and plot.content.startswith(b"\x89PNG")
