@@ -63,3 +63,18 @@ def test_the_file_only_parts_are_gone() -> None:
     assert "<h2>Scoreboard</h2>" in main and "<h2>Dead ends</h2>" in main
     assert "&lt;a id=" not in _page(view, view.experiments[0].id)
     assert journal_html("## Empty\n\n## Kept\n\ntext\n") == "<h2>Kept</h2>\n<p>text</p>\n"
+
+
+def test_the_journals_folded_blocks_are_real_details_and_their_summary_stays_text() -> None:
+    """The journal folds its statistics into `<details>`; markdown-it with raw HTML off
+    showed those lines as text. Only the journal's own whole lines open and close one: a
+    summary is inline Markdown (escaped), and the same lines inside a code block stay text."""
+    md = ("<details><summary>How it was decided (noise 1.2% &lt;script&gt;)</summary>\n\n- a <b> b\n\n</details>\n\n"
+          "```text\n<details><summary>inside a log</summary>\n```\n\n"
+          "<details><summary><img src=x onerror=alert(1)></summary>\n\n</details>")
+    html = journal_html(md)
+    assert html.count("<details>") == 2 and html.count("</details>") == 2
+    assert "<summary>How it was decided (noise 1.2% &lt;script&gt;)</summary>" in html
+    assert "&lt;details&gt;&lt;summary&gt;inside a log" in html
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "<li>a &lt;b&gt; b</li>" in html
