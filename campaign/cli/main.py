@@ -290,9 +290,12 @@ def usage_line(exc: Exception) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from campaign.cli import init_cmd, schema_cmd
     from campaign.cli.toolkit import register as register_toolkit
 
     register_toolkit(app)
+    init_cmd.register(app)
+    schema_cmd.register(app)
     ex = _click_exceptions()
     try:
         rv = app(args=argv, prog_name="campaign", standalone_mode=False)
