@@ -270,6 +270,10 @@ def validate(playbook: str) -> None:
         _fail(exc)
     typer.echo(f"{playbook}: ok ({pb.name}: {len(pb.hypotheses)} hypotheses, {len(pb.workloads)} workloads, "
                f"node {pb.node.kind})")
+    from campaign.cli.checks import remote_notes
+
+    for note in remote_notes(pb):
+        typer.echo(f"{playbook}: {note}")
 
 
 def _click_exceptions() -> Any:
