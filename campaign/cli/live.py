@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
+from campaign.cli.plain import console as stderr_console
 from campaign.cli.plain import line
 
 _STYLE = {"win": "bold green", "dead_end": "bold red", "inconclusive": "bold yellow"}
@@ -23,7 +24,7 @@ _MARK = {"win": "WIN", "dead_end": "DEAD END", "inconclusive": "INCONCLUSIVE"}
 
 class LiveView:
     def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or stderr_console(stderr=True)
         self.quiet = quiet
         self.status: Status | None = None
         self.t0 = time.monotonic()
