@@ -47,6 +47,7 @@ class ServeCommand(BaseModel):
 
     engine: str
     model: str
+    launcher: str = ""  # the command's first word: `vllm`, `python3`, /path/to/venv/bin/python
     python: str | None = None  # the engine's interpreter, when the command names one by path
     flags: dict[str, Scalar] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
@@ -159,4 +160,5 @@ def parse_serve_command(command: str) -> ServeCommand:
         raise _bad(f"the command names no model (fix: add it, e.g. `{fix}`)")
     # a secret becomes a reference: its value stays in the controller's environment
     env = {key: f"${{{key}}}" if is_secret_name(key) else value for key, value in env.items()}
-    return ServeCommand(engine=engine, model=model, python=python, flags=flags, env=env, dropped=dropped)
+    return ServeCommand(engine=engine, model=model, launcher=tokens[0], python=python, flags=flags, env=env,
+                        dropped=dropped)

@@ -9,7 +9,9 @@ is what `campaign validate` accepts.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import typer
@@ -49,10 +51,27 @@ EXAMPLES: dict[str, list[tuple[str, str, Scalar, str]]] = {
 
 #: levels of the load sweep per GPU (C=1 is always measured)
 LEVELS_PER_GPU = (4, 16, 64)
+#: the sweep of a server without a GPU (the CPU build): minutes, not hours
+CPU_LEVELS = (1, 4, 16)
+
+
+def local_python(parsed: ServeCommand) -> str | None:
+    """The interpreter a bare `vllm` or `python` on this machine's PATH runs, when it is not
+    the controller's own: the campaign launches the engine with it, as the user's shell does."""
+    if parsed.python is not None or "/" in parsed.launcher:
+        return parsed.python
+    found = shutil.which(parsed.launcher)
+    if found is None:
+        return None
+    python = Path(found).parent / "python" if Path(found).name == "vllm" else Path(found)
+    # a venv's python is a symlink to the base interpreter: compare the paths, not their targets
+    if not python.is_file() or python.absolute() == Path(sys.executable).absolute():
+        return None
+    return str(python)
 
 
 def gpu_count(parsed: ServeCommand, gpus: int | None) -> tuple[int, str]:
-    """How many GPUs the server uses, and where that number came from."""
+    """How many GPUs the server uses (0: none found, a CPU server), and where that number came from."""
     if gpus is not None:
         return gpus, "--gpus"
     from_cmd = parsed.gpus()
@@ -65,7 +84,7 @@ def gpu_count(parsed: ServeCommand, gpus: int | None) -> tuple[int, str]:
             return found, "nvidia-smi"
     except (OSError, subprocess.SubprocessError):
         pass
-    return 1, "default (no --gpus, no parallel flags, no nvidia-smi)"
+    return 0, "nvidia-smi lists none"
 
 
 def node_yaml(node: str, gpus: int) -> list[str]:
@@ -79,7 +98,7 @@ def node_yaml(node: str, gpus: int) -> list[str]:
             + ([f"  port: {port}"] if port else []) + ["  python: python3          # the node's python (the controller's code runs there)"]
     m = re.fullmatch(r"slurm:([A-Za-z0-9_.-]+)", node)
     if m:
-        return ["node:", "  kind: slurm", f"  partition: {m.group(1)}", f"  gres: gpu:{gpus}"]
+        return ["node:", "  kind: slurm", f"  partition: {m.group(1)}", f"  gres: {_scalar(f'gpu:{gpus}' if gpus else None)}"]
     raise UserError(f"--node: {node!r} is not a node (fix: use local, ssh://user@host or slurm:PARTITION)")
 
 
@@ -93,19 +112,21 @@ def _slug(model: str, engine: str) -> str:
     return f"{base}-{engine}"
 
 
-def _lengths(parsed: ServeCommand) -> tuple[int, int]:
-    """Prompt and output tokens per request: 512 and 256, or what fits the command's context length."""
+def _lengths(parsed: ServeCommand, gpus: int) -> tuple[int, int]:
+    """Prompt and output tokens per request: 512 and 256 on a GPU (64 and 64 without one),
+    or less, to fit the command's context length."""
+    prompt, output = (512, 256) if gpus else (64, 64)
     limit = next((v for k in ("max-model-len", "context-length") if isinstance(v := parsed.flags.get(k), int)), None)
-    if limit is None or limit >= 1024:
-        return 512, 256
-    return max(8, limit // 2), max(8, limit // 4)
+    if limit is None or limit >= 2 * (prompt + output):
+        return prompt, output
+    return max(8, min(prompt, limit // 2)), max(8, min(output, limit // 4))
 
 
 def render(parsed: ServeCommand, *, node: str, gpus: int, gpus_from: str, schema: str) -> str:
     """The playbook text: comments say where each part came from and what to edit."""
     name = _slug(parsed.model, parsed.engine)
-    levels = [1, *(c * gpus for c in LEVELS_PER_GPU)]
-    prompt, output = _lengths(parsed)
+    levels = [1, *(c * gpus for c in LEVELS_PER_GPU)] if gpus else list(CPU_LEVELS)
+    prompt, output = _lengths(parsed, gpus)
     launcher = "vllm serve" if parsed.engine == "vllm" else "python -m sglang.launch_server"
     out = [schema,
            f"# Written by `campaign init` from your `{launcher}` command (secrets left out).",
@@ -117,13 +138,14 @@ def render(parsed: ServeCommand, *, node: str, gpus: int, gpus_from: str, schema
            f"  engine: {parsed.engine}",
            f"  model: {_scalar(parsed.model)}"]
     if parsed.python:
-        out.append(f"  python: {_scalar(parsed.python)}   # the engine's interpreter, from your command")
+        out.append(f"  python: {_scalar(parsed.python)}   # the engine's interpreter: the one your command runs")
     out += ["", "# your command's flags and environment: every hypothesis is measured against them"]
     for why in parsed.dropped:
         out.append(f"# left out: {why}")
     out.append("baseline:")
     out += _mapping("flags", parsed.flags) + _mapping("env", parsed.env)
-    out += ["", f"# load sized to {gpus} GPU(s) ({gpus_from}): one stream, then a sweep up to C={levels[-1]}",
+    sized = f"to {gpus} GPU(s) ({gpus_from})" if gpus else f"for a server without a GPU ({gpus_from}: pass --gpus N)"
+    out += ["", f"# load sized {sized}: one stream, then a sweep up to C={levels[-1]}",
             "workloads:",
             "  single_stream:",
             "    concurrency: [1]", "    prompts: fixed", f"    prompt_tokens: {prompt}", f"    output_tokens: {output}",
@@ -167,6 +189,8 @@ def init(from_cmd: str = typer.Option(..., "--from-cmd", help='the server comman
             raise UserError(f"{out}: already exists (fix: pass --force to overwrite it, or -o another path)")
         parsed = parse_serve_command(from_cmd)
         count, source = gpu_count(parsed, gpus)
+        if node == "local":
+            parsed = parsed.model_copy(update={"python": local_python(parsed)})
         text = render(parsed, node=node, gpus=count, gpus_from=source, schema=schema_line(out))
         text = text.replace("THIS_FILE", str(out))
         check_adapters(parse_playbook_text(text, str(out)), str(out))  # what is saved validates
@@ -179,8 +203,9 @@ def init(from_cmd: str = typer.Option(..., "--from-cmd", help='the server comman
     except OSError as exc:
         typer.echo(f"campaign: {out}: cannot write ({exc.strerror}) (fix: choose a writable path)", err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"{out}: {parsed.engine} {parsed.model}, {len(parsed.flags)} baseline flags, sweep to "
-               f"C={LEVELS_PER_GPU[-1] * count} ({count} GPU(s)); next: campaign validate {out}")
+    top = LEVELS_PER_GPU[-1] * count if count else CPU_LEVELS[-1]
+    typer.echo(f"{out}: {parsed.engine} {parsed.model}, {len(parsed.flags)} baseline flags, sweep to C={top} "
+               f"({count or 'no'} GPU(s)); next: campaign validate {out}")
 
 
 def register(app: typer.Typer) -> None:

@@ -28,9 +28,13 @@ def schema_text() -> str:
 
 def schema_line(playbook_path: Path) -> str:
     """The first line of a playbook written at `playbook_path`: the shipped schema by a
-    path relative to the playbook (yaml-language-server resolves it from the file), or,
-    where this installation has no shipped file, the name `campaign schema -o` writes."""
-    target = os.path.relpath(SHIPPED, playbook_path.resolve().parent) if SHIPPED.is_file() else "playbook.schema.json"
+    path relative to the playbook when it is in this checkout (yaml-language-server resolves
+    it from the file), else by its absolute path; where this installation has no shipped file,
+    the name `campaign schema -o` writes."""
+    if not SHIPPED.is_file():
+        return "# yaml-language-server: $schema=playbook.schema.json"
+    inside = playbook_path.resolve().is_relative_to(SHIPPED.parents[1])  # in this checkout: a relative path
+    target = os.path.relpath(SHIPPED, playbook_path.resolve().parent) if inside else str(SHIPPED)
     return f"# yaml-language-server: $schema={target}"
 
 

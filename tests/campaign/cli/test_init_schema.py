@@ -122,3 +122,38 @@ def test_flag_spellings() -> None:
     assert any("served-model-name" in d for d in got.dropped)
     with pytest.raises(UserError):
         parse_serve_command("")
+
+
+def _bin(tmp_path: Path, gpus: int | None) -> Path:
+    """A PATH directory with a `vllm` launcher (its venv's python beside it) and, unless
+    None, an `nvidia-smi` that lists `gpus` GPUs (0: fails as on a machine without a driver)."""
+    import os
+    import sys
+
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "python").symlink_to(sys.executable)
+    for name, body in [("vllm", "exit 0"), *([("nvidia-smi", "\n".join(
+            [f"echo 'GPU {i}: NVIDIA H100 (UUID: GPU-{i})'" for i in range(gpus)]) or "exit 9")] if gpus is not None else [])]:
+        (bindir / name).write_text(f"#!/bin/sh\n{body}\n")
+        os.chmod(bindir / name, 0o755)
+    return bindir
+
+
+@pytest.mark.parametrize(("gpus", "levels", "tokens"), [(2, [1, 8, 32, 128], (512, 256)), (0, [1, 4, 16], (64, 64))])
+def test_init_sizes_the_load_to_the_gpus_nvidia_smi_lists(tmp_path: Path, gpus: int, levels: list[int],
+                                                          tokens: tuple[int, int]) -> None:
+    import os
+    import subprocess
+    import sys
+
+    bindir = _bin(tmp_path, gpus)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{bindir}:/usr/bin:/bin"}
+    res = subprocess.run([sys.executable, "-m", "campaign.cli.main", "init", "--from-cmd", "vllm serve m",
+                          "-o", "p.yaml"], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    pb = load_playbook(tmp_path / "p.yaml")
+    sweep = pb.workloads["sweep"]
+    assert sweep.concurrency == levels and (sweep.prompt_tokens, sweep.output_tokens) == tokens
+    # the bare `vllm` of the user's PATH runs its venv's python: the campaign launches with it
+    assert pb.server.python == str(bindir / "python")
