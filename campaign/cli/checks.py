@@ -15,7 +15,7 @@ from pathlib import Path
 from campaign.domain.config import merge, render_argv
 from campaign.domain.errors import UserError
 from campaign.domain.models import EffectiveConfig
-from campaign.playbook.load import check_prompt_files, line_at
+from campaign.playbook.load import line_at, prompt_file_problems
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from tools.engines import engine_profile
 from tools.engines.base import EngineProfile
@@ -95,7 +95,6 @@ def remote_notes(pb: Playbook) -> list[str]:
 
 def adapter_problems(pb: Playbook, source: str) -> None:
     """Every problem at once, as one UserError (nothing when there is none)."""
-    check_prompt_files(pb, source)
-    lines = local_python(pb, source) + identical_launches(pb, source)
+    lines = prompt_file_problems(pb, source) + local_python(pb, source) + identical_launches(pb, source)
     if lines:
         raise UserError(*lines)

@@ -367,7 +367,7 @@ def _check_patch_files(text: str, p: Path) -> None:
         seen[key] = str(h.get("name"))
 
 
-def check_prompt_files(pb: Playbook, path: str | Path) -> None:
+def prompt_file_problems(pb: Playbook, path: str | Path) -> list[str]:
     """A prompts file is read from the working directory when the first sweep starts: a
     missing or malformed one is refused before a server is launched for nothing (by the
     commands that launch; a journal of a finished campaign does not need the file)."""
@@ -390,8 +390,7 @@ def check_prompt_files(pb: Playbook, path: str | Path) -> None:
             load_jsonl(wl.prompts)
         except UserError as exc:
             lines.append(f"{at}: {exc.lines[0]}")
-    if lines:
-        raise _problems(*lines)
+    return [_printable(ln) for ln in lines]
 
 
 def _line_of(text: str, needle: str) -> int:
