@@ -87,3 +87,13 @@ def test_dash_h_on_every_command() -> None:
         args = [name, "-h"] if name else ["-h"]
         res = runner.invoke(app, args, prog_name="campaign")
         assert res.exit_code == 0 and "Usage" in res.output, (name, res.output)
+
+
+def test_the_run_log_is_not_wrapped_into_a_pipe(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from campaign.cli.live import LiveView
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    reason = "wins at every level " * 20
+    LiveView()("verdict", {"kind": "win", "hypothesis": "ngram-spec", "reason": reason})
+    err = capsys.readouterr().err
+    assert any(reason.strip() in line for line in err.splitlines()), err
