@@ -70,13 +70,16 @@ def local_python(parsed: ServeCommand) -> str | None:
     return str(python)
 
 
-def gpu_count(parsed: ServeCommand, gpus: int | None) -> tuple[int, str]:
-    """How many GPUs the server uses (0: none found, a CPU server), and where that number came from."""
+def gpu_count(parsed: ServeCommand, gpus: int | None, *, local: bool = True) -> tuple[int, str]:
+    """How many GPUs the server uses (0: none found, a CPU server), and where that number
+    came from.  This machine's nvidia-smi says nothing about a remote node's GPUs."""
     if gpus is not None:
         return gpus, "--gpus"
     from_cmd = parsed.gpus()
     if from_cmd is not None:
         return from_cmd, "the command's parallel sizes"
+    if not local:
+        return 1, "assumed for a remote node: pass --gpus N"
     try:
         res = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
         found = sum(1 for ln in res.stdout.splitlines() if ln.startswith("GPU "))
@@ -188,7 +191,7 @@ def init(from_cmd: str = typer.Option(..., "--from-cmd", help='the server comman
         if out.exists() and not force:
             raise UserError(f"{out}: already exists (fix: pass --force to overwrite it, or -o another path)")
         parsed = parse_serve_command(from_cmd)
-        count, source = gpu_count(parsed, gpus)
+        count, source = gpu_count(parsed, gpus, local=node == "local")
         if node == "local":
             parsed = parsed.model_copy(update={"python": local_python(parsed)})
         text = render(parsed, node=node, gpus=count, gpus_from=source, schema=schema_line(out))

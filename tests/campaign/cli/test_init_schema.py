@@ -157,3 +157,11 @@ def test_init_sizes_the_load_to_the_gpus_nvidia_smi_lists(tmp_path: Path, gpus: 
     assert sweep.concurrency == levels and (sweep.prompt_tokens, sweep.output_tokens) == tokens
     # the bare `vllm` of the user's PATH runs its venv's python: the campaign launches with it
     assert pb.server.python == str(bindir / "python")
+
+
+def test_a_remote_node_is_not_sized_by_this_machines_gpus() -> None:
+    from campaign.cli.init_cmd import gpu_count
+
+    assert gpu_count(parse_serve_command("vllm serve m"), None, local=False)[0] == 1
+    assert gpu_count(parse_serve_command("vllm serve m -tp 4"), None, local=False)[0] == 4
+    assert gpu_count(parse_serve_command("vllm serve m -tp 4"), 8, local=False)[0] == 8
