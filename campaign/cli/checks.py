@@ -44,10 +44,10 @@ def _why_same(h: HypothesisSpec, baseline: EffectiveConfig) -> str:
     return "; ".join(parts) or "it changes nothing"
 
 
-def identical_launches(pb: Playbook, source: str) -> list[str]:
+def identical_launches(pb: Playbook, source: str, at: tuple[str, ...] = ("hypotheses",)) -> list[str]:
     """A hypothesis whose launch is the baseline's would measure the baseline twice under
     another name (`enable-prefix-caching: false` for a flag the baseline does not set is
-    left off the command line)."""
+    left off the command line).  `at`: where the list of hypotheses is in `source`."""
     profile = engine_profile(pb.server.engine)
     baseline = merge(EffectiveConfig(), pb.baseline.flags, pb.baseline.env)
     base_launch = launch_of(profile, pb, baseline)
@@ -60,7 +60,7 @@ def identical_launches(pb: Playbook, source: str) -> list[str]:
         off = next((k.lstrip("-") for k, v in h.flags.items() if v is False), None)
         fix = (f"to turn off a feature that is on by default, set its negative flag (e.g. no-{off}: true) if the "
                "engine has one" if off else "change a flag or env value the baseline does not already have")
-        lines.append(f"{source}:{line_at(source, 'hypotheses', i, 'name')}: hypotheses[{i}] ({h.name}): launches "
+        lines.append(f"{source}:{line_at(source, *at, i, 'name')}: hypotheses[{i}] ({h.name}): launches "
                      f"exactly the baseline's command and environment ({_why_same(h, baseline)}) (fix: {fix})")
     return lines
 

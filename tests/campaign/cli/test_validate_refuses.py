@@ -89,3 +89,24 @@ def test_remote_python_is_named_not_skipped(tmp_path: Path) -> None:
     res = cli("validate", "p.yaml", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "not checked here: /opt/venv/bin/python on ssh gpu-box" in res.stdout
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("hypotheses:\n  - name: added\n    flags: {enable-prefix-caching: false}\n", 2),
+    ("- name: first\n  flags: {max-num-seqs: 2}\n- name: added\n  env: {OMP_NUM_THREADS: '2'}\n", 3),
+])
+def test_resume_refuses_an_added_hypothesis_that_launches_the_baseline(tmp_path: Path, text: str, line: int) -> None:
+    """`resume --add-hypothesis FILE` is checked as the playbook's hypotheses are, before anything is recorded."""
+    from campaign.playbook.load import load_playbook
+    from campaign.store import Store
+
+    pb_path = tmp_path / "p.yaml"
+    pb_path.write_text(BASE.format(tmp=tmp_path))
+    db = tmp_path / "state" / "campaign.db"
+    with Store(db) as store:
+        cid = store.create_campaign("refuse", playbook=load_playbook(pb_path), playbook_path=str(pb_path)).id
+    (tmp_path / "more.yaml").write_text(text)
+    before = table_counts(db)
+    one_line_error(cli("resume", cid, "--db", str(db), "--add-hypothesis", "more.yaml", cwd=tmp_path),
+                   f"more.yaml:{line}:", "added", "launches exactly the baseline's")
+    assert table_counts(db) == before
