@@ -13,12 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from campaign.cli.common import DB_OPT
+from campaign.cli.common import fail as _fail
+from campaign.cli.common import open_store as _store
+from campaign.cli.compare import compare
 from campaign.cli.entry import print_status
+from campaign.cli.export import export
 from campaign.domain.errors import UserError
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands
     from campaign.cli.runner import RunOutcome
-    from campaign.store import Store
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]},
@@ -42,14 +46,6 @@ def _root(show_version: bool = typer.Option(False, "--version", callback=_versio
     """Optimization campaigns for LLM inference servers."""
 
 ID_ARG = typer.Argument(..., help="campaign id, or any prefix of it that names one campaign (campaign status)")
-DB_OPT = typer.Option(None, "--db", help="campaign database (default: the playbook's `database`, "
-                      "else .campaign/campaign.db)")
-
-
-def _fail(exc: UserError) -> None:
-    for line in exc.lines or [str(exc)]:
-        typer.echo(f"campaign: {line}", err=True)
-    raise typer.Exit(exc.exit_code)
 
 
 def _outcome(out: RunOutcome) -> None:
@@ -137,17 +133,6 @@ def resume(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
         _fail(exc)
     live.close()
     _outcome(out)
-
-
-def _store(db: str | None) -> Store:
-    from pathlib import Path
-
-    from campaign.store import Store
-
-    path = Path(db or ".campaign/campaign.db")
-    if not path.exists():
-        raise UserError(f"{path}: no campaign database (fix: run a campaign first or pass --db PATH)")
-    return Store(path)
 
 
 @app.command()
@@ -272,6 +257,24 @@ def _wait_for_plots() -> None:
 
 
 @app.command()
+def serve(db: str | None = DB_OPT,
+          host: str = typer.Option("127.0.0.1", "--host", help="address to listen on; any but loopback needs "
+                                   "CAMPAIGN_SERVE_TOKEN in the environment"),
+          port: int = typer.Option(8765, "--port", help="port to listen on (0: any free one)")) -> None:
+    """A read-only web view of the database, following running campaigns live."""
+    from pathlib import Path
+
+    from campaign.cli.web.serve import serve as run_server
+
+    try:
+        _store(db).close()  # the path exists and is a campaign database (migrated as every command does)
+        run_server(Path(db or ".campaign/campaign.db"), host=host, port=port,
+                   db_label=str(db or ".campaign/campaign.db"))
+    except UserError as exc:
+        _fail(exc)
+
+
+@app.command()
 def unlock(campaign_id: str = ID_ARG, db: str | None = DB_OPT) -> None:
     """Release a run lock held by a process on another host."""
     from campaign.cli.ids import resolve_id
@@ -303,6 +306,10 @@ def validate(playbook: str) -> None:
 
     for note in remote_notes(pb):
         typer.echo(f"{playbook}: {note}")
+
+
+app.command()(export)
+app.command()(compare)
 
 
 def _click_exceptions() -> Any:
