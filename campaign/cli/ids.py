@@ -36,3 +36,9 @@ def resolve_id(given: str, db: str | None) -> str:
         raise UserError(f"{given}: {len(matches)} campaigns start with it: {', '.join(matches)} "
                         "(fix: type more of the id)")
     return matches[0] if matches else given
+
+
+def resolve_side(given: str, db: str | None) -> str:
+    """`ID` or `ID:EXPERIMENT` (campaign compare) with the id part resolved as above."""
+    cid, colon, experiment = given.partition(":")
+    return resolve_id(cid, db) + colon + experiment

@@ -53,11 +53,14 @@ def test_a_unique_prefix_names_the_campaign(two: Path, tmp_path: Path) -> None:
     assert f'"id": "{IDS[1]}"' in res.stdout
     res = cli("unlock", "cli-errors-aa", "--db", str(two), cwd=tmp_path)
     assert res.returncode == 0 and res.stdout.startswith(f"{IDS[0]}: lock"), res.stdout + res.stderr
+    res = cli("export", "cli-errors-aa", "--db", str(two), "--format", "json", cwd=tmp_path)
+    assert res.returncode == 0 and f'"campaign_id": "{IDS[0]}"' in res.stdout, res.stdout + res.stderr
 
 
-@pytest.mark.parametrize("command", ["show", "journal", "unlock", "resume"])
-def test_an_ambiguous_prefix_lists_the_matches(two: Path, tmp_path: Path, command: str) -> None:
-    one_line_error(cli(command, "cli-errors-a", "--db", str(two), cwd=tmp_path),
+@pytest.mark.parametrize("command", [["show"], ["journal"], ["unlock"], ["resume"], ["export"],
+                                     ["compare", f"{IDS[1]}:x"]], ids=lambda c: c[0])
+def test_an_ambiguous_prefix_lists_the_matches(two: Path, tmp_path: Path, command: list[str]) -> None:
+    one_line_error(cli(command[0], "cli-errors-a", *command[1:], "--db", str(two), cwd=tmp_path),
                    "cli-errors-a: 2 campaigns start with it", IDS[0], IDS[1])
 
 
