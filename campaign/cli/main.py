@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from campaign.cli import init_cmd, schema_cmd
 from campaign.cli.common import DB_OPT
 from campaign.cli.common import fail as _fail
 from campaign.cli.common import open_store as _store
@@ -310,6 +311,8 @@ def validate(playbook: str) -> None:
 
 app.command()(export)
 app.command()(compare)
+init_cmd.register(app)
+schema_cmd.register(app)
 
 
 def _click_exceptions() -> Any:
@@ -330,14 +333,11 @@ def usage_line(exc: Exception) -> str:
 
 
 def full_app() -> typer.Typer:
-    """The app with the commands that live in modules of their own (registered once)."""
-    from campaign.cli import init_cmd, schema_cmd
+    """The app with the toolkit commands too (registered once, when a command line runs)."""
     from campaign.cli.toolkit import register as register_toolkit
 
-    if not any(c.name == "schema" for c in app.registered_commands):
+    if not any(c.name == "bench" for c in app.registered_commands):
         register_toolkit(app)
-        init_cmd.register(app)
-        schema_cmd.register(app)
     return app
 
 
