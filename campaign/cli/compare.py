@@ -104,8 +104,10 @@ def compare(a: str = typer.Argument(..., help="the baseline: ID (a campaign's cu
             b: str = typer.Argument(..., help="the candidate: ID or ID:EXPERIMENT"),
             db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
     """Two experiments or two campaigns side by side on the same workloads, with a verdict."""
+    from campaign.cli.ids import resolve_side
+
     try:
-        doc = side_by_side(open_store(db), a, b)
+        doc = side_by_side(open_store(db), resolve_side(a, db), resolve_side(b, db))
     except UserError as exc:
         fail(exc)
     if as_json:

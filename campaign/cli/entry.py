@@ -72,15 +72,16 @@ def print_status(items: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         print(json.dumps(items, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    from campaign.cli.plain import plain
+    from campaign.cli.plain import console, plain
 
-    t = Table("id", "name", "status", "why")
+    # the id is what resume, show and journal take: shown whole, whatever the width
+    width = max((len(str(it["id"])) for it in items), default=2)
+    t = Table(Column("id", no_wrap=True, min_width=width), "name", "status", "why")
     for it in items:
         t.add_row(*(plain(it[k] or "") for k in ("id", "name", "status", "halt_reason")))
-    Console(highlight=False).print(t)
+    console(highlight=False).print(t)
 
 
 def main() -> None:

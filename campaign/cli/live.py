@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
+from campaign.cli.plain import console as stderr_console
 from campaign.cli.plain import line
 from campaign.journal.format import fmt_duration
 
@@ -27,7 +28,7 @@ _MARK = {"win": "WIN", "dead_end": "DEAD END", "inconclusive": "INCONCLUSIVE"}
 
 class LiveView:
     def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
-        self.console = console or Console(stderr=True, soft_wrap=True)
+        self.console = console or stderr_console(stderr=True)
         self.console.soft_wrap = True  # a long line is one line: the terminal wraps it, a log keeps it whole
         self.quiet = quiet
         self.status: Status | None = None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from campaign.cli import init_cmd, schema_cmd
 from campaign.cli.common import DB_OPT
 from campaign.cli.common import fail as _fail
 from campaign.cli.common import open_store as _store
@@ -24,17 +25,35 @@ from campaign.domain.errors import UserError
 if TYPE_CHECKING:  # heavy imports stay inside the commands
     from campaign.cli.runner import RunOutcome
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Optimization campaigns for LLM inference servers.")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"campaign {version('campaign')}")
+        except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+            typer.echo("campaign (not installed: run `pip install -e .` for a version)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                            help="print the version and exit")) -> None:
+    """Optimization campaigns for LLM inference servers."""
+
+ID_ARG = typer.Argument(..., help="campaign id, or any prefix of it that names one campaign (campaign status)")
+
 
 def _outcome(out: RunOutcome) -> None:
-    from rich.console import Console
+    from campaign.cli.plain import console, line
 
-    from campaign.cli.plain import line
-
-    con = Console(highlight=False, soft_wrap=True)  # whole lines in a log, as the live view's
+    con = console(highlight=False)
+    con.soft_wrap = True  # whole lines in a log, as the live view's
     if out.status == "awaiting_review":
         con.print(line((f"campaign {out.campaign_id} halted for review:", "bold yellow"), " ", (out.reason, "")))
         con.print(line("journal: ", (out.journal, "")))
@@ -90,7 +109,7 @@ def _parse_sets(sets: list[str]) -> dict[str, str]:
 
 
 @app.command()
-def resume(campaign_id: str, db: str | None = DB_OPT,
+def resume(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
            approve: bool = typer.Option(False, "--approve", help="approve what the review gate asks"),
            reject: bool = typer.Option(False, "--reject", help="reject it (at a campaign review: stop)"),
            note: str = typer.Option("", "--note", help="reviewer's note, kept in the record and journal"),
@@ -99,6 +118,7 @@ def resume(campaign_id: str, db: str | None = DB_OPT,
            playbook: str | None = typer.Option(None, "--playbook", help="playbook path if it moved"),
            quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Continue a campaign halted for review, or one that crashed or was killed."""
+    from campaign.cli.ids import resolve_id
     from campaign.cli.live import LiveView
     from campaign.cli.runner import resume_campaign
 
@@ -107,6 +127,7 @@ def resume(campaign_id: str, db: str | None = DB_OPT,
         if approve and reject:
             raise UserError("--approve and --reject: choose one (fix: pass only one of them)")
         decision = "approve" if approve else "reject" if reject else None
+        campaign_id = resolve_id(campaign_id, db)
         out = resume_campaign(campaign_id, db=db, decision=decision, note=note, add_hypothesis=add_hypothesis,
                               overrides=_parse_sets(set_), playbook_path=playbook, events=live)
     except UserError as exc:
@@ -142,10 +163,16 @@ def status(db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"
 
 
 @app.command()
-def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"),
+def show(campaign_id: str = ID_ARG, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"),
          experiment: str | None = typer.Option(None, "--experiment", help="one experiment in full "
                                                "(hypothesis name or experiment id)")) -> None:
     """One campaign, a line per experiment: its verdict and the level that decided it."""
+    from campaign.cli.ids import resolve_id
+
+    try:
+        campaign_id = resolve_id(campaign_id, db)
+    except UserError as exc:
+        _fail(exc)
     if as_json:  # streamed: the first experiment is printed before the last is read
         try:
             store = _store(db)
@@ -156,11 +183,10 @@ def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option
         except UserError as exc:
             _fail(exc)
         return
-    from rich.console import Console
-
+    from campaign.cli.plain import console
     from campaign.cli.show import print_experiment, print_summary
 
-    con = Console(highlight=False)
+    con = console(highlight=False)  # a row per experiment, cut to a terminal's width; whole in a pipe
     try:
         store = _store(db)
         if experiment is not None:
@@ -173,16 +199,18 @@ def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option
 
 
 @app.command()
-def journal(campaign_id: str, db: str | None = DB_OPT,
+def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
             out: str | None = typer.Option(None, "--out", help="write here instead of the playbook's path")) -> None:
     """Regenerate a campaign's journal from the database and print its path."""
     from pathlib import Path
 
+    from campaign.cli.ids import resolve_id
     from campaign.journal.publish import publish_journal
     from campaign.playbook.load import load_playbook
     from campaign.store.reader import open_reader
 
     try:  # the plain-sqlite3 reader when it can (no sqlmodel import), else the Store (migrates, names the fix)
+        campaign_id = resolve_id(campaign_id, db)
         store = open_reader(Path(db or ".campaign/campaign.db")) or _store(db)
         row = store.get_campaign(campaign_id)
         path = Path(out) if out else Path(load_playbook(row.playbook_path).journal)
@@ -204,15 +232,15 @@ def _wait_for_plots() -> None:
     """The plots are drawn by worker processes: wait for them with a progress bar (a
     1,000-experiment journal has 1,000 plots).  A plot that fails is reported and left
     out; the next `campaign journal` draws the plots still missing."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from campaign.cli.plain import console
     from campaign.journal import plot_worker
 
     total = plot_worker.outstanding()
     if not total:
         return
-    err = Console(stderr=True, highlight=False)
+    err = console(stderr=True, highlight=False)
     with Progress(TextColumn("drawing plots"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("plots", total=total)
@@ -245,9 +273,12 @@ def serve(db: str | None = DB_OPT,
 
 
 @app.command()
-def unlock(campaign_id: str, db: str | None = DB_OPT) -> None:
+def unlock(campaign_id: str = ID_ARG, db: str | None = DB_OPT) -> None:
     """Release a run lock held by a process on another host."""
+    from campaign.cli.ids import resolve_id
+
     try:
+        campaign_id = resolve_id(campaign_id, db)
         store = _store(db)
         store.get_campaign(campaign_id)
         released = store.release_run_lock(campaign_id, "", force=True)
@@ -269,10 +300,16 @@ def validate(playbook: str) -> None:
         _fail(exc)
     typer.echo(f"{playbook}: ok ({pb.name}: {len(pb.hypotheses)} hypotheses, {len(pb.workloads)} workloads, "
                f"node {pb.node.kind})")
+    from campaign.cli.checks import remote_notes
+
+    for note in remote_notes(pb):
+        typer.echo(f"{playbook}: {note}")
 
 
 app.command()(export)
 app.command()(compare)
+init_cmd.register(app)
+schema_cmd.register(app)
 
 
 def _click_exceptions() -> Any:
@@ -292,10 +329,17 @@ def usage_line(exc: Exception) -> str:
     return f"{path}: {msg} (fix: see '{path} --help')"
 
 
-def main(argv: list[str] | None = None) -> None:
+def full_app() -> typer.Typer:
+    """The app with the toolkit commands too (registered once, when a command line runs)."""
     from campaign.cli.toolkit import register as register_toolkit
 
-    register_toolkit(app)
+    if not any(c.name == "bench" for c in app.registered_commands):
+        register_toolkit(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    full_app()
     ex = _click_exceptions()
     try:
         rv = app(args=argv, prog_name="campaign", standalone_mode=False)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from campaign.cli.checks import identical_launches
 from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
 from campaign.domain.errors import UserError
 from campaign.domain.redact import redact_text
@@ -315,6 +316,10 @@ def _load_added(path: str, pb: Playbook, store: Any, cid: str) -> list[Hypothesi
         if h.name in known:
             raise UserError(f"{path}: [{i}].name: hypothesis '{h.name}' already exists (fix: use a new name)")
         out.append(h)
+    same = identical_launches(pb.model_copy(update={"hypotheses": out}), path,
+                              at=("hypotheses",) if isinstance(data, dict) and "hypotheses" in data else ())
+    if same:
+        raise UserError(*same)
     return out
 
 

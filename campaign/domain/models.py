@@ -206,6 +206,10 @@ class ReportedChange(BaseModel):
         return self.status in ("ignored", "overridden", "undeclared")
 
 
+#: library versions a node may report besides the fixed components (the simulated node does)
+LIBRARY_COMPONENTS = ("torch", "nccl", "flashinfer", "profile")
+
+
 class Fingerprint(BaseModel):
     """The environment a measurement was taken in.  `components` is what revisit
     conditions refer to (cuda, driver, arch, engine, torch, nccl, interconnect...)."""
@@ -236,3 +240,8 @@ class Fingerprint(BaseModel):
         }
         base.update(self.extra)
         return base
+
+    @classmethod
+    def component_names(cls) -> list[str]:
+        """What a revisit condition may name: the fixed components, then the libraries."""
+        return [*cls().components(), *LIBRARY_COMPONENTS]

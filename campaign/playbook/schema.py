@@ -6,12 +6,13 @@ suggestion (see `campaign.playbook.load`), never a silently ignored setting.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from campaign.domain.models import WorkloadSpec
+from campaign.domain.models import Fingerprint, WorkloadSpec
 from campaign.domain.request_count import count_error
 from campaign.domain.source import PatchRules, Unsafe
 
@@ -454,6 +455,18 @@ class HypothesisSpec(_Strict):
     def _name_ok(cls, v: str) -> str:
         if not _NAME.match(v):
             raise ValueError("use lowercase letters, digits, '.', '_' or '-', starting with a letter or digit")
+        return v
+
+    @field_validator("revisit_on")
+    @classmethod
+    def _known_components(cls, v: list[str]) -> list[str]:
+        """A component no fingerprint has would never change: the dead end would never reopen."""
+        known = Fingerprint.component_names()
+        for i, name in enumerate(v):
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+                fix = f"did you mean '{close[0]}'?" if close else f"use one of {', '.join(known)}"
+                raise ProblemAt(f"'{name}' is not an environment component, so it would never change (fix: {fix})", i)
         return v
 
     def declared_keys(self) -> set[str]:
