@@ -1,8 +1,8 @@
-"""The `campaign` executable: answers `status` and `show` before the command-line stack loads.
+"""The `campaign` executable: answers `status` and `show --json` before the command-line stack loads.
 
 Why a module of its own: importing typer and sqlmodel alone costs about a second, more
 than a status line may take, so the console script lands here, answers `status` and a
-fully cached `show ID [--json]` (campaign.store.showcache) from plain sqlite3 when it can,
+fully cached `show ID --json` (campaign.store.showcache) from plain sqlite3 when it can,
 and hands everything else (and every case it cannot answer) to `campaign.cli.main`.
 """
 
@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["main", "print_show", "print_status"]
+__all__ = ["main", "print_status"]
 
 
 def _fast_args(argv: list[str]) -> tuple[str, str | None, str | None, bool] | None:
@@ -40,22 +40,16 @@ def _fast_args(argv: list[str]) -> tuple[str, str | None, str | None, bool] | No
     return argv[0], cid, db, as_json
 
 
-def _quick_show(cid: str, db: str | None, as_json: bool) -> bool:
-    """`campaign show ID [--json]` from the stored text of every piece, without sqlmodel;
+def _quick_show(cid: str, db: str | None) -> bool:
+    """`campaign show ID --json` from the stored text of every piece, without sqlmodel;
     False (nothing printed) when anything must be built (the full path then stores it)."""
-    import io
     from pathlib import Path
 
     from campaign.store.quick import SCHEMA_VERSION
     from campaign.store.showcache import quick_show
 
     path = Path(db or ".campaign/campaign.db")
-    buf = io.StringIO()  # the table is printed from the whole document
-    if not (path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout if as_json else buf)):
-        return False
-    if not as_json:
-        print_show(json.loads(buf.getvalue()))
-    return True
+    return path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout)
 
 
 def _quick_status(db: str | None, as_json: bool) -> bool:
@@ -78,45 +72,16 @@ def print_status(items: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         print(json.dumps(items, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    from campaign.cli.plain import plain
+    from campaign.cli.plain import console, plain
 
-    t = Table("id", "name", "status", "why")
+    # the id is what resume, show and journal take: shown whole, whatever the width
+    width = max((len(str(it["id"])) for it in items), default=2)
+    t = Table(Column("id", no_wrap=True, min_width=width), "name", "status", "why")
     for it in items:
         t.add_row(*(plain(it[k] or "") for k in ("id", "name", "status", "halt_reason")))
-    Console(highlight=False).print(t)
-
-
-SHOW_LATEST = 100  # experiments in `campaign show ID`'s table (`--all`: every one)
-
-
-def print_show(data: dict[str, Any], latest: int | None = SHOW_LATEST) -> None:
-    """`campaign show ID`: the table of the latest experiments, from the `show --json`
-    document.  Why bounded: laying out a table costs about 0.3 ms a row, so a
-    3,000-experiment table took seconds, and the journal's scoreboard holds them all."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from campaign.cli.plain import line, plain
-
-    con = Console(highlight=False)
-    con.print(line((data["id"], "bold"), " status: ", (data["status"], "")))
-    exps = data["experiments"]
-    shown = exps if latest is None or len(exps) <= latest else exps[-latest:]
-    if len(shown) < len(exps):
-        con.print(line(f"the latest {len(shown)} of {len(exps)} experiments "
-                       f"(`campaign show {data['id']} --all` lists every one)"))
-    t = Table("hypothesis", "verdict", "class", "reason")
-    for e in shown:
-        t.add_row(*(plain(e.get(k) or "") for k in ("hypothesis", "verdict", "failure_class", "reason")))
-    con.print(t)
-    if data.get("halt_reason"):
-        con.print(line("why: ", (data["halt_reason"], "")))
-    rejected = sum(1 for c in data.get("planner_calls", []) if c["outcome"] != "accepted")
-    if rejected:
-        con.print(line(f"planner: {rejected} rejected or failed model calls (campaign show --json lists them)"))
+    console(highlight=False).print(t)
 
 
 def main() -> None:
@@ -125,7 +90,7 @@ def main() -> None:
         command, cid, db, as_json = fast
         if command == "status" and _quick_status(db, as_json):
             sys.exit(0)
-        if command == "show" and cid and _quick_show(cid, db, as_json):
+        if command == "show" and cid and as_json and _quick_show(cid, db):
             sys.exit(0)
     from campaign.cli.main import main as full_main
 

@@ -14,32 +14,47 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from campaign.cli.entry import SHOW_LATEST, print_show, print_status
+from campaign.cli import init_cmd, schema_cmd
+from campaign.cli.common import DB_OPT
+from campaign.cli.common import fail as _fail
+from campaign.cli.common import open_store as _store
+from campaign.cli.compare import compare
+from campaign.cli.entry import print_status
+from campaign.cli.export import export
 from campaign.domain.errors import UserError
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands
     from campaign.cli.runner import RunOutcome
-    from campaign.store import Store
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Optimization campaigns for LLM inference servers.")
 
-DB_OPT = typer.Option(None, "--db", help="campaign database (default: the playbook's `database`, "
-                      "else .campaign/campaign.db)")
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"campaign {version('campaign')}")
+        except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+            typer.echo("campaign (not installed: run `pip install -e .` for a version)")
+        raise typer.Exit()
 
 
-def _fail(exc: UserError) -> None:
-    for line in exc.lines or [str(exc)]:
-        typer.echo(f"campaign: {line}", err=True)
-    raise typer.Exit(exc.exit_code)
+@app.callback()
+def _root(show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                            help="print the version and exit")) -> None:
+    """Optimization campaigns for LLM inference servers."""
+
+ID_ARG = typer.Argument(..., help="campaign id, or any prefix of it that names one campaign (campaign status)")
 
 
 def _outcome(out: RunOutcome) -> None:
-    from rich.console import Console
+    from campaign.cli.plain import console, line
 
-    from campaign.cli.plain import line
-
-    con = Console(highlight=False)
+    con = console(highlight=False)
+    con.soft_wrap = True  # whole lines in a log, as the live view's
     if out.status == "awaiting_review":
         con.print(line((f"campaign {out.campaign_id} halted for review:", "bold yellow"), " ", (out.reason, "")))
         con.print(line("journal: ", (out.journal, "")))
@@ -95,7 +110,7 @@ def _parse_sets(sets: list[str]) -> dict[str, str]:
 
 
 @app.command()
-def resume(campaign_id: str, db: str | None = DB_OPT,
+def resume(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
            approve: bool = typer.Option(False, "--approve", help="approve what the review gate asks"),
            reject: bool = typer.Option(False, "--reject", help="reject it (at a campaign review: stop)"),
            note: str = typer.Option("", "--note", help="reviewer's note, kept in the record and journal"),
@@ -104,6 +119,7 @@ def resume(campaign_id: str, db: str | None = DB_OPT,
            playbook: str | None = typer.Option(None, "--playbook", help="playbook path if it moved"),
            quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Continue a campaign halted for review, or one that crashed or was killed."""
+    from campaign.cli.ids import resolve_id
     from campaign.cli.live import LiveView
     from campaign.cli.runner import resume_campaign
 
@@ -112,6 +128,7 @@ def resume(campaign_id: str, db: str | None = DB_OPT,
         if approve and reject:
             raise UserError("--approve and --reject: choose one (fix: pass only one of them)")
         decision = "approve" if approve else "reject" if reject else None
+        campaign_id = resolve_id(campaign_id, db)
         out = resume_campaign(campaign_id, db=db, decision=decision, note=note, add_hypothesis=add_hypothesis,
                               overrides=_parse_sets(set_), playbook_path=playbook, events=live)
     except UserError as exc:
@@ -119,17 +136,6 @@ def resume(campaign_id: str, db: str | None = DB_OPT,
         _fail(exc)
     live.close()
     _outcome(out)
-
-
-def _store(db: str | None) -> Store:
-    from pathlib import Path
-
-    from campaign.store import Store
-
-    path = Path(db or ".campaign/campaign.db")
-    if not path.exists():
-        raise UserError(f"{path}: no campaign database (fix: run a campaign first or pass --db PATH)")
-    return Store(path)
 
 
 @app.command()
@@ -158,9 +164,16 @@ def status(db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"
 
 
 @app.command()
-def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"),
-         every: bool = typer.Option(False, "--all", help="every experiment in the table, not the latest 100")) -> None:
-    """One campaign: its status and the latest experiments with their verdicts (--json: everything)."""
+def show(campaign_id: str = ID_ARG, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"),
+         experiment: str | None = typer.Option(None, "--experiment", help="one experiment in full "
+                                               "(hypothesis name or experiment id)")) -> None:
+    """One campaign, a line per experiment: its verdict and the level that decided it."""
+    from campaign.cli.ids import resolve_id
+
+    try:
+        campaign_id = resolve_id(campaign_id, db)
+    except UserError as exc:
+        _fail(exc)
     if as_json:  # streamed: the first experiment is printed before the last is read
         try:
             store = _store(db)
@@ -171,26 +184,35 @@ def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option
         except UserError as exc:
             _fail(exc)
         return
-    try:  # the same document, from the stored pieces (built and stored where missing)
+    from campaign.cli.plain import console
+    from campaign.cli.show import print_experiment, print_summary
+
+    con = console(highlight=False)  # a row per experiment, cut to a terminal's width; whole in a pipe
+    try:
         store = _store(db)
-        store.get_campaign(campaign_id)
-        data = json.loads("".join(store.show_json_text(campaign_id)))
+        if experiment is not None:
+            store.get_campaign(campaign_id)
+            print_experiment(con, store, campaign_id, experiment)
+        else:
+            store.get_campaign(campaign_id)  # the document from the stored pieces (built and stored where missing)
+            print_summary(con, json.loads("".join(store.show_json_text(campaign_id))))
     except UserError as exc:
         _fail(exc)
-    print_show(data, None if every else SHOW_LATEST)
 
 
 @app.command()
-def journal(campaign_id: str, db: str | None = DB_OPT,
+def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
             out: str | None = typer.Option(None, "--out", help="write here instead of the playbook's path")) -> None:
     """Regenerate a campaign's journal from the database and print its path."""
     from pathlib import Path
 
+    from campaign.cli.ids import resolve_id
     from campaign.journal.publish import publish_journal
     from campaign.playbook.load import load_playbook
     from campaign.store.reader import open_reader
 
     try:  # the plain-sqlite3 reader when it can (no sqlmodel import), else the Store (migrates, names the fix)
+        campaign_id = resolve_id(campaign_id, db)
         store = open_reader(Path(db or ".campaign/campaign.db")) or _store(db)
         row = store.get_campaign(campaign_id)
         path = Path(out) if out else Path(load_playbook(row.playbook_path).journal)
@@ -212,15 +234,15 @@ def _wait_for_plots() -> None:
     """The plots are drawn by worker processes: wait for them with a progress bar (a
     1,000-experiment journal has 1,000 plots).  A plot that fails is reported and left
     out; the next `campaign journal` draws the plots still missing."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from campaign.cli.plain import console
     from campaign.journal import plot_worker
 
     total = plot_worker.outstanding()
     if not total:
         return
-    err = Console(stderr=True, highlight=False)
+    err = console(stderr=True, highlight=False)
     with Progress(TextColumn("drawing plots"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("plots", total=total)
@@ -235,9 +257,30 @@ def _wait_for_plots() -> None:
 
 
 @app.command()
-def unlock(campaign_id: str, db: str | None = DB_OPT) -> None:
-    """Release a run lock held by a process on another host."""
+def serve(db: str | None = DB_OPT,
+          host: str = typer.Option("127.0.0.1", "--host", help="address to listen on; any but loopback needs "
+                                   "CAMPAIGN_SERVE_TOKEN in the environment"),
+          port: int = typer.Option(8765, "--port", help="port to listen on (0: any free one)")) -> None:
+    """A read-only web view of the database, following running campaigns live."""
+    from pathlib import Path
+
+    from campaign.cli.web.serve import serve as run_server
+
     try:
+        _store(db).close()  # the path exists and is a campaign database (migrated as every command does)
+        run_server(Path(db or ".campaign/campaign.db"), host=host, port=port,
+                   db_label=str(db or ".campaign/campaign.db"))
+    except UserError as exc:
+        _fail(exc)
+
+
+@app.command()
+def unlock(campaign_id: str = ID_ARG, db: str | None = DB_OPT) -> None:
+    """Release a run lock held by a process on another host."""
+    from campaign.cli.ids import resolve_id
+
+    try:
+        campaign_id = resolve_id(campaign_id, db)
         store = _store(db)
         store.get_campaign(campaign_id)
         released = store.release_run_lock(campaign_id, "", force=True)
@@ -259,6 +302,16 @@ def validate(playbook: str) -> None:
         _fail(exc)
     typer.echo(f"{playbook}: ok ({pb.name}: {len(pb.hypotheses)} hypotheses, {len(pb.workloads)} workloads, "
                f"node {pb.node.kind})")
+    from campaign.cli.checks import remote_notes
+
+    for note in remote_notes(pb):
+        typer.echo(f"{playbook}: {note}")
+
+
+app.command()(export)
+app.command()(compare)
+init_cmd.register(app)
+schema_cmd.register(app)
 
 
 def _click_exceptions() -> Any:
@@ -278,10 +331,17 @@ def usage_line(exc: Exception) -> str:
     return f"{path}: {msg} (fix: see '{path} --help')"
 
 
-def main(argv: list[str] | None = None) -> None:
+def full_app() -> typer.Typer:
+    """The app with the toolkit commands too (registered once, when a command line runs)."""
     from campaign.cli.toolkit import register as register_toolkit
 
-    register_toolkit(app)
+    if not any(c.name == "bench" for c in app.registered_commands):
+        register_toolkit(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    full_app()
     ex = _click_exceptions()
     try:
         rv = app(args=argv, prog_name="campaign", standalone_mode=False)

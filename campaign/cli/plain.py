@@ -9,9 +9,15 @@ characters) shown as `(U+XXXX)`, so it can neither restyle nor reorder the scree
 
 from __future__ import annotations
 
+import os
 import unicodedata
+from typing import Any
 
+from rich.console import Console
 from rich.text import Text
+
+#: the width of output that is not a terminal (a file, a pipe, a CI log): no line is cut
+UNWRAPPED = 100_000
 
 
 def visible(value: object, *, limit: int = 2000) -> str:
@@ -45,3 +51,12 @@ def line(*parts: str | tuple[object, str] | Text) -> Text:
         else:
             out.append(part)
     return out
+
+
+def console(*, stderr: bool = False, **kwargs: Any) -> Console:
+    """A Console that wraps at the terminal's width, and not at all when the output is a
+    file or a pipe (rich's default there is 80 columns; COLUMNS still wins when set)."""
+    con = Console(stderr=stderr, **kwargs)
+    if not con.is_terminal and "COLUMNS" not in os.environ and "width" not in kwargs:
+        con = Console(stderr=stderr, width=UNWRAPPED, **kwargs)
+    return con

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from campaign.cli.checks import identical_launches
 from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
 from campaign.domain.errors import UserError
 from campaign.domain.redact import redact_text
@@ -156,6 +157,7 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
             store.upsert_hypothesis(cid, h, source="playbook", position=pos)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         deps = build_deps(pb, store, db_path=db_path, events=events)
+        _announce(events, pb, store, cid)
         _reap_worktrees(deps, cid)
         with compiled_graph(deps, db_path) as graph:
             _mark_stale(graph, store, cid)
@@ -166,6 +168,15 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
             out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
     out.journal = pb.journal
     return out
+
+
+def _announce(events: EventFn | None, pb: Playbook, store: Any, cid: str) -> None:
+    """The live view's limits: rounds at most, the node-time budget, the time scale and
+    the node time already recorded (a resumed campaign)."""
+    if events is not None:
+        events("campaign", {"id": cid, "max_rounds": pb.verdict.repeats.max, "max_hours": pb.budget.max_hours,
+                            "time_scale": float(getattr(pb.node, "time_scale", 1.0) or 1.0),
+                            "node_seconds": sum(e.node_seconds for e in store.list_experiments(cid))})
 
 
 def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str = "",
@@ -192,6 +203,7 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
     reap_leftovers(db_path, pb)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         deps = build_deps(pb, store, db_path=db_path, events=events)
+        _announce(events, pb, store, cid)
         _reap_worktrees(deps, cid)
         with compiled_graph(deps, db_path) as graph:
             _mark_stale(graph, store, cid)
@@ -304,6 +316,10 @@ def _load_added(path: str, pb: Playbook, store: Any, cid: str) -> list[Hypothesi
         if h.name in known:
             raise UserError(f"{path}: [{i}].name: hypothesis '{h.name}' already exists (fix: use a new name)")
         out.append(h)
+    same = identical_launches(pb.model_copy(update={"hypotheses": out}), path,
+                              at=("hypotheses",) if isinstance(data, dict) and "hypotheses" in data else ())
+    if same:
+        raise UserError(*same)
     return out
 
 

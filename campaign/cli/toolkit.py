@@ -100,8 +100,7 @@ def bench(
     import_file: Path | None = typer.Option(None, "--import", help="import an SGLang/vLLM benchmark result instead"),
 ) -> None:
     """Run a load sweep (or import one) and print its table."""
-    from rich.console import Console
-
+    from campaign.cli.plain import console
     from campaign.domain.errors import UserError
 
     if url is not None and url.startswith("-"):  # an unknown option was taken for the URL
@@ -120,7 +119,7 @@ def bench(
                                 endpoint, model, time_scale, timeout, client)
     except UserError as exc:
         _fail(" ".join(exc.lines))
-    Console().print(_table(result))
+    console().print(_table(result))
     if json_out is not None:
         try:
             json_out.write_text(result.model_dump_json(indent=2))

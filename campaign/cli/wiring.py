@@ -29,11 +29,15 @@ __all__ = ["build_deps", "check_adapters", "ledger_path", "node_runtime_for", "r
 
 
 def check_adapters(pb: Playbook, source: str) -> None:
-    """What only the adapters can check, before anything is recorded: the engine exists."""
+    """What only the adapters can check, before anything is recorded: the engine exists, a local
+    node has the engine's python, no hypothesis launches what the baseline does."""
     try:
         engine_profile(pb.server.engine)
     except UserError as exc:
         raise UserError(f"{source}: {exc}") from None
+    from campaign.cli.checks import adapter_problems
+
+    adapter_problems(pb, source)
 
 
 def ledger_path(db_path: Path) -> Path:

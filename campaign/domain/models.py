@@ -36,6 +36,7 @@ class FailureClass(str, Enum):
     unreachable = "unreachable"  # node or server cannot be reached (infrastructure)
     engine_dead = "engine_dead"  # vLLM EngineDeadError while serving
     kernel_fault = "kernel_fault"  # a GPU kernel faulted: illegal memory access / address / instruction
+    environment = "environment"  # the node lacks what the engine needs: a library, package version, driver or credential
 
 
 #: failure classes caused by the infrastructure rather than by the idea under test:
@@ -51,6 +52,10 @@ class Failure(BaseModel):
     evidence: list[str] = Field(default_factory=list)  # log lines that decided the class
     exit_code: int | None = None
     phase: Literal["patch", "start", "load", "correctness"] = "start"
+    #: False when no signature matched (the class is then `exited`, the evidence the last lines)
+    matched: bool = True
+    #: the LLM's class for an unmatched log: a suggestion shown beside the class, never the class
+    suggested_class: FailureClass | None = None
 
 
 class Stat(BaseModel):
@@ -201,6 +206,10 @@ class ReportedChange(BaseModel):
         return self.status in ("ignored", "overridden", "undeclared")
 
 
+#: library versions a node may report besides the fixed components (the simulated node does)
+LIBRARY_COMPONENTS = ("torch", "nccl", "flashinfer", "profile")
+
+
 class Fingerprint(BaseModel):
     """The environment a measurement was taken in.  `components` is what revisit
     conditions refer to (cuda, driver, arch, engine, torch, nccl, interconnect...)."""
@@ -231,3 +240,8 @@ class Fingerprint(BaseModel):
         }
         base.update(self.extra)
         return base
+
+    @classmethod
+    def component_names(cls) -> list[str]:
+        """What a revisit condition may name: the fixed components, then the libraries."""
+        return [*cls().components(), *LIBRARY_COMPONENTS]

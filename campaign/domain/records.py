@@ -98,6 +98,7 @@ class Verdict(BaseModel):
     confounded_by: list[ConfigChange] = Field(default_factory=list)
     reported_diff: list[ReportedChange] = Field(default_factory=list)  # what the two servers report differently
     confidence: float = 0.95
+    min_effect_pct: float | None = None  # the bar a level had to clear (None: recorded before it was kept)
     revisit_on: list[str] = Field(default_factory=list)
     correctness: CorrectnessResult | None = None
     headline_delta_pct: float | None = None  # primary workload's effect, for the scoreboard
@@ -117,6 +118,23 @@ class DeadEnd(BaseModel):
     reopened: bool = False  # a later fingerprint changed a revisit component
 
 
+#: the latency figures every level row carries (ms, node time): `LevelResult` stats
+LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+LATENCY_STATS = ("p50", "p99")
+
+#: side ("candidate", "baseline") -> metric ("ttft_ms") -> stat ("p99") -> ms, the mean over
+#: the side's launches (the statistic the latency limit is judged on: campaign.verdict.rule)
+LevelLatency = dict[str, dict[str, dict[str, float]]]
+
+
+class LatencyLimitView(BaseModel):
+    """The playbook's latency limit, as the journal and `show --json` print it."""
+
+    metric: str
+    stat: str
+    max_ms: float
+
+
 class LevelRow(BaseModel):
     """Per-level means for the journal's tables and plots."""
 
@@ -125,6 +143,7 @@ class LevelRow(BaseModel):
     baseline: float | None = None
     candidate: float | None = None
     comparison: LevelComparison | None = None
+    latency: LevelLatency = Field(default_factory=dict)
 
 
 class ExperimentView(BaseModel):
@@ -151,6 +170,21 @@ class ExperimentView(BaseModel):
     started_at: float = 0.0
     finished_at: float | None = None
     adopted: bool = False
+    adopt_if_win: bool = False  # the playbook's adoption policy for this hypothesis
+
+
+class DeployView(BaseModel):
+    """The configuration to deploy: the baseline plus the adopted wins, as launched."""
+
+    command: str  # the exact (redacted) launch command, its env first
+    experiment_id: str  # the measurement it was read from
+    adopted: list[str] = Field(default_factory=list)  # the adopted wins it includes, in order
+
+
+class WinNotAdopted(BaseModel):
+    experiment_id: str
+    hypothesis: str
+    why: str
 
 
 class BaselineView(BaseModel):
@@ -204,9 +238,13 @@ class CampaignView(BaseModel):
     halt_reason: str | None = None
     node: str = ""
     time_scale: float = 1.0
-    headline_workload: str | None = None  # the playbook's first workload: the scoreboard's figure
+    headline_workload: str | None = None  # the playbook's first workload: the baseline's headline
+    min_effect_pct: float = 2.0  # the playbook's bar, for verdicts recorded before they kept their own
+    latency_limit: LatencyLimitView | None = None  # the playbook's, where it sets one
     baseline: BaselineView | None = None
     baseline_history: list[BaselineView] = Field(default_factory=list)
+    deploy: DeployView | None = None  # the configuration to deploy now
+    wins_not_adopted: list[WinNotAdopted] = Field(default_factory=list)
     experiments: list[ExperimentView] = Field(default_factory=list)
     dead_ends: list[DeadEnd] = Field(default_factory=list)
     reviews: list[ReviewView] = Field(default_factory=list)

@@ -5,42 +5,39 @@ commit it ran from.  Every piece is escaped here (`mdsafe`); the template only l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 from campaign.domain.models import ConfigChange, ReportedChange
-from campaign.domain.records import CampaignView, ExperimentView, LevelRow, Verdict
+from campaign.domain.records import CampaignView, ExperimentView, LatencyLimitView, LevelRow, Verdict
 from campaign.journal import mdsafe
 from campaign.journal.format import (
     NotesSource,
+    bar_of,
     fmt_duration,
     fmt_num,
-    fmt_pct,
     fmt_time,
     fmt_value,
-    marker,
     metric_of,
     reopened_ids,
     table,
     unit_of,
-    winner_margin,
 )
+from campaign.journal.latency_cells import latency_cells, latency_header, limit_cell, limit_header
 from campaign.journal.mdsafe import Md
+from campaign.verdict.explain import compared_levels, decided_line, interval, marker, next_step, pct
 
 __all__ = ["confounded_sentence", "experiment_context", "level_table", "patch_details", "patch_line",
            "regimes_sentence", "reported_table", "winner_text"]
 
 
 def winner_text(row: LevelRow) -> str:
+    """The side that won the level; the change itself is in its own column."""
     c = row.comparison
     if c is None:
         return "-"
-    if c.winner == "tie":
-        return f"tie ({fmt_pct(c.delta_pct)})"
-    margin = winner_margin(c)
-    if margin is None:
-        return f"{c.winner} (latency limit; candidate {fmt_pct(c.delta_pct)})"
-    return f"{c.winner} (+{margin:.1f}%{'; latency limit' if c.limit_decided else ''})"
+    return f"{c.winner} (latency limit)" if c.limit_decided else c.winner
 
 
 def regimes_sentence(exp: ExperimentView) -> Md | None:
@@ -63,33 +60,65 @@ def regimes_sentence(exp: ExperimentView) -> Md | None:
     return Md("; ".join(parts))
 
 
-def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
+def _confidences(rows: list[LevelRow], fallback: float) -> list[float]:
+    """The confidence each row's interval was drawn at (Holm's or Bonferroni's level,
+    `campaign.verdict.multiplicity`); a record without it: Bonferroni over its levels."""
+    return [r.comparison.level_confidence if r.comparison.level_confidence is not None else fallback
+            for r in rows if r.comparison is not None]
+
+
+def _conf(x: float) -> str:
+    return f"{x * 100:.3g}%"
+
+
+def level_table(exp: ExperimentView, workload: str, confidence: float, limit: LatencyLimitView | None = None) -> Md:
+    """One workload's levels: both sides' figures, the candidate's change with its
+    interval at the confidence the row used, the one-sided no-loss bound, the winner.
+    The columns are one list: a new column (latency) is one more entry."""
     from campaign.verdict.rule import level_confidence, loss_bound  # scipy: only when a table is drawn
 
-    rows = [r for r in exp.rows if r.workload == workload]
+    rows = sorted((r for r in exp.rows if r.workload == workload), key=lambda r: r.concurrency)
     unit = unit_of(metric_of(exp))
-    limits = any(r.comparison and (r.comparison.candidate_meets_limit is not None
-                                   or r.comparison.baseline_meets_limit is not None) for r in rows)
-    # the winner's interval is Bonferroni-corrected over every compared level; the
-    # no-loss bound is one-sided at the playbook's confidence (campaign.verdict.rule)
-    k = sum(1 for r in exp.rows if r.comparison)
-    header = ["C", f"candidate ({unit})", f"baseline ({unit})", "winner",
-              f"± ({level_confidence(confidence, k) * 100:.3g}% CI)", f"no worse than ({confidence * 100:.0f}%)"]
-    header += ["latency limit (cand / base)"] if limits else []
-    lines: list[str] = [table(header, [])]
-    for r in sorted(rows, key=lambda r: r.concurrency):
+    fallback = level_confidence(confidence, sum(1 for r in exp.rows if r.comparison))
+    confs = [_conf(x) for x in _confidences(rows, fallback)]
+    one = len(set(confs)) <= 1  # one confidence (as printed): in the header; several (Holm): in each cell
+
+    def ci(r: LevelRow) -> str:
         c = r.comparison
-        ci = f"±{(c.ci_high_pct - c.ci_low_pct) / 2:.1f}%" if c else "-"
-        bound = f"{loss_bound(c):+.1f}%" if c else "-"
-        # every cell is a number or word this function formats: nothing to escape, and the
-        # row is joined here, not cell by cell (1,000 experiments' tables have 100,000 cells)
-        line = [str(r.concurrency), fmt_num(r.candidate), fmt_num(r.baseline), winner_text(r), ci, bound]
-        if limits:
-            def ok(v: bool | None) -> str:
-                return "-" if v is None else ("ok" if v else "MISSED")
-            line.append(f"{ok(c.candidate_meets_limit)} / {ok(c.baseline_meets_limit)}" if c else "-")
-        lines.append("| " + " | ".join(line) + " |")
+        if c is None:
+            return "-"
+        shown = interval(c.ci_low_pct, c.ci_high_pct)
+        at = c.level_confidence if c.level_confidence is not None else fallback
+        return shown if one else f"{shown} at {_conf(at)}"
+
+    # every cell is a number or word formatted here: nothing to escape, and the row is
+    # joined here, not cell by cell (1,000 experiments' tables have 100,000 cells)
+    columns: list[tuple[str, Callable[[LevelRow], str]]] = [
+        ("C", lambda r: str(r.concurrency)),
+        (f"candidate ({unit})", lambda r: fmt_num(r.candidate)),
+        (f"baseline ({unit})", lambda r: fmt_num(r.baseline)),
+        ("change", lambda r: pct(r.comparison.delta_pct) if r.comparison else "-"),
+        (f"interval ({confs[0]} confidence)" if one and confs else "interval (confidence)", ci),
+        (f"no worse than ({confidence * 100:.0f}% one-sided)",
+         lambda r: pct(loss_bound(r.comparison)) if r.comparison else "-"),
+        ("winner", winner_text),
+    ]
+    if any(r.latency for r in rows):  # compact p50/p99 per side (campaign.journal.latency_cells)
+        def latency_column(i: int) -> Callable[[LevelRow], str]:
+            return lambda r: latency_cells(r)[i]
+        columns += [(h, latency_column(i)) for i, h in enumerate(latency_header())]
+    if any(r.comparison and (r.comparison.candidate_meets_limit is not None
+                             or r.comparison.baseline_meets_limit is not None) for r in rows):
+        columns.append((limit_header(limit), lambda r: limit_cell(r, limit)))
+    lines: list[str] = [table([h for h, _ in columns], [])]
+    lines += ["| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in rows]
     return Md("\n".join(lines))
+
+
+def bar_sentence(m: float) -> Md:
+    """The rule the tables are read by, with the playbook's bar."""
+    return Md(f"A level counts as won when its whole interval lies above {pct(m)} (candidate) or below "
+              f"{pct(-m)} (baseline); to win overall, every level's \"no worse than\" bound must also lie above {pct(-m)}.")
 
 
 def screened_line(v: Verdict, workload: str) -> Md | None:
@@ -133,6 +162,49 @@ def _environment_firsts(view: CampaignView) -> tuple[dict[str, int], dict[str, i
     return firsts
 
 
+def _tried_item(c: ConfigChange) -> str:
+    name = c.key if c.kind == "env" else f"--{c.key}"
+    if c.change == "removed":
+        return f"{mdsafe.code(name)} removed (was {mdsafe.text(fmt_value(c.before))})"
+    now = f"{c.key}={fmt_value(c.after)}" if c.kind == "env" else \
+        (name if c.after is True else f"{name} {fmt_value(c.after)}")
+    was = "" if c.change == "added" else f" (was {mdsafe.text(fmt_value(c.before))})"
+    return mdsafe.code(now) + was
+
+
+def tried_line(exp: ExperimentView) -> Md:
+    """What the candidate changed against its baseline: flags, env, patches."""
+    items = [_tried_item(c) for c in exp.config_diff]
+    if exp.patch is not None and exp.patch.branch:
+        items.append("patch " + ", ".join(mdsafe.text(p.rsplit("/", 1)[-1]) for p in exp.patch.patches))
+    return Md(", ".join(items) if items else "nothing its baseline did not run (the same configuration)")
+
+
+def noise_words(v: Verdict) -> str:
+    """The noise model in plain words: how far one launch of the node lands from another."""
+    parts = [f"{mdsafe.text(e.workload)} {e.noise_pct:.1f}%" for e in v.effects if e.noise_pct is not None]
+    return "run-to-run noise of one server launch: " + ", ".join(parts) if parts else ""
+
+
+def details_block(exp: ExperimentView, v: Verdict, confidence: float) -> Md:
+    """The statistics behind the verdict, folded: the verdict as recorded, the regimes,
+    the noise model, rounds and stopping, screening, the workloads' provenance."""
+    words = noise_words(v)
+    summary = "How it was decided" + (f" ({words}; {exp.repeats} launches a side)" if words and exp.repeats else "")
+    lines = [f"<details><summary>{summary}</summary>", ""]
+    if exp.rows:
+        lines.append(f"- verdict as recorded: {mdsafe.text(v.reason)} (confidence {confidence * 100:.0f}%, "
+                     f"{exp.repeats} repeats)")
+    else:
+        lines.append(f"- verdict as recorded: {mdsafe.text(v.reason)}")
+    regimes = regimes_sentence(exp)
+    if regimes:
+        lines.append(f"- regimes: {regimes}")
+    lines += [f"- {mdsafe.text(n)}" for n in v.notes]
+    lines += ["", "</details>"]
+    return Md("\n".join(lines))
+
+
 def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: str | None,
                        notes: NotesSource) -> dict[str, Any]:
     v = exp.verdict
@@ -166,14 +238,15 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         "marker": Md(mdsafe.text(marker(exp)) + (", RE-OPENED" if exp.id in reopened_ids(view) else "")),
         "meta": Md(" · ".join(meta)),
         "rationale": Md(mdsafe.paragraphs(exp.rationale)) if exp.rationale.strip() else None,
-        "verdict": Md(mdsafe.text(v.reason) + (f" (confidence {confidence * 100:.0f}%, {exp.repeats} repeats)"
-                                                 if exp.rows else "")) if v else None,
-        "regimes": regimes_sentence(exp),
-        "verdict_notes": [mdsafe.text(n) for n in (exp.verdict.notes if exp.verdict else [])],
+        "tried": tried_line(exp),
+        "decided": Md(mdsafe.text(decided_line(v, bar_of(view, exp), compared_levels(exp)))) if v else None,
+        "next": Md(mdsafe.text(next_step(exp, exp.id in reopened_ids(view)))),
+        "details": details_block(exp, v, confidence) if v and (exp.rows or v.notes) else None,
+        "bar": bar_sentence(bar_of(view, exp)) if any(r.comparison for r in exp.rows) else None,
         "confounded": confounded_sentence(v.confounded_by) if v and v.confounded_by else None,
         "diff": diff,
         "reported": reported_table(v.reported_diff) if v and v.reported_diff else None,
-        "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence),
+        "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence, view.latency_limit),
                        "screened": screened_line(v, w) if v else None} for w in workloads],
         "plot": Md(f"![{mdsafe.text(exp.hypothesis)}: throughput vs concurrency]({quote(plot, safe='/._-')})")
         if plot else None,

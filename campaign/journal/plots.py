@@ -1,4 +1,5 @@
-"""Plots for the journal: throughput vs concurrency per experiment, and a campaign overview.
+"""Plots for the journal: per experiment, throughput against concurrency for every workload
+and the per-user/total throughput trade-off of each sweep; and a campaign overview.
 
 Uses matplotlib's object API (`Figure` + Agg canvas) and never imports pyplot, so no GUI
 backend or global figure state is involved: safe in a headless controller and in
@@ -16,7 +17,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -30,21 +31,24 @@ from campaign.journal.baseline_section import baseline_headline, not_compared
 from campaign.journal.format import (
     OVERVIEW_LAST,
     fmt_pct,
-    marker,
     metric_of,
     plot_file_name,
     plot_workloads,
     unit_of,
-    winner_margin,
 )
+from campaign.journal.pareto import BASELINE, CANDIDATE, pareto_data, pareto_frame, pareto_limits
 from campaign.journal.plot_labels import Label
+from campaign.verdict.explain import compared_levels, deciding_levels, marker
 
 __all__ = [
     "OVERVIEW_KEY",
     "OVERVIEW_LAST",
     "draw_experiment",
     "experiment_figure",
+    "experiment_png",
+    "has_overview",
     "overview_figure",
+    "overview_png",
     "plot_file_name",
     "plot_workloads",
     "render_plots",
@@ -53,7 +57,7 @@ __all__ = [
 
 OVERVIEW_KEY = "_overview"
 DPI = 90
-CANDIDATE, BASELINE, TIE = "#1f77b4", "#7f7f7f", "#555555"
+TIE = "#555555"
 VERDICT_COLORS = {"win": "#2ca02c", "dead_end": "#d62728", "inconclusive": "#9e9e9e"}
 
 
@@ -73,7 +77,7 @@ def _level_frame(ax: Any, concurrencies: list[int], workload: str, unit: str) ->
     ax.minorticks_off()
     ax.set_xlabel("concurrency C (log scale)")
     ax.set_ylabel(f"throughput ({unit}, node time)")
-    ax.set_title(f"{workload}  (labels: winner's lead, B baseline, C candidate)", fontsize=8)
+    ax.set_title(f"{workload}  (labels: candidate vs baseline where a side won)", fontsize=8)
     ax.grid(True, alpha=0.3)
 
 
@@ -98,11 +102,11 @@ def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
         if c is None or c.winner == "tie" or r.candidate is None or r.baseline is None:
             continue
         win_cand = c.winner == "candidate"
-        margin = winner_margin(c)  # None: the latency limit gave the level to the slower side
         y = max(r.candidate, r.baseline)
-        text = f"+{margin:.0f}%" if margin is not None else "limit"
-        added.append(Label(ax, f"{'C' if win_cand else 'B'} {text}", (r.concurrency, y), 6,
-                           CANDIDATE if win_cand else BASELINE, 7))
+        # the candidate's change, signed as everywhere else; coloured by the side that won
+        # (a latency limit can give the level to the slower side)
+        text = f"{c.delta_pct:+.0f}%" + (" limit" if c.limit_decided else "")
+        added.append(Label(ax, text, (r.concurrency, y), 6, CANDIDATE if win_cand else BASELINE, 7))
     ax.set_ylim(0, panel_ylim(rows))
     return added
 
@@ -150,22 +154,50 @@ def y_top(top: float) -> float:
     return next(step * scale for step in _NICE if step * scale >= need * (1 - 1e-12))
 
 
-def _panels(exp: ExperimentView, workloads: list[str]) -> list[tuple[str, list[LevelRow], list[int]]]:
+class Panel(NamedTuple):
+    """One panel of an experiment's plot: `kind` "levels" (throughput against C) or
+    "pareto" (per-user against total throughput, `campaign.journal.pareto`)."""
+
+    kind: str
+    workload: str
+    rows: list[LevelRow]
+    levels: list[int]
+
+
+def _panels(exp: ExperimentView, workloads: list[str]) -> list[Panel]:
+    """Throughput against C for every workload the experiment measured, then the Pareto
+    trade-off of each one with a sweep (`workloads`: those, `plot_workloads`)."""
     out = []
-    for wl in workloads:
-        rows = [r for r in exp.rows if r.workload == wl]
-        out.append((wl, rows, sorted({r.concurrency for r in rows})))
+    for kind, names in (("levels", list(dict.fromkeys(r.workload for r in exp.rows))), ("pareto", workloads)):
+        for wl in names:
+            rows = [r for r in exp.rows if r.workload == wl]
+            out.append(Panel(kind, wl, rows, sorted({r.concurrency for r in rows})))
     return out
 
 
-def _new_figure(panels: list[tuple[str, list[LevelRow], list[int]]], unit: str) -> tuple[Figure, list[Any]]:
+def _set_limits(ax: Any, panel: Panel) -> None:
+    """The data-dependent limits, set before the data: they pick a frame's kept pixels."""
+    if panel.kind == "pareto":
+        pareto_limits(ax, panel.rows)
+    else:
+        ax.set_ylim(0, panel_ylim(panel.rows))
+
+
+def _panel_data(ax: Any, panel: Panel) -> list[Any]:
+    return pareto_data(ax, panel.rows) if panel.kind == "pareto" else _level_data(ax, panel.rows)
+
+
+def _new_figure(panels: list[Panel], unit: str) -> tuple[Figure, list[Any]]:
     n = len(panels)
     fig = Figure(figsize=(5.2 * n, 3.9), dpi=DPI)
     FigureCanvasAgg(fig)
     axes = []
-    for i, (wl, _rows, cs) in enumerate(panels, 1):
+    for i, panel in enumerate(panels, 1):
         ax = fig.add_subplot(1, n, i)
-        _level_frame(ax, cs, wl, unit)
+        if panel.kind == "pareto":
+            pareto_frame(ax, panel.workload, unit)
+        else:
+            _level_frame(ax, panel.levels, panel.workload, unit)
         axes.append(ax)
     # one legend for the figure, below the panels: outside every axes, no data can hide it
     fig.legend(handles=[Line2D([], [], color=color, marker="o", ms=4, lw=1.6, label=label)
@@ -179,8 +211,9 @@ def experiment_figure(exp: ExperimentView, workloads: list[str]) -> Figure:
     """A new figure of one experiment (`draw_experiment` reuses frames: same pixels, faster)."""
     panels = _panels(exp, workloads)
     fig, axes = _new_figure(panels, unit_of(metric_of(exp)))
-    for ax, (_wl, rows, _cs) in zip(axes, panels):
-        _level_data(ax, rows)
+    for ax, panel in zip(axes, panels):
+        _set_limits(ax, panel)
+        _panel_data(ax, panel)
     fig.suptitle(_title(exp), fontsize=11)
     return fig
 
@@ -201,16 +234,16 @@ class _Frame:
 
     KEPT = 16  # y-limit sets kept per layout (about 1.3 MB each)
 
-    def __init__(self, panels: list[tuple[str, list[LevelRow], list[int]]], unit: str) -> None:
+    def __init__(self, panels: list[Panel], unit: str) -> None:
         self.fig, self.axes = _new_figure(panels, unit)
         self.title = self.fig.suptitle("", fontsize=11)
         self.data: list[Any] = []
-        self.kept: OrderedDict[tuple[tuple[float, float], ...], Any] = OrderedDict()
+        self.kept: OrderedDict[tuple[tuple[float, ...], ...], Any] = OrderedDict()
         self.canvas: Any = self.fig.canvas  # the Agg canvas `_new_figure` made
 
     def _background(self) -> Any:
         """The kept pixels for the axes' current y limits (drawn now if new)."""
-        key = tuple(ax.get_ylim() for ax in self.axes)
+        key = tuple((*ax.get_xlim(), *ax.get_ylim()) for ax in self.axes)
         pixels = self.kept.pop(key, None)
         if pixels is None:
             hidden = [self.title, *(s for ax in self.axes for s in ax.spines.values())]
@@ -225,14 +258,14 @@ class _Frame:
             self.kept.popitem(last=False)
         return pixels
 
-    def draw(self, exp: ExperimentView, panels: list[tuple[str, list[LevelRow], list[int]]], path: Path) -> None:
+    def draw(self, exp: ExperimentView, panels: list[Panel], path: Path) -> None:
         for artist in self.data:
             artist.remove()
         self.data = []
-        for ax, (_wl, rows, _cs) in zip(self.axes, panels):
-            ax.set_ylim(0, panel_ylim(rows))  # known before the data: it picks the kept pixels
+        for ax, panel in zip(self.axes, panels):
+            _set_limits(ax, panel)  # known before the data: they pick the kept pixels
         background = self._background()
-        self.data = [a for ax, (_wl, rows, _cs) in zip(self.axes, panels) for a in _level_data(ax, rows)]
+        self.data = [a for ax, panel in zip(self.axes, panels) for a in _panel_data(ax, panel)]
         self.title.set_text(_title(exp))
         self.canvas.restore_region(background)
         for ax in self.axes:
@@ -253,7 +286,7 @@ def draw_experiment(exp: ExperimentView, workloads: list[str], path: Path) -> No
     """Draw one experiment's plot into `path` (atomically), on a frame kept for its layout."""
     panels = _panels(exp, workloads)
     unit = unit_of(metric_of(exp))
-    key = (unit, tuple((wl, tuple(cs)) for wl, _rows, cs in panels))
+    key = (unit, tuple((p.kind, p.workload, tuple(p.levels)) for p in panels))
     with _frames_lock:
         frame = _FRAMES.pop(key, None) or _Frame(panels, unit)
         _FRAMES[key] = frame
@@ -262,13 +295,25 @@ def draw_experiment(exp: ExperimentView, workloads: list[str], path: Path) -> No
         frame.draw(exp, panels, path)
 
 
-def overview_figure(view: CampaignView) -> Figure | None:
+def _overview_inputs(view: CampaignView) -> tuple[list[tuple[int, ExperimentView]], list[tuple[int, Any, float, bool]]]:
+    """The scored experiments and the baseline's history the overview draws."""
     numbered = ((view.numbers[e.id] if view.numbers else n, e) for n, e in enumerate(view.experiments, 1))
     scored = [(n, e) for n, e in numbered if e.verdict is not None][-OVERVIEW_LAST:]
     heads = [(number, h, head) for number, h in enumerate(view.baseline_history, 1)  # numbered as the journal lists them
              if (head := baseline_headline(h, view.headline_workload)) is not None]
     history = [(number, h, head.value, i > 0 and not_compared(head, h, heads[i - 1][2], heads[i - 1][1]) is None)
                for i, (number, h, head) in enumerate(heads)]
+    return scored, history
+
+
+def has_overview(view: CampaignView) -> bool:
+    """Whether `overview_figure` draws anything: a verdict, or a baseline that moved."""
+    scored, history = _overview_inputs(view)
+    return bool(scored) or len(history) >= 2
+
+
+def overview_figure(view: CampaignView) -> Figure | None:
+    scored, history = _overview_inputs(view)
     if not scored and len(history) < 2:
         return None
     panels = 2 if len(history) >= 2 else 1
@@ -279,8 +324,8 @@ def overview_figure(view: CampaignView) -> Figure | None:
     labels, values, colors = [], [], []
     for n, e in scored:
         assert e.verdict is not None  # `scored` keeps only experiments with a verdict
-        delta = e.verdict.headline_delta_pct if e.verdict.headline_delta_pct is not None else \
-            next((r.comparison.delta_pct for r in e.rows if r.comparison), None)
+        deciding = deciding_levels(e.verdict, compared_levels(e))  # the scoreboard's figure: the level that decided
+        delta = deciding[0].delta_pct if deciding else None
         labels.append(textwrap.shorten(f"{n}. {e.hypothesis}", 34, placeholder="..."))
         values.append(delta or 0.0)
         colors.append(VERDICT_COLORS[e.verdict.kind])
@@ -294,7 +339,7 @@ def overview_figure(view: CampaignView) -> Figure | None:
     ax.axvline(0, color="black", lw=0.8)
     span = max([abs(v) for v in values] + [5.0]) * 1.45
     ax.set_xlim(-span, span)
-    ax.set_xlabel("headline change vs baseline (%)")
+    ax.set_xlabel("candidate vs baseline at the deciding level (%)")
     shown = f"the last {len(scored)} experiments" if len(scored) == OVERVIEW_LAST else "experiments"
     ax.set_title(f"{shown} (green win, red dead end, grey inconclusive)", fontsize=9)
     if panels == 2:
@@ -338,6 +383,24 @@ def save_figure(fig: Figure, path: Path) -> None:
     canvas: Any = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     canvas.draw()
     _write_png(canvas, path)
+
+
+def figure_png(fig: Figure) -> bytes:
+    """The PNG bytes of `fig`, as `save_figure` writes them (the web view serves these)."""
+    canvas: Any = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    return png_bytes(np.asarray(canvas.buffer_rgba())[..., :3], DPI)
+
+
+def experiment_png(exp: ExperimentView) -> bytes | None:
+    """One experiment's plot as PNG bytes, or None when it has nothing to plot (a failed launch)."""
+    workloads = _multi_level_workloads(exp)
+    return figure_png(experiment_figure(exp, workloads)) if workloads else None
+
+
+def overview_png(view: CampaignView) -> bytes | None:
+    fig = overview_figure(view)
+    return None if fig is None else figure_png(fig)
 
 
 def _write_png(canvas: Any, path: Path) -> None:

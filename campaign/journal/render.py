@@ -205,6 +205,24 @@ def _status(view: CampaignView) -> tuple[Md, Md | None]:
     return Md("running"), None
 
 
+def deploy_block(view: CampaignView) -> Md | None:
+    """The configuration to deploy now (the baseline plus the adopted wins) as the exact
+    command the node launched it with, and every WIN left out with why."""
+    d = view.deploy
+    if d is None:
+        return None
+    adopted = ("the baseline plus adopted " + ", ".join(mdsafe.text(h) for h in d.adopted)) if d.adopted \
+        else "the baseline (no win adopted yet)"
+    lines = [f"**Configuration to deploy**: {adopted}; the command the node launched it with "
+             f"(host and port are the run's), from {mdsafe.code(d.experiment_id)}:", "",
+             mdsafe.code_block(d.command, info="sh")]
+    if view.wins_not_adopted:
+        lines += ["", "Wins not in it:", ""]
+        lines += [f"- {mdsafe.text(w.hypothesis)} ({mdsafe.code(w.experiment_id)}): {mdsafe.text(w.why)}"
+                  for w in view.wins_not_adopted]
+    return Md("\n".join(lines))
+
+
 class MainParts(BaseModel):
     """What the main file shows of the experiments, precomputed (and cached) per experiment."""
 
@@ -270,6 +288,7 @@ def render_main(view: CampaignView, existing_text: str | None, parts: MainParts,
         "description": Md(mdsafe.paragraphs(view.description)) if view.description.strip() else None,
         "header": table([Md("campaign"), mdsafe.code(view.id, in_table=True)], header),
         "commands": commands,
+        "deploy": deploy_block(view),
         "time_scale": Md(f"{view.time_scale:g}") if abs(view.time_scale - 1.0) > 1e-9 else None,
         "campaign_notes": book.block("campaign"),
         "baseline": baseline_context(view),

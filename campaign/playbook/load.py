@@ -225,6 +225,25 @@ def _secret_literal_lines(root: yaml.Node | None, data: dict[str, Any], source: 
     return lines
 
 
+def _reference_lines(root: yaml.Node | None, data: dict[str, Any], source: str) -> list[str]:
+    """`depends_on` naming no hypothesis of the playbook: the hypothesis would wait for a
+    result that never comes."""
+    hyps = data.get("hypotheses")
+    if not isinstance(hyps, list):
+        return []
+    names = [str(h.get("name")) for h in hyps if isinstance(h, dict)]
+    lines = []
+    for i, h in enumerate(hyps):
+        deps = h.get("depends_on") if isinstance(h, dict) else None
+        for k, dep in enumerate(deps if isinstance(deps, list) else []):
+            if str(dep) not in names:
+                close = difflib.get_close_matches(str(dep), names, n=1, cutoff=0.6)
+                fix = f"did you mean '{close[0]}'?" if close else "name a hypothesis of this playbook, or remove it"
+                lines.append(f"{source}:{_line((i, 'depends_on', k), root)}: hypotheses[{i}].depends_on[{k}]: "
+                             f"no hypothesis is named '{dep}' (fix: {fix})")
+    return lines
+
+
 def _line(loc: tuple[Any, ...], root: yaml.Node | None, *, key: bool = False) -> int:
     hyp_root = _node_at(root, ("hypotheses",))
     node = _key_node(hyp_root, loc) if key else _node_at(hyp_root, loc)
@@ -258,7 +277,8 @@ def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
     if not isinstance(data, dict):
         raise _problems(f"{source}:1: a playbook is a mapping with name, workloads, hypotheses... "
                         "(fix: see playbooks/eagle_verify.yaml)")
-    cross = _cross_check_lines(root, data, source) + _secret_literal_lines(root, data, source)
+    cross = _cross_check_lines(root, data, source) + _secret_literal_lines(root, data, source) + \
+        _reference_lines(root, data, source)
     try:
         pb = Playbook.model_validate(data)
     except ValidationError as exc:
@@ -347,6 +367,32 @@ def _check_patch_files(text: str, p: Path) -> None:
         seen[key] = str(h.get("name"))
 
 
+def prompt_file_problems(pb: Playbook, path: str | Path) -> list[str]:
+    """A prompts file is read from the working directory when the first sweep starts: a
+    missing or malformed one is refused before a server is launched for nothing (by the
+    commands that launch; a journal of a finished campaign does not need the file)."""
+    p = Path(path)
+    from campaign.domain.prompts import load_jsonl
+
+    lines = []
+    for name, wl in pb.workloads.items():
+        if wl.prompts in ("fixed", "diverse"):
+            continue
+        at = f"{p}:{line_at(p, 'workloads', name, 'prompts')}: workloads.{name}.prompts"
+        if not Path(wl.prompts).is_file():
+            beside = p.parent / wl.prompts
+            fix = (f"it is read from the working directory: write {beside}" if beside.is_file() else
+                   "give a JSONL file of {\"prompt\": ...} lines, relative to the working directory, "
+                   "or use fixed or diverse")
+            lines.append(f"{at}: prompts file '{wl.prompts}' not found (fix: {fix})")
+            continue
+        try:
+            load_jsonl(wl.prompts)
+        except UserError as exc:
+            lines.append(f"{at}: {exc.lines[0]}")
+    return [_printable(ln) for ln in lines]
+
+
 def _line_of(text: str, needle: str) -> int:
     for i, ln in enumerate(text.splitlines(), 1):
         if needle in ln:
@@ -372,3 +418,14 @@ def apply_overrides(pb: Playbook, overrides: dict[str, str]) -> Playbook:
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserError(f"--set: {_fmt_loc(tuple(err['loc']))}: {err['msg']} (fix: use a valid value)") from None
+
+
+def line_at(path: str | Path, *loc: str | int) -> int:
+    """The line of the field at `loc` in the playbook file (1 when it cannot be read): the
+    checks made outside this loader name the line too."""
+    try:
+        root = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return 1
+    node = _node_at(root, loc)
+    return node.start_mark.line + 1 if node is not None else 1

@@ -6,12 +6,13 @@ suggestion (see `campaign.playbook.load`), never a silently ignored setting.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from campaign.domain.models import WorkloadSpec
+from campaign.domain.models import Fingerprint, WorkloadSpec
 from campaign.domain.request_count import count_error
 from campaign.domain.source import PatchRules, Unsafe
 
@@ -138,6 +139,16 @@ class SlurmNodeSpec(_NodeSpecBase):
                         "campaign's node helpers")
     simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node in the job "
                                                 "instead of a real engine")
+
+    @field_validator("max_parallel_jobs")
+    @classmethod
+    def _one_job(cls, v: int) -> int:
+        # One node runs one experiment, so one job, at a time; parallelism is one node per
+        # experiment (`nodes:`), which the fan-out already does.  Any other value would be ignored.
+        if v != 1:
+            raise ValueError("a slurm node runs one job at a time (fix: remove it; to run experiments at once, "
+                             "list one slurm node per job under `nodes:`, each with its own name)")
+        return v
 
     def simulated_node(self) -> SimulatedNodeSpec | None:
         return self.simulated
@@ -446,6 +457,18 @@ class HypothesisSpec(_Strict):
             raise ValueError("use lowercase letters, digits, '.', '_' or '-', starting with a letter or digit")
         return v
 
+    @field_validator("revisit_on")
+    @classmethod
+    def _known_components(cls, v: list[str]) -> list[str]:
+        """A component no fingerprint has would never change: the dead end would never reopen."""
+        known = Fingerprint.component_names()
+        for i, name in enumerate(v):
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+                fix = f"did you mean '{close[0]}'?" if close else f"use one of {', '.join(known)}"
+                raise ProblemAt(f"'{name}' is not an environment component, so it would never change (fix: {fix})", i)
+        return v
+
     def declared_keys(self) -> set[str]:
         if self.declares is not None:
             return set(self.declares)
@@ -470,6 +493,23 @@ class Playbook(_Strict):
     planner: PlannerSpec = Field(default_factory=PlannerSpec, description="where hypotheses come from")
     knobs: KnobSpace = Field(default_factory=KnobSpace, description="what an LLM planner may change")
     hypotheses: list[HypothesisSpec] = Field(default_factory=list, description="the ideas to test, in order")
+
+    @field_validator("database")
+    @classmethod
+    def _database_is_a_file(cls, v: str) -> str:
+        """A URL is refused before anything is written: the playbook is stored with the
+        campaign, so a password in it would reach the database, and this version keeps
+        campaigns in a SQLite file only (no silent file named after the URL)."""
+        scheme, sep, rest = v.partition("://")
+        if not sep:
+            return v
+        netloc = rest.split("/", 1)[0]
+        if ":" in netloc.split("@", 1)[0] and "@" in netloc:
+            # the value is not repeated: it holds the password
+            raise ValueError("a password is written in the URL, and the playbook is stored with the campaign "
+                             "(fix: remove it from the URL and change that password)")
+        raise ValueError(f"{scheme}:// URLs are not supported: campaigns are kept in a SQLite file "
+                         "(fix: set `database:` to a file path, e.g. .campaign/campaign.db)")
 
     @field_validator("workloads")
     @classmethod

@@ -24,6 +24,7 @@ from campaign.store import changes
 from campaign.store.convert import campaign_record
 from campaign.store.memo import ParseMemo
 from campaign.store.plain import require_campaign_row
+from campaign.store.progress import RunningExperiment, record_version, running_experiments
 from campaign.store.quick import open_current
 from campaign.store.records import CampaignRecord
 from campaign.store.snapshot import read_snapshot
@@ -33,7 +34,8 @@ __all__ = ["JournalReader", "open_reader"]
 
 
 class JournalReader:
-    """`get_campaign`, `journal_changes` and `view`, as `campaign.store.Store` has them."""
+    """`get_campaign`, `journal_changes` and `view`, as `campaign.store.Store` has them;
+    `version` and `running` for the live web view."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -69,6 +71,14 @@ class JournalReader:
         with self._snapshot() as conn:
             snap = read_snapshot(conn, campaign_id, detail, window=window, memo=self._memo)
         return build_view(snap, self._memo.baseline_views if detail is not None else None)
+
+    def version(self) -> str:
+        """`campaign.store.progress.record_version`: what a live page polls."""
+        return record_version(self._conn)
+
+    def running(self, campaign_id: str) -> list[RunningExperiment]:
+        with self._snapshot() as conn:
+            return running_experiments(conn, campaign_id)
 
 
 def open_reader(path: Path, *, busy_timeout_ms: int = 10_000) -> JournalReader | None:

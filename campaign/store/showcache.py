@@ -8,11 +8,13 @@ row timestamps and counts (nothing is decoded):
 
 - an experiment: its own row, its verdict, its runs, its patch, and the status and runs
   of the baseline whose figures it borrows when it has no interleaved baseline of its own;
-- the head (name, status, baseline figures, planner calls and notes): the campaign row,
-  every baseline measurement, the model calls and the planner notes.
+- the head (name, status, baseline figures, the configuration to deploy, wins not adopted,
+  planner calls and notes): the campaign row, every baseline measurement, every WIN with
+  its adoption, the model calls and the planner notes.
 
-Every digest is salted with the text of `view.py` (the code that builds the document) and
-the playbook, so a new release or another metric never serves old text.  A piece whose
+Every digest is salted with the text of `view.py`, `latency.py`, `deploy.py` and
+`verdict/explain.py` (the code that builds the document) and the playbook, so a new
+release or another metric never serves old text.  A piece whose
 digest differs is rebuilt by the full path (campaign.store.show) and written back.
 
 This module imports only sqlite3/zlib: the console script (campaign.cli.entry) answers a
@@ -58,6 +60,10 @@ SELECT e.id, e.status, e.finished_at, e.started_at, e.config_json,
        (SELECT count(*) || ':' || coalesce(max(r.recorded_at), '') FROM run_sides r WHERE r.experiment_id = e.id)
 FROM experiments e WHERE e.campaign_id = ? AND e.role = 'baseline' ORDER BY e.started_at, e.id
 """
+_ADOPTION = """
+SELECT count(*), group_concat(e.id || ':' || e.adopted || ':' || e.status) FROM experiments e
+JOIN verdicts v ON v.experiment_id = e.id WHERE e.campaign_id = ? AND e.role = 'candidate' AND v.kind = 'win'
+"""
 _PLANNER = """
 SELECT (SELECT count(*) || ':' || coalesce(max(id), '') FROM llm_calls WHERE campaign_id = ?),
        (SELECT count(*) || ':' || coalesce(max(id), '') FROM events WHERE campaign_id = ? AND kind = 'planner')
@@ -65,8 +71,10 @@ SELECT (SELECT count(*) || ':' || coalesce(max(id), '') FROM llm_calls WHERE cam
 
 
 def _code_salt() -> bytes:
-    try:
-        return (Path(__file__).with_name("view.py")).read_bytes()
+    try:  # the document's code: the view, latency, the configuration to deploy, the verdict's explanation
+        here = Path(__file__)
+        return (here.with_name("view.py").read_bytes() + here.with_name("latency.py").read_bytes()
+                + here.with_name("deploy.py").read_bytes() + (here.parent.parent / "verdict" / "explain.py").read_bytes())
     except OSError:  # a build without sources: never serve cached text
         return repr(id(object())).encode()
 
@@ -85,7 +93,8 @@ def digests(conn: Any, campaign_id: str, only: list[str] | None = None) -> dict[
         return None
     salt = _sha(_code_salt(), tuple(row[4:]))
     out = {HEAD: _sha(salt, tuple(row[:4]), [tuple(b) for b in conn.execute(_BASELINES, (campaign_id,))],
-                      tuple(conn.execute(_PLANNER, (campaign_id, campaign_id)).fetchone()))}
+                      tuple(conn.execute(_PLANNER, (campaign_id, campaign_id)).fetchone()),
+                      tuple(conn.execute(_ADOPTION, (campaign_id,)).fetchone()))}
     query, params = _EXPERIMENTS, [campaign_id]
     if only is not None:
         query = query.replace("AND e.role = 'candidate'", f"AND e.role = 'candidate' AND e.id IN ({_marks(only)})")

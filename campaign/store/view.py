@@ -18,15 +18,19 @@ from campaign.domain.records import (
     BaselineView,
     CampaignView,
     DeadEnd,
+    DeployView,
     ExperimentView,
     LevelComparison,
     LevelRow,
     PlannerCall,
     ReviewView,
     Verdict,
+    WinNotAdopted,
 )
 from campaign.domain.source import PatchRecord
 from campaign.domain.work import Work
+from campaign.playbook.schema import VerdictSpec
+from campaign.store.latency import latency_fields, latency_limit, latency_means
 from campaign.store.records import (
     CampaignRecord,
     EventRecord,
@@ -34,6 +38,7 @@ from campaign.store.records import (
     HypothesisRecord,
     ReviewRecord,
 )
+from campaign.verdict import explain
 from campaign.verdict.stats import stdev
 
 
@@ -42,11 +47,13 @@ class Runs:
     level's values in round order, and the rounds measured.  What the views read: a
     1,000-experiment view never builds 100,000 level results (nor a tuple per level)."""
 
-    __slots__ = ("levels", "repeats")
+    __slots__ = ("latency", "levels", "repeats")
 
     def __init__(self) -> None:
         self.levels: dict[str, dict[tuple[str, int], list[float]]] = {"candidate": {}, "baseline": {}}
         self.repeats: dict[str, set[int]] = {"candidate": set(), "baseline": set()}
+        # side -> level -> latency field ("ttft_ms.p99") -> its value per round
+        self.latency: dict[str, dict[tuple[str, int], dict[str, list[float]]]] = {}
 
     def add(self, side: str, repeat: int, values: list[tuple[str, int, float]]) -> None:
         """One side's round (rounds must be added in order)."""
@@ -55,8 +62,19 @@ class Runs:
         for w, c, v in values:
             levels.setdefault((w, c), []).append(v)
 
+    def add_latency(self, side: str, fields: tuple[str, ...], rows: list[tuple[str, int, list[float]]]) -> None:
+        """One side's round of latency figures, `fields` in the order of each row's values."""
+        levels = self.latency.setdefault(side, {})
+        for w, c, values in rows:
+            level = levels.setdefault((w, c), {})
+            for field, v in zip(fields, values):
+                level.setdefault(field, []).append(v)
+
     def side(self, side: str) -> dict[tuple[str, int], list[float]]:
         return self.levels.get(side, {})
+
+    def side_latency(self, side: str, key: tuple[str, int]) -> dict[str, list[float]]:
+        return self.latency.get(side, {}).get(key, {})
 
 
 NO_RUNS = Runs()
@@ -94,9 +112,18 @@ class CampaignSnapshot(BaseModel):
     planner_cost: dict[str, float] = Field(default_factory=dict)
     planner_calls: list[PlannerCall] = Field(default_factory=list)
     totals: dict[str, Any] | None = None  # a window's view: campaign-wide figures from SQL
+    deploy: DeployView | None = None  # campaign-wide, read in SQL (`campaign.store.deploy`)
+    wins_not_adopted: list[WinNotAdopted] = Field(default_factory=list)
 
     def metric(self) -> str:
         return str(self.campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
+
+    def min_effect_pct(self) -> float:
+        default = VerdictSpec.model_fields["min_effect_pct"].default
+        return float(self.campaign.playbook.get("verdict", {}).get("min_effect_pct", default))
+
+    def latency_fields(self) -> tuple[str, ...]:
+        return latency_fields(self.campaign.playbook)
 
     def workload_order(self) -> list[str]:
         return list(self.campaign.playbook.get("workloads", {}))
@@ -139,15 +166,15 @@ def _runs(snap: CampaignSnapshot, experiment_id: str) -> Runs:
     return found
 
 
-def _baseline_levels(snap: CampaignSnapshot, exp: ExperimentRecord) -> dict[tuple[str, int], list[float]]:
+def _baseline_runs(snap: CampaignSnapshot, exp: ExperimentRecord) -> Runs:
     """Interleaved baseline runs of the experiment itself, else those of its baseline."""
-    own = _runs(snap, exp.id).side("baseline")
-    if own or exp.baseline_ref is None:
+    own = _runs(snap, exp.id)
+    if own.side("baseline") or exp.baseline_ref is None:
         return own
     ref = snap.experiment(exp.baseline_ref)
     if ref is None or ref.status == "stale":
-        return {}
-    return _runs(snap, ref.id).side("baseline")
+        return NO_RUNS
+    return _runs(snap, ref.id)
 
 
 def _sort_key(order: list[str]) -> Any:
@@ -189,26 +216,29 @@ def _baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord, memo: Any) -> 
     return memo.get(key, lambda: (exp, runs, baseline_view(snap, exp)))[2]  # type: ignore[no-any-return]
 
 
-def _level_row(wl: str, c: int, base: dict[tuple[str, int], list[float]], cand: dict[tuple[str, int], list[float]],
-               comparison: LevelComparison | None) -> LevelRow:
+def _level_row(wl: str, c: int, base_runs: Runs, cand_runs: Runs, comparison: LevelComparison | None) -> LevelRow:
     """A compared level shows the figures its comparison used (a stalled launch the screen
     left out is not in them: `campaign.verdict.launches`); a level measured but not
-    compared (a crash mid-sweep) shows its launches' mean."""
+    compared (a crash mid-sweep) shows its launches' mean.  Latency: every launch's mean."""
+    latency = latency_means({"candidate": cand_runs.side_latency("candidate", (wl, c)),
+                             "baseline": base_runs.side_latency("baseline", (wl, c))})
     if comparison is not None:
         return LevelRow(workload=wl, concurrency=c, baseline=comparison.baseline_mean,
-                        candidate=comparison.candidate_mean, comparison=comparison)
+                        candidate=comparison.candidate_mean, comparison=comparison, latency=latency)
+    base, cand = base_runs.side("baseline"), cand_runs.side("candidate")
     return LevelRow(workload=wl, concurrency=c, baseline=fmean(base[(wl, c)]) if (wl, c) in base else None,
-                    candidate=fmean(cand[(wl, c)]) if (wl, c) in cand else None)
+                    candidate=fmean(cand[(wl, c)]) if (wl, c) in cand else None, latency=latency)
 
 
 def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentView:
     if snap.detail is not None and exp.id not in snap.detail:
         return _outline_view(snap, exp)
     verdict = snap.verdicts.get(exp.id)
-    cand = _runs(snap, exp.id).side("candidate")
-    base = _baseline_levels(snap, exp)
+    cand_runs = _runs(snap, exp.id)
+    cand = cand_runs.side("candidate")
+    base_runs = _baseline_runs(snap, exp)
     comparisons = {(lc.workload, lc.concurrency): lc for lc in (verdict.levels if verdict else [])}
-    rows = [_level_row(wl, c, base, cand, comparisons.get((wl, c)))
+    rows = [_level_row(wl, c, base_runs, cand_runs, comparisons.get((wl, c)))
             for wl, c in sorted(set(cand) | set(comparisons), key=_sort_key(snap.workload_order()))]  # levels it reached
     hyp = snap.hypothesis(exp.hypothesis)
     ref = snap.experiment(exp.baseline_ref)
@@ -237,6 +267,7 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
         started_at=exp.started_at,
         finished_at=exp.finished_at,
         adopted=exp.adopted,
+        adopt_if_win=bool(hyp and hyp.spec.adopt_if_win),
     )
 
 
@@ -248,6 +279,7 @@ def _outline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentVi
         environment=snap.fingerprints.get(exp.fingerprint_id or ""), patch_sha=exp.patch_sha, command=exp.command,
         baseline_id=exp.baseline_ref, node_seconds=exp.node_seconds, started_at=exp.started_at,
         finished_at=exp.finished_at, adopted=exp.adopted,
+        adopt_if_win=bool((hyp := snap.hypothesis(exp.hypothesis)) and hyp.spec.adopt_if_win),
     )  # fmt: skip
 
 
@@ -303,8 +335,12 @@ def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
         node=c.node,
         time_scale=c.time_scale,
         headline_workload=next(iter(snap.workload_order()), None),
+        min_effect_pct=snap.min_effect_pct(),
+        latency_limit=latency_limit(c.playbook),
         baseline=next((b for b in history if current and b.experiment_id == current.id), None),
         baseline_history=history,
+        deploy=snap.deploy,
+        wins_not_adopted=snap.wins_not_adopted,
         experiments=[experiment_view(snap, e) for e in snap.experiments if e.role == "candidate"],
         dead_ends=dead_ends(snap),
         reviews=[
@@ -335,6 +371,7 @@ def show_json(view: CampaignView) -> dict[str, Any]:
         "name": view.name,
         "status": view.status,
         "halt_reason": view.halt_reason,
+        "latency_limit": view.latency_limit.model_dump(mode="json") if view.latency_limit else None,
         "baseline": None
         if base is None
         else {
@@ -342,31 +379,50 @@ def show_json(view: CampaignView) -> dict[str, Any]:
             "config": base.config.model_dump(mode="json"),
             "figures": {wl: {str(c): v for c, v in levels.items()} for wl, levels in base.figures.items()},
         },
+        "min_effect_pct": view.min_effect_pct,
+        # the baseline plus the adopted wins, as the node launched it; and the wins left out
+        "deploy": view.deploy.model_dump() if view.deploy else None,
+        "wins_not_adopted": [w.model_dump() for w in view.wins_not_adopted],
         "planner_calls": [c.model_dump(mode="json") for c in view.planner_calls],
         "planner_notes": list(view.planner_notes),
-        "experiments": [experiment_json(e) for e in view.experiments],  # last: `show --json` streams it
+        "experiments": [experiment_json(e, view.min_effect_pct) for e in view.experiments],  # last: `show --json` streams it
     }
 
 
-def experiment_json(e: ExperimentView) -> dict[str, Any]:
-    metrics: dict[str, dict[str, dict[str, float | None]]] = {}
+def experiment_json(e: ExperimentView, playbook_min_effect_pct: float) -> dict[str, Any]:
+    """One experiment as `show --json` gives it: the candidate's change against the
+    baseline at every level with its interval's ends and confidence, and what decided
+    (`campaign.verdict.explain`, the journal's convention)."""
+    metrics: dict[str, dict[str, dict[str, Any]]] = {}
     for row in e.rows:
-        delta = row.comparison.delta_pct if row.comparison else None
+        c = row.comparison
+        delta = c.delta_pct if c else None
         if delta is None and row.candidate is not None and row.baseline:
             delta = (row.candidate / row.baseline - 1) * 100
-        metrics.setdefault(row.workload, {})[str(row.concurrency)] = {
-            "candidate": row.candidate,
-            "baseline": row.baseline,
-            "delta_pct": delta,
-        }
+        level: dict[str, Any] = {"candidate": row.candidate, "baseline": row.baseline, "delta_pct": delta,
+                                 "low_pct": c.ci_low_pct if c else None, "high_pct": c.ci_high_pct if c else None,
+                                 "confidence": c.level_confidence if c else None, "winner": c.winner if c else None,
+                                 "latency_ms": row.latency}
+        if c is not None and (c.candidate_meets_limit is not None or c.baseline_meets_limit is not None):
+            level["meets_latency_limit"] = {"candidate": c.candidate_meets_limit, "baseline": c.baseline_meets_limit}
+        metrics.setdefault(row.workload, {})[str(row.concurrency)] = level
     v = e.verdict
+    m = explain.bar_of(v, playbook_min_effect_pct)
+    compared = explain.compared_levels(e)
+    deciding = explain.deciding_levels(v, compared) if v is not None else []
     return {
         "id": e.id,
         "hypothesis": e.hypothesis,
         "verdict": v.kind if v else None,
+        "label": explain.marker(e),  # the journal's: WIN (adopted), DEAD END (jit_error), ...
         "reason": v.reason if v else (e.failure.summary if e.failure else ""),
+        "decided": explain.decided_line(v, m, compared) if v else None,
+        "deciding_level": explain.decided(deciding[0], m).model_dump() if deciding else None,
+        "next": explain.next_step(e),
         "failure_class": (v.failure_class.value if v and v.failure_class else None)
         or (e.failure.failure_class.value if e.failure else None),
+        # the LLM's guess for a failure no rule matched: beside the class, never the class
+        "suggested_class": e.failure.suggested_class.value if e.failure and e.failure.suggested_class else None,
         "metrics": metrics,
         # what the two servers reported differently, and what confounds the run
         "reported_diff": [r.model_dump(mode="json") for r in v.reported_diff] if v else [],

@@ -187,7 +187,8 @@ def decide(
     groups = _by_workload(levels)
     regimes = {w: regime(cs) for w, cs in groups.items()}
     common = dict(
-        levels=levels, regimes=regimes, confidence=spec.confidence, correctness=correctness,
+        levels=levels, regimes=regimes, confidence=spec.confidence, min_effect_pct=spec.min_effect_pct,
+        correctness=correctness,
         confounded_by=list(confounded_by), headline_delta_pct=headline(levels, primary_workload),
         reported_diff=list(reported_diff),
     )

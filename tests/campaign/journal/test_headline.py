@@ -1,5 +1,6 @@
 """The headline workload is the playbook's first workload, whatever its name: the
-scoreboard's figure, the baseline's headline and the verdict's headline change."""
+baseline's headline and the verdict's headline change.  The scoreboard shows the level
+that decided the verdict (`campaign.verdict.explain`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from campaign.domain.models import EffectiveConfig, LevelResult
 from campaign.journal.baseline_section import baseline_headline
-from campaign.journal.format import headline
+from campaign.journal.format import deciding_cells
 from campaign.journal.render import render_journal
 from campaign.playbook.schema import HypothesisSpec, Playbook, VerdictSpec
 from campaign.store import Store
@@ -52,9 +53,11 @@ def test_first_workload_of_the_playbook_is_the_headline(tmp_path: Path) -> None:
     view = store.view(cid)
     assert view.headline_workload == "burst"
     (e,) = view.experiments
-    figure, change = headline(e, view.headline_workload)
-    assert figure == "330.0 tok/s (burst, C=4)" and change == "+10.0%"
+    assert e.verdict is not None and e.verdict.headline_delta_pct is not None
+    assert round(e.verdict.headline_delta_pct, 1) == 10.0  # burst C=4
+    figure, change = deciding_cells(e)  # the strongest win: the highest lower end
+    assert figure == "330.0 vs 300.0 tok/s (burst C=4)" and change.startswith("+10.0% [+")
     head = baseline_headline(view.baseline, view.headline_workload)  # type: ignore[arg-type]
     assert head is not None and (head.label, head.value) == ("burst C=4", 300.0)
     doc = render_journal(view)
-    assert "| 1 | smaller-graph | WIN | 330.0 tok/s (burst, C=4) | +10.0% |" in doc
+    assert f"| 1 | smaller-graph | WIN | 330.0 vs 300.0 tok/s (burst C=4) | {change} |" in doc

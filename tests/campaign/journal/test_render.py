@@ -73,9 +73,9 @@ def test_scoreboard_one_row_per_experiment_with_markers_and_links(doc):
         "WIN (adopted)", "DEAD END (jit_error)", "DEAD END (cuda_graph_incompatible)", "DEAD END (unsupported_arch)",
         "DEAD END (oom)", "DEAD END (slower)", "INCONCLUSIVE (confounded: mem-fraction-static)",
         "DEAD END (slower), RE-OPENED", "DEAD END (mixed regime)"]
-    assert rows[0][3:5] == ["89.5 tok/s (single_stream, C=1)", "+9.1%"]
+    assert rows[0][3:5] == ["89.5 vs 82.0 tok/s (single_stream C=1)", "+9.1% [+7.1%, +11.1%]"]
     assert rows[1][3:5] == ["crashed (start)", "-"]
-    assert rows[5][3:5] == ["38.0 tok/s (single_stream, C=1)", "-57.5%"]
+    assert rows[5][3:5] == ["38.0 vs 89.5 tok/s (single_stream C=1)", "-57.5% [-59.5%, -55.5%]"]
     for r in rows:  # every link lands on an anchor that exists
         anchor = re.fullmatch(r"\[details\]\(#([a-z0-9-]+)\)", r[5]).group(1)
         assert f'<a id="{anchor}"></a>' in doc
@@ -83,13 +83,16 @@ def test_scoreboard_one_row_per_experiment_with_markers_and_links(doc):
 
 def test_eagle_section_per_level_table_regimes_and_analysis(doc):
     sec = section(doc, "### 9. eagle3")
-    assert "Regimes: candidate wins single_stream; baseline wins parallel at every C." in sec
+    assert "- regimes: candidate wins single_stream; baseline wins parallel at every C" in sec
     par = table_rows(sec.split("**Workload parallel**")[1])
     assert [int(r[0]) for r in par] == PARALLEL_C
     assert [float(r[1]) for r in par] == EAGLE_PARALLEL and [float(r[2]) for r in par] == BASE_PARALLEL
-    assert par[0][3] == "baseline (+19.5%)" and par[4][3] == "baseline (+137.4%)" and par[0][4] == "±3.0%"
+    # the candidate's change, signed, its interval's two ends, and the side that won
+    assert par[0][3:5] == ["-16.3%", "[-19.3%, -13.3%]"] and par[4][3] == "-57.9%"
+    assert all(r[6] == "baseline" for r in par)
     header = next(ln for ln in sec.split("**Workload parallel**")[1].splitlines() if ln.startswith("|"))
-    assert "| ± (99.4% CI) | no worse than (95%) |" in header  # 9 levels, Bonferroni; one-sided bound
+    # a record without its level's confidence: Bonferroni over 9 levels; one-sided bound
+    assert "| interval (99.4% confidence) | no worse than (95% one-sided) | winner |" in header
     assert all(re.fullmatch(r"-\d+\.\d%", r[5]) and float(r[5][:-1]) < -10 for r in par)  # a loss, bounded
     assert "| `speculative-num-draft-tokens` | (unset) | 16 | added |" in sec
     assert "**Patch commit.** `9f8e7d6c5b4a39281706f5e4d3c2b1a098765432`" in sec
@@ -266,5 +269,5 @@ def test_a_level_a_latency_limit_gave_to_the_slower_side_says_so():
     single = table_rows(sec.split("**Workload single_stream**")[1].split("**Workload")[0])
     delta = next(r.comparison.delta_pct for r in rows if r.workload == "single_stream")
     assert delta > 0  # the candidate is faster there
-    assert single[0][3] == f"baseline (latency limit; candidate {delta:+.1f}%)"
+    assert single[0][3] == f"{delta:+.1f}%" and single[0][6] == "baseline (latency limit)"
     assert "+-" not in sec

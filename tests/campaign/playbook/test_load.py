@@ -143,3 +143,12 @@ def test_base_env_entries_name_variables_and_never_a_secret():
     pb = parse_playbook_text(GOOD + "server:\n  base_env: [PATH, HOME, 'VLLM_*']\n")
     assert pb.server.base_env == ["PATH", "HOME", "VLLM_*"]
     assert parse_playbook_text(GOOD).server.base_env is None  # the default list applies
+
+
+def test_a_slurm_node_asking_for_parallel_jobs_is_refused_with_one_line():
+    """A slurm node runs one job at a time; a value it would ignore is refused."""
+    slurm = "node: {kind: slurm, partition: gpu, max_parallel_jobs: 4}\n"
+    (line,) = _problems(GOOD + slurm)
+    assert line.startswith("pb.yaml:7: node.max_parallel_jobs:") and "one job at a time" in line
+    assert "nodes:" in line  # the fix names the way to run experiments at once
+    parse_playbook_text(GOOD + slurm.replace("4", "1"), "pb.yaml")  # 1 (the default) is what it does
