@@ -40,16 +40,26 @@ def _fast_args(argv: list[str]) -> tuple[str, str | None, str | None, bool] | No
     return argv[0], cid, db, as_json
 
 
-def _quick_show(cid: str, db: str | None) -> bool:
-    """`campaign show ID --json` from the stored text of every piece, without sqlmodel;
+def _quick_show(cid: str, db: str | None, as_json: bool = True) -> bool:
+    """`campaign show ID [--json]` from the stored text of every piece, without sqlmodel
+    (its summary too: importing typer and sqlmodel was half of it at 1,000 experiments);
     False (nothing printed) when anything must be built (the full path then stores it)."""
+    import io
     from pathlib import Path
 
     from campaign.store.quick import SCHEMA_VERSION
     from campaign.store.showcache import quick_show
 
     path = Path(db or ".campaign/campaign.db")
-    return path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout)
+    buf = io.StringIO()  # the summary is printed from the whole document
+    if not (path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout if as_json else buf)):
+        return False
+    if not as_json:
+        from campaign.cli.plain import console
+        from campaign.cli.show import print_summary
+
+        print_summary(console(highlight=False), json.loads(buf.getvalue()))
+    return True
 
 
 def _quick_status(db: str | None, as_json: bool) -> bool:
@@ -90,7 +100,7 @@ def main() -> None:
         command, cid, db, as_json = fast
         if command == "status" and _quick_status(db, as_json):
             sys.exit(0)
-        if command == "show" and cid and as_json and _quick_show(cid, db):
+        if command == "show" and cid and _quick_show(cid, db, as_json):
             sys.exit(0)
     from campaign.cli.main import main as full_main
 

@@ -206,8 +206,8 @@ def test_the_refresh_after_a_verdict_looks_only_at_what_changed(tmp_path: Path, 
 
 def test_campaign_show_prints_the_stored_document(tmp_path: Path) -> None:
     """`campaign show ID` reads the same stored pieces as `--json` (building the view of
-    every experiment took seconds at 1,000): its lines are the built view's, whether the
-    pieces are stored already or not."""
+    every experiment took seconds at 1,000), from plain sqlite3 once they are stored: its
+    lines are the same whether the pieces are stored already or not."""
     db = tmp_path / "campaign.db"
     cid = scale_build.build(db, 4)
     with Store(db) as store:
@@ -216,6 +216,11 @@ def test_campaign_show_prints_the_stored_document(tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "200"}
     cold = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True, env=env).stdout
     assert _cached(db, cid) is not None  # the first one stored the pieces
+    probe = ("import sys, io; from campaign.cli import entry; out = io.StringIO(); sys.stdout, real = out, sys.stdout; "
+             f"ok = entry._quick_show({cid!r}, {str(db)!r}, False); sys.stdout = real; "
+             "print(ok, 'sqlmodel' in sys.modules, 'typer' in sys.modules)")
+    fast = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert fast.stdout.split() == ["True", "False", "False"]  # the console script answers from stored text
     warm = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True, env=env).stdout
     assert cold == warm
     assert all(e["hypothesis"] in warm for e in built["experiments"]) and f"{cid} status: running" in warm
