@@ -147,9 +147,11 @@ class SourceSpec(_Strict):
     ref: str = "HEAD"
     allowed_paths: list[str] | None = None  # where patches may write; None: anywhere in the repo
     allow: list[Unsafe] = Field(default_factory=list)  # symlink, executable, submodule, git_paths, binary
+    max_patch_bytes: int = Field(default=1_000_000, gt=0)  # a bigger patch is refused, its size named
 
     def rules(self) -> PatchRules:
-        return PatchRules(allowed_paths=self.allowed_paths, allow=list(self.allow))
+        return PatchRules(allowed_paths=self.allowed_paths, allow=list(self.allow),
+                          max_patch_bytes=self.max_patch_bytes)
 
 
 class ServerSpec(_Strict):
@@ -314,6 +316,7 @@ class PatchPolicy(_Strict):
     repo: str
     allowed_paths: list[str] = Field(default_factory=list)
     allow: list[Unsafe] = Field(default_factory=list)  # symlink, executable, submodule, git_paths, binary
+    max_patch_bytes: int = Field(default=1_000_000, gt=0)
 
 
 class KnobSpace(_Strict):
