@@ -87,7 +87,9 @@ class SlurmExecutor:
         self.time_limit, self.exclusive = time_limit, exclusive
         self.workdir, self.python, self.job_name_prefix = workdir, python, job_name_prefix
         self.queue_timeout_s, self.run_mode = queue_timeout_s, run_mode
-        self._env = dict(os.environ)
+        # every Slurm client call (srun steps included: Slurm copies the caller's environment
+        # into the step) gets the base list only, never the controller's credentials
+        self._env = server_env.select(os.environ, DEFAULT_BASE_ENV)
         if slurm_conf:
             self._env["SLURM_CONF"] = slurm_conf
         self._local = LocalExecutor()
