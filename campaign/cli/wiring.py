@@ -63,7 +63,21 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
         model=pb.server.model, health=pb.server.health, startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
         workdir=str(spec.node_workdir() or workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
         progress=progress, sweep_on=spec.sweep_location(), base_env=profile.base_env_for(pb.server.base_env),
+        api_key=server_api_key(pb),
     )
+
+
+def server_api_key(pb: Playbook) -> str | None:
+    """The value of `server.api_key_env` (the key the load generator sends the server)."""
+    import os
+
+    name = pb.server.api_key_env
+    if name is None:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise UserError(f"server.api_key_env: {name} is not set (fix: export {name}=<the server's API key>)")
+    return value
 
 
 def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | None) -> Deps:

@@ -175,6 +175,10 @@ class ServerSpec(_Strict):
     #: None: campaign.domain.server_env.DEFAULT_BASE_ENV plus the engine's own variables.
     #: Nothing else reaches it but the config's env (secrets only as ${NAME} references).
     base_env: list[str] | None = None
+    #: the controller's variable holding the server's own API key (its `--api-key`): the
+    #: load generator sends `Authorization: Bearer` with it to this server and nowhere
+    #: else.  None: no request carries a credential.
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
     @field_validator("base_env")
     @classmethod
@@ -331,6 +335,9 @@ class PlannerSpec(_Strict):
     model: str = "gpt-4o-mini"
     temperature: float = Field(default=0.2, ge=0, le=2)
     base_url: str | None = None  # else OPENAI_BASE_URL
+    #: the variable holding the key for `base_url`.  None: OPENAI_API_KEY, sent only to
+    #: OPENAI_BASE_URL (or OpenAI's own), never to another base_url a playbook names
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     timeout_s: float = Field(default=60, gt=0)
     max_retries: int = Field(default=3, ge=0)
     max_rejections: int = Field(default=3, ge=0)

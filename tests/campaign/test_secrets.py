@@ -238,3 +238,38 @@ def test_secrets_on_the_node(kind: str, tmp_path: Path, monkeypatch: pytest.Monk
         if kind == "ssh":
             recorder.run(["rm", "-rf", runtime.workdir], timeout=60)
         recorder.close()
+
+
+@pytest.mark.parametrize("kind", [pytest.param("local"), pytest.param("ssh", marks=pytest.mark.cluster),
+                                  pytest.param("slurm", marks=pytest.mark.cluster)])
+def test_the_servers_own_key_reaches_it_and_nothing_else_does(kind: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that requires its own API key (SIMNODE_API_KEY, like `--api-key`) is
+    measured when the playbook names the key's variable (`server.api_key_env`); without
+    that, its requests are refused (401): the controller's OPENAI_API_KEY is never sent."""
+    from campaign.cli.wiring import node_runtime_for
+    from campaign.domain.models import EffectiveConfig
+    from campaign.playbook.schema import Playbook
+
+    server_key = _secret("srv-")
+    monkeypatch.setenv("SERVER_KEY", server_key)
+    monkeypatch.setenv("OPENAI_API_KEY", server_key)  # would pass, if it were ever sent
+    data = yaml.safe_load(_playbook(tmp_path, {}, {}).read_text())
+    data["node"] = _node_section(kind, tmp_path, monkeypatch)
+    config = EffectiveConfig(flags={"cuda-graph-max-bs": 512}, env={"SIMNODE_API_KEY": "${SERVER_KEY}"})
+    outcomes = {}
+    for declared in (False, True):
+        data["server"]["api_key_env"] = "SERVER_KEY" if declared else None
+        pb = Playbook.model_validate(data)
+        runtime = node_runtime_for(pb, pb.node, workdir=tmp_path / f"node-{declared}")
+        try:
+            out = runtime.measure(config, list(pb.workloads.values()), label=f"key-{declared}")
+        finally:
+            if kind == "ssh":
+                runtime.executor.run(["rm", "-rf", runtime.workdir], timeout=60)
+            runtime.executor.close()
+        outcomes[declared] = out
+        assert server_key not in out.model_dump_json()
+    assert outcomes[True].failure is None and outcomes[True].sweeps, outcomes[True].failure
+    refused = outcomes[False]
+    assert refused.failure is not None and "401" in refused.model_dump_json(), refused.failure
