@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign.domain.errors import UserError
+from campaign.domain.redact import remember_secret
 from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.schema import Playbook
 from campaign.ports import SourceTree
@@ -77,6 +78,7 @@ def server_api_key(pb: Playbook) -> str | None:
     value = os.environ.get(name)
     if not value:
         raise UserError(f"server.api_key_env: {name} is not set (fix: export {name}=<the server's API key>)")
+    remember_secret(value)
     return value
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from campaign.domain.errors import UserError
+from campaign.domain.redact import remember_secret
 from campaign.planner.base import (
     AnalysisOutcome,
     Planner,
@@ -61,6 +62,8 @@ def resolve_endpoint(spec: PlannerSpec, environ: Mapping[str, str] | None = None
             where = "planner.base_url" if spec.base_url else "OPENAI_BASE_URL"
             raise UserError(f"{where}: {parts.scheme}://{parts.hostname} would get the planner's API key in clear "
                             "text (fix: an https:// URL, or an endpoint on this machine)")
+    if api_key:
+        remember_secret(api_key)
     return base_url, api_key
 
 
