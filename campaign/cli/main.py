@@ -197,6 +197,7 @@ def journal(campaign_id: str, db: str | None = DB_OPT,
     """Regenerate a campaign's journal from the database and print its path."""
     from pathlib import Path
 
+    from campaign.journal.owner import claim_journal
     from campaign.journal.publish import publish_journal
     from campaign.playbook.load import load_playbook
     from campaign.store.reader import open_reader
@@ -204,7 +205,8 @@ def journal(campaign_id: str, db: str | None = DB_OPT,
     try:  # the plain-sqlite3 reader when it can (no sqlmodel import), else the Store (migrates, names the fix)
         store = open_reader(Path(db or ".campaign/campaign.db")) or _store(db)
         row = store.get_campaign(campaign_id)
-        path = Path(out) if out else Path(load_playbook(row.playbook_path).journal)
+        path = Path(out) if out else claim_journal(Path(load_playbook(row.playbook_path).journal), campaign_id,
+                                                   row.name)
         publish_journal(store, campaign_id, path, db_label=str(db or ".campaign/campaign.db"))
         _wait_for_plots()
     except UserError as exc:

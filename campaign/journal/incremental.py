@@ -45,6 +45,7 @@ from campaign.journal.format import (
     scoreboard_table,
 )
 from campaign.journal.index import JournalIndex
+from campaign.journal.owner import check_owner
 from campaign.journal.render import (
     MainParts,
     experiment_body,
@@ -195,6 +196,7 @@ def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, d
     view.numbers = numbers
     recent = ids[-RECENT:]
     existing = _read(target)
+    check_owner(target, existing, campaign_id)
     main_notes = parse_notes(existing) if existing else {}
     if verify or whole:  # a killed writer's temp files: listing thousands of pages is not the loop's job
         _remove_stale_temp_files(pages, plot_dir)

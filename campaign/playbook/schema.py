@@ -393,6 +393,7 @@ class HypothesisSpec(_Strict):
 
 
 class Playbook(_Strict):
+    #: a slug: it names the campaign ids, the branches and the default journal's file
     name: str
     description: str = ""
     journal: str = "journal/{name}.md"
@@ -408,6 +409,14 @@ class Playbook(_Strict):
     planner: PlannerSpec = Field(default_factory=PlannerSpec)
     knobs: KnobSpace = Field(default_factory=KnobSpace)
     hypotheses: list[HypothesisSpec] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}", v):
+            raise ValueError(f"{v!r} is not a slug (fix: up to 80 letters, digits, '-', '_' or '.', "
+                             "starting with a letter or digit)")
+        return v
 
     @field_validator("workloads")
     @classmethod
