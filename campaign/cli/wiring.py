@@ -7,6 +7,7 @@ by kind, plus the engine profile's launch knowledge), the git adapter becomes th
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,11 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
                      events: EventFn | None = None) -> NodeRuntime:
     """A NodeRuntime for one `node:` entry of the playbook."""
     executor: Executor = build_executor(spec)
+    # a remote workdir as the executor resolved and checked it (`~/` on the node, private)
+    node_dir = str(getattr(executor, "workdir", spec.workdir)) if spec.remote else None
     sim = spec.simulated_node()
-    if sim is not None and spec.remote:
-        executor = WithProjectCode(executor, spec.workdir)  # the node runs the controller's code
+    if sim is not None and node_dir is not None:
+        executor = WithProjectCode(executor, node_dir)  # the node runs the controller's code
     python = spec.node_python() or sys.executable
     fmt: dict[str, Any] = {"python": pb.server.python or python, "host": "0.0.0.0" if spec.remote else "127.0.0.1"}
     fingerprint_argv = None
@@ -62,7 +65,7 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
     return NodeRuntime(
         spec.name or getattr(spec, "host", "node"), executor, profile=profile, command=pb.server.command,
         model=pb.server.model, health=pb.server.health, startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
-        workdir=str(spec.node_workdir() or workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
+        workdir=node_dir or str(workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
         progress=progress, sweep_on=spec.sweep_location(), base_env=profile.base_env_for(pb.server.base_env),
         api_key=server_api_key(pb),
     )
@@ -102,7 +105,7 @@ def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | N
 def source_tree_for(pb: Playbook, spec: Any, executor: Executor, *, workdir: Path) -> GitTree:
     """`server.source` on one node: git runs there, through the node's own executor."""
     assert pb.server.source is not None
-    where = spec.node_workdir()
+    where = str(getattr(executor, "workdir", spec.workdir)) if spec.remote else None  # resolved and checked
     return GitTree(executor, pb.server.source.repo,
                    f"{where}/src" if where else str((workdir / "src").resolve()))
 
@@ -112,10 +115,14 @@ def local_source_tree(repo: str) -> GitTree:
     import tempfile
 
     if not (Path(repo) / ".git").exists():
-        from campaign.domain.errors import UserError
-
         raise UserError(f"{repo}: not a git repository (fix: point knobs.patches.repo at a git checkout)")
-    return GitTree(LocalExecutor(), str(Path(repo).resolve()), str(Path(tempfile.gettempdir()) / "campaign-src"))
+    from tools.executors.remote_shell import ensure_private_dir
+
+    scratch = str(Path(tempfile.gettempdir()) / f"campaign-src-{os.getuid()}")  # this user's, 0700
+    problem = ensure_private_dir(scratch)
+    if problem:
+        raise UserError(problem.replace("node workdir", "patch-check directory"))
+    return GitTree(LocalExecutor(), str(Path(repo).resolve()), scratch)
 
 
 def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:

@@ -95,7 +95,7 @@ class SshNodeSpec(_NodeSpecBase):
     port: int | None = None
     identity_file: str | None = None
     ssh_options: list[str] = Field(default_factory=list)
-    workdir: str = "/tmp/campaign-node"
+    workdir: str = "~/.cache/campaign-node"  # on the node; made 0700, refused if shared
     python: str = "python3"
     sweep_on: Literal["node", "controller"] = "node"
     simulated: SimulatedNodeSpec | None = None  # run the simulated node on that host
@@ -120,7 +120,7 @@ class SlurmNodeSpec(_NodeSpecBase):
     time_limit: str = "01:00:00"
     exclusive: bool = True
     max_parallel_jobs: int = 1
-    workdir: str = "/tmp/campaign-slurm"
+    workdir: str = "~/.cache/campaign-slurm"  # on the shared filesystem; made 0700, refused if shared
     python: str = "python3"
     simulated: SimulatedNodeSpec | None = None
 
