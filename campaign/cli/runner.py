@@ -78,7 +78,9 @@ def compiled_graph(deps: Deps, db_path: Path) -> Iterator[Any]:
     saver_cls = SqliteSaver
     if killpoint.active():
         from campaign.cli.killsaver import KillPointSaver as saver_cls
-    with saver_cls.from_conn_string(str(checkpoint_path(db_path))) as saver:
+    from campaign.domain.private import private_file
+
+    with saver_cls.from_conn_string(str(private_file(checkpoint_path(db_path)))) as saver:
         saver.conn.execute("PRAGMA journal_mode=WAL")
         yield build_graph(deps).compile(checkpointer=saver)
 

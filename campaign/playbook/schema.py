@@ -323,11 +323,26 @@ class PatchPolicy(_Strict):
     max_patch_bytes: int = Field(default=1_000_000, gt=0)
 
 
+#: variables that choose what code a process loads: a model turning one of these runs
+#: whatever it names (LD_PRELOAD=/tmp/x.so), so they are never planner knobs.
+CODE_PATH_ENV = re.compile(r"^(LD_\w*|DYLD_\w*|PYTHON(PATH|HOME|STARTUP|USERBASE|INSPECT)|PATH|BASH_ENV|ENV"
+                           r"|PERL5LIB|PERL5OPT|RUBYOPT|RUBYLIB|NODE_OPTIONS|NODE_PATH|LUA_PATH|LUA_CPATH)$")
+
+
 class KnobSpace(_Strict):
     flags: dict[str, KnobSpec] = Field(default_factory=dict)
     env: dict[str, KnobSpec] = Field(default_factory=dict)
     patch_files: list[str] = Field(default_factory=list)
     patches: PatchPolicy | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _no_code_path_knobs(cls, v: dict[str, KnobSpec]) -> dict[str, KnobSpec]:
+        for name in v:
+            if CODE_PATH_ENV.match(name):
+                raise ProblemAt(f"{name} chooses the code a process loads: the planner may not set it (fix: "
+                                "remove the knob; set it in baseline.env if the server needs it)", name)
+        return v
 
 
 class PlannerSpec(_Strict):

@@ -53,6 +53,14 @@ def test_a_second_campaign_never_writes_the_firsts_journal(tmp_path: Path) -> No
     assert first.returncode == 0, first.stdout + first.stderr
     journal = tmp_path / "journal" / "owned.md"
     a_id = journal_owner(journal.read_text())
+    # records are the user's alone, the journal's Markdown stays readable
+    state = tmp_path / "state"
+    private = [state / "c.db", state / "c-checkpoints.sqlite", state / "ledger.jsonl",
+               tmp_path / "journal" / "owned.d" / "index.sqlite"]
+    private += [p for p in state.glob("*-wal")] + [p for p in state.glob("*-shm")]
+    modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in private}
+    assert set(modes.values()) == {"0o600"}, modes
+    assert journal.stat().st_mode & 0o777 == 0o644
     assert a_id and a_id.startswith("owned-")
     text = journal.read_text()
     assert "<!-- notes:campaign -->\n" in text
