@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summarize(trials: list[Trial]) -> dict[str, object]:
-    """The figures the README's reliability table shows: landed kills are the ones counted."""
+    """The figures docs/benchmarks/kill-anywhere.md shows: landed kills are the ones counted."""
     landed = [t for t in trials if t.hit]
     return {"trials": len(trials), "landed": len(landed), "landed_ok": sum(t.ok for t in landed),
             "failures": sum(not t.ok for t in trials), "orphans_reaped": sum(t.orphans for t in trials),

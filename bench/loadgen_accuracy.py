@@ -1,6 +1,6 @@
 """Accuracy and overhead of ``tools.loadgen.sweep`` against a server with known timing.
 
-Not a unit test: a benchmark whose figures go into the README.  It starts
+Not a unit test: a benchmark whose figures go into docs/benchmarks/loadgen-accuracy.md.  It starts
 ``bench/reference_server.py`` (raw non-blocking sockets, one process) and, at each
 concurrency level:
 1. runs a minimal raw-socket asyncio client (same requests, exactly C in flight,

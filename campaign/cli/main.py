@@ -13,24 +13,20 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from campaign.cli.common import DB_OPT
+from campaign.cli.common import fail as _fail
+from campaign.cli.common import open_store as _store
+from campaign.cli.compare import compare
 from campaign.cli.entry import print_status
+from campaign.cli.export import export
 from campaign.domain.errors import UserError
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands
     from campaign.cli.runner import RunOutcome
-    from campaign.store import Store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Optimization campaigns for LLM inference servers.")
 
-DB_OPT = typer.Option(None, "--db", help="campaign database (default: the playbook's `database`, "
-                      "else .campaign/campaign.db)")
-
-
-def _fail(exc: UserError) -> None:
-    for line in exc.lines or [str(exc)]:
-        typer.echo(f"campaign: {line}", err=True)
-    raise typer.Exit(exc.exit_code)
 
 
 def _outcome(out: RunOutcome) -> None:
@@ -118,17 +114,6 @@ def resume(campaign_id: str, db: str | None = DB_OPT,
         _fail(exc)
     live.close()
     _outcome(out)
-
-
-def _store(db: str | None) -> Store:
-    from pathlib import Path
-
-    from campaign.store import Store
-
-    path = Path(db or ".campaign/campaign.db")
-    if not path.exists():
-        raise UserError(f"{path}: no campaign database (fix: run a campaign first or pass --db PATH)")
-    return Store(path)
 
 
 @app.command()
@@ -272,6 +257,10 @@ def validate(playbook: str) -> None:
         _fail(exc)
     typer.echo(f"{playbook}: ok ({pb.name}: {len(pb.hypotheses)} hypotheses, {len(pb.workloads)} workloads, "
                f"node {pb.node.kind})")
+
+
+app.command()(export)
+app.command()(compare)
 
 
 def _click_exceptions() -> Any:

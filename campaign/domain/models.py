@@ -36,6 +36,7 @@ class FailureClass(str, Enum):
     unreachable = "unreachable"  # node or server cannot be reached (infrastructure)
     engine_dead = "engine_dead"  # vLLM EngineDeadError while serving
     kernel_fault = "kernel_fault"  # a GPU kernel faulted: illegal memory access / address / instruction
+    environment = "environment"  # the node lacks what the engine needs: a library, package version, driver or credential
 
 
 #: failure classes caused by the infrastructure rather than by the idea under test:
@@ -51,6 +52,10 @@ class Failure(BaseModel):
     evidence: list[str] = Field(default_factory=list)  # log lines that decided the class
     exit_code: int | None = None
     phase: Literal["patch", "start", "load", "correctness"] = "start"
+    #: False when no signature matched (the class is then `exited`, the evidence the last lines)
+    matched: bool = True
+    #: the LLM's class for an unmatched log: a suggestion shown beside the class, never the class
+    suggested_class: FailureClass | None = None
 
 
 class Stat(BaseModel):
@@ -85,14 +90,19 @@ class WorkloadSpec(BaseModel):
     """What load to put on a server: the unit two results must share to be compared."""
 
     name: str
-    concurrency: list[int] = Field(default_factory=lambda: [1])
-    prompts: str = "fixed"  # "fixed", "diverse", or a path to a JSONL file with {"prompt": ...}
-    output_tokens: int = 256
-    requests_per_level: str | int = "2*C"  # an int, or an expression in C such as "2*C" or "max(4, C)"
-    warmup_requests: int = 1
-    prompt_tokens: int = 512  # approximate length of generated prompts
-    seed: int = 0
-    endpoint: Literal["completions", "chat"] = "completions"
+    concurrency: list[int] = Field(default_factory=lambda: [1], description="the concurrency levels swept")
+    prompts: str = Field(default="fixed", description=(
+        "fixed (one prompt, cached by design), diverse (generated from seed and prompt_tokens, as many as the "
+        "sweep sends) or a JSONL file of {\"prompt\": ...} lines; a sweep sends each prompt once"))
+    output_tokens: int = Field(default=256, description="tokens generated per request")
+    requests_per_level: str | int = Field(default="2*C", description=(
+        "an integer or an expression in C (numbers, + - * / // % **, max min ceil floor round int), at least "
+        "1 at every level"))
+    warmup_requests: int = Field(default=1, description="requests sent before a level's measurement")
+    prompt_tokens: int = Field(default=512, description="approximate length of generated prompts")
+    seed: int = Field(default=0, description="seed of the generated prompt set")
+    endpoint: Literal["completions", "chat"] = Field(default="completions", description=(
+        "/v1/completions or /v1/chat/completions"))
 
 
 class SweepResult(BaseModel):

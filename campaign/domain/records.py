@@ -117,6 +117,23 @@ class DeadEnd(BaseModel):
     reopened: bool = False  # a later fingerprint changed a revisit component
 
 
+#: the latency figures every level row carries (ms, node time): `LevelResult` stats
+LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+LATENCY_STATS = ("p50", "p99")
+
+#: side ("candidate", "baseline") -> metric ("ttft_ms") -> stat ("p99") -> ms, the mean over
+#: the side's launches (the statistic the latency limit is judged on: campaign.verdict.rule)
+LevelLatency = dict[str, dict[str, dict[str, float]]]
+
+
+class LatencyLimitView(BaseModel):
+    """The playbook's latency limit, as the journal and `show --json` print it."""
+
+    metric: str
+    stat: str
+    max_ms: float
+
+
 class LevelRow(BaseModel):
     """Per-level means for the journal's tables and plots."""
 
@@ -125,6 +142,7 @@ class LevelRow(BaseModel):
     baseline: float | None = None
     candidate: float | None = None
     comparison: LevelComparison | None = None
+    latency: LevelLatency = Field(default_factory=dict)
 
 
 class ExperimentView(BaseModel):
@@ -205,6 +223,7 @@ class CampaignView(BaseModel):
     node: str = ""
     time_scale: float = 1.0
     headline_workload: str | None = None  # the playbook's first workload: the scoreboard's figure
+    latency_limit: LatencyLimitView | None = None  # the playbook's, where it sets one
     baseline: BaselineView | None = None
     baseline_history: list[BaselineView] = Field(default_factory=list)
     experiments: list[ExperimentView] = Field(default_factory=list)

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from campaign.domain.models import ConfigChange, ReportedChange
-from campaign.domain.records import CampaignView, ExperimentView, LevelRow, Verdict
+from campaign.domain.records import CampaignView, ExperimentView, LatencyLimitView, LevelRow, Verdict
 from campaign.journal import mdsafe
 from campaign.journal.format import (
     NotesSource,
@@ -25,6 +25,7 @@ from campaign.journal.format import (
     unit_of,
     winner_margin,
 )
+from campaign.journal.latency_cells import latency_cells, latency_header, limit_cell, limit_header
 from campaign.journal.mdsafe import Md
 
 __all__ = ["confounded_sentence", "experiment_context", "level_table", "patch_details", "patch_line",
@@ -63,7 +64,7 @@ def regimes_sentence(exp: ExperimentView) -> Md | None:
     return Md("; ".join(parts))
 
 
-def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
+def level_table(exp: ExperimentView, workload: str, confidence: float, limit: LatencyLimitView | None = None) -> Md:
     from campaign.verdict.rule import level_confidence, loss_bound  # scipy: only when a table is drawn
 
     rows = [r for r in exp.rows if r.workload == workload]
@@ -75,7 +76,9 @@ def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
     k = sum(1 for r in exp.rows if r.comparison)
     header = ["C", f"candidate ({unit})", f"baseline ({unit})", "winner",
               f"± ({level_confidence(confidence, k) * 100:.3g}% CI)", f"no worse than ({confidence * 100:.0f}%)"]
-    header += ["latency limit (cand / base)"] if limits else []
+    latency = any(r.latency for r in rows)
+    header += latency_header() if latency else []
+    header += [limit_header(limit)] if limits else []
     lines: list[str] = [table(header, [])]
     for r in sorted(rows, key=lambda r: r.concurrency):
         c = r.comparison
@@ -84,10 +87,8 @@ def level_table(exp: ExperimentView, workload: str, confidence: float) -> Md:
         # every cell is a number or word this function formats: nothing to escape, and the
         # row is joined here, not cell by cell (1,000 experiments' tables have 100,000 cells)
         line = [str(r.concurrency), fmt_num(r.candidate), fmt_num(r.baseline), winner_text(r), ci, bound]
-        if limits:
-            def ok(v: bool | None) -> str:
-                return "-" if v is None else ("ok" if v else "MISSED")
-            line.append(f"{ok(c.candidate_meets_limit)} / {ok(c.baseline_meets_limit)}" if c else "-")
+        line += latency_cells(r) if latency else []
+        line += [limit_cell(r, limit)] if limits else []
         lines.append("| " + " | ".join(line) + " |")
     return Md("\n".join(lines))
 
@@ -173,7 +174,7 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         "confounded": confounded_sentence(v.confounded_by) if v and v.confounded_by else None,
         "diff": diff,
         "reported": reported_table(v.reported_diff) if v and v.reported_diff else None,
-        "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence),
+        "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence, view.latency_limit),
                        "screened": screened_line(v, w) if v else None} for w in workloads],
         "plot": Md(f"![{mdsafe.text(exp.hypothesis)}: throughput vs concurrency]({quote(plot, safe='/._-')})")
         if plot else None,

@@ -34,7 +34,7 @@ def drawing_code() -> list[Path]:
     here = Path(__file__).parent
     core = here.parent
     return [*here.glob("*.py"), *(here / "templates").glob("*.j2"), core / "store" / "view.py",
-            core / "domain" / "records.py"]
+            core / "store" / "latency.py", core / "domain" / "records.py"]
 
 
 def code_version(files: Iterable[Path]) -> str:

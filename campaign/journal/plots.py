@@ -1,4 +1,5 @@
-"""Plots for the journal: throughput vs concurrency per experiment, and a campaign overview.
+"""Plots for the journal: per experiment, throughput against concurrency for every workload
+and the per-user/total throughput trade-off of each sweep; and a campaign overview.
 
 Uses matplotlib's object API (`Figure` + Agg canvas) and never imports pyplot, so no GUI
 backend or global figure state is involved: safe in a headless controller and in
@@ -16,7 +17,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -37,6 +38,7 @@ from campaign.journal.format import (
     unit_of,
     winner_margin,
 )
+from campaign.journal.pareto import BASELINE, CANDIDATE, pareto_data, pareto_frame, pareto_limits
 from campaign.journal.plot_labels import Label
 
 __all__ = [
@@ -53,7 +55,7 @@ __all__ = [
 
 OVERVIEW_KEY = "_overview"
 DPI = 90
-CANDIDATE, BASELINE, TIE = "#1f77b4", "#7f7f7f", "#555555"
+TIE = "#555555"
 VERDICT_COLORS = {"win": "#2ca02c", "dead_end": "#d62728", "inconclusive": "#9e9e9e"}
 
 
@@ -150,22 +152,50 @@ def y_top(top: float) -> float:
     return next(step * scale for step in _NICE if step * scale >= need * (1 - 1e-12))
 
 
-def _panels(exp: ExperimentView, workloads: list[str]) -> list[tuple[str, list[LevelRow], list[int]]]:
+class Panel(NamedTuple):
+    """One panel of an experiment's plot: `kind` "levels" (throughput against C) or
+    "pareto" (per-user against total throughput, `campaign.journal.pareto`)."""
+
+    kind: str
+    workload: str
+    rows: list[LevelRow]
+    levels: list[int]
+
+
+def _panels(exp: ExperimentView, workloads: list[str]) -> list[Panel]:
+    """Throughput against C for every workload the experiment measured, then the Pareto
+    trade-off of each one with a sweep (`workloads`: those, `plot_workloads`)."""
     out = []
-    for wl in workloads:
-        rows = [r for r in exp.rows if r.workload == wl]
-        out.append((wl, rows, sorted({r.concurrency for r in rows})))
+    for kind, names in (("levels", list(dict.fromkeys(r.workload for r in exp.rows))), ("pareto", workloads)):
+        for wl in names:
+            rows = [r for r in exp.rows if r.workload == wl]
+            out.append(Panel(kind, wl, rows, sorted({r.concurrency for r in rows})))
     return out
 
 
-def _new_figure(panels: list[tuple[str, list[LevelRow], list[int]]], unit: str) -> tuple[Figure, list[Any]]:
+def _set_limits(ax: Any, panel: Panel) -> None:
+    """The data-dependent limits, set before the data: they pick a frame's kept pixels."""
+    if panel.kind == "pareto":
+        pareto_limits(ax, panel.rows)
+    else:
+        ax.set_ylim(0, panel_ylim(panel.rows))
+
+
+def _panel_data(ax: Any, panel: Panel) -> list[Any]:
+    return pareto_data(ax, panel.rows) if panel.kind == "pareto" else _level_data(ax, panel.rows)
+
+
+def _new_figure(panels: list[Panel], unit: str) -> tuple[Figure, list[Any]]:
     n = len(panels)
     fig = Figure(figsize=(5.2 * n, 3.9), dpi=DPI)
     FigureCanvasAgg(fig)
     axes = []
-    for i, (wl, _rows, cs) in enumerate(panels, 1):
+    for i, panel in enumerate(panels, 1):
         ax = fig.add_subplot(1, n, i)
-        _level_frame(ax, cs, wl, unit)
+        if panel.kind == "pareto":
+            pareto_frame(ax, panel.workload, unit)
+        else:
+            _level_frame(ax, panel.levels, panel.workload, unit)
         axes.append(ax)
     # one legend for the figure, below the panels: outside every axes, no data can hide it
     fig.legend(handles=[Line2D([], [], color=color, marker="o", ms=4, lw=1.6, label=label)
@@ -179,8 +209,9 @@ def experiment_figure(exp: ExperimentView, workloads: list[str]) -> Figure:
     """A new figure of one experiment (`draw_experiment` reuses frames: same pixels, faster)."""
     panels = _panels(exp, workloads)
     fig, axes = _new_figure(panels, unit_of(metric_of(exp)))
-    for ax, (_wl, rows, _cs) in zip(axes, panels):
-        _level_data(ax, rows)
+    for ax, panel in zip(axes, panels):
+        _set_limits(ax, panel)
+        _panel_data(ax, panel)
     fig.suptitle(_title(exp), fontsize=11)
     return fig
 
@@ -201,16 +232,16 @@ class _Frame:
 
     KEPT = 16  # y-limit sets kept per layout (about 1.3 MB each)
 
-    def __init__(self, panels: list[tuple[str, list[LevelRow], list[int]]], unit: str) -> None:
+    def __init__(self, panels: list[Panel], unit: str) -> None:
         self.fig, self.axes = _new_figure(panels, unit)
         self.title = self.fig.suptitle("", fontsize=11)
         self.data: list[Any] = []
-        self.kept: OrderedDict[tuple[tuple[float, float], ...], Any] = OrderedDict()
+        self.kept: OrderedDict[tuple[tuple[float, ...], ...], Any] = OrderedDict()
         self.canvas: Any = self.fig.canvas  # the Agg canvas `_new_figure` made
 
     def _background(self) -> Any:
         """The kept pixels for the axes' current y limits (drawn now if new)."""
-        key = tuple(ax.get_ylim() for ax in self.axes)
+        key = tuple((*ax.get_xlim(), *ax.get_ylim()) for ax in self.axes)
         pixels = self.kept.pop(key, None)
         if pixels is None:
             hidden = [self.title, *(s for ax in self.axes for s in ax.spines.values())]
@@ -225,14 +256,14 @@ class _Frame:
             self.kept.popitem(last=False)
         return pixels
 
-    def draw(self, exp: ExperimentView, panels: list[tuple[str, list[LevelRow], list[int]]], path: Path) -> None:
+    def draw(self, exp: ExperimentView, panels: list[Panel], path: Path) -> None:
         for artist in self.data:
             artist.remove()
         self.data = []
-        for ax, (_wl, rows, _cs) in zip(self.axes, panels):
-            ax.set_ylim(0, panel_ylim(rows))  # known before the data: it picks the kept pixels
+        for ax, panel in zip(self.axes, panels):
+            _set_limits(ax, panel)  # known before the data: they pick the kept pixels
         background = self._background()
-        self.data = [a for ax, (_wl, rows, _cs) in zip(self.axes, panels) for a in _level_data(ax, rows)]
+        self.data = [a for ax, panel in zip(self.axes, panels) for a in _panel_data(ax, panel)]
         self.title.set_text(_title(exp))
         self.canvas.restore_region(background)
         for ax in self.axes:
@@ -253,7 +284,7 @@ def draw_experiment(exp: ExperimentView, workloads: list[str], path: Path) -> No
     """Draw one experiment's plot into `path` (atomically), on a frame kept for its layout."""
     panels = _panels(exp, workloads)
     unit = unit_of(metric_of(exp))
-    key = (unit, tuple((wl, tuple(cs)) for wl, _rows, cs in panels))
+    key = (unit, tuple((p.kind, p.workload, tuple(p.levels)) for p in panels))
     with _frames_lock:
         frame = _FRAMES.pop(key, None) or _Frame(panels, unit)
         _FRAMES[key] = frame

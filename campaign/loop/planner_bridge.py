@@ -14,6 +14,8 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from campaign.domain.errors import UserError
+from campaign.domain.measurement import Measurement
+from campaign.domain.models import Failure
 from campaign.domain.records import CALL_FAILED
 from campaign.playbook.schema import HypothesisSpec, Playbook
 
@@ -124,3 +126,29 @@ def analyze_with_planner(deps: Any, cid: str, experiment_id: str) -> None:
     _record_calls(deps.store, cid, outcome.calls)
     if outcome.text:
         deps.store.record_artifact(experiment_id, "analysis", outcome.text)
+
+
+def triage_with_planner(deps: Any, cid: str, failure: Failure, log_lines: list[str]) -> Failure:
+    """The model's class for a failure no signature matched, kept as its suggestion: the
+    class stays the rule table's (`exited`, so no verdict, dead end or revisit rule reads
+    a guess), `suggested_class` and the summary say what the model thinks and that it is
+    the model's.  A signature is never sent; without an LLM planner (planner.kind: queue,
+    or no endpoint / key) nothing is asked and nothing is recorded."""
+    if deps.planner is None or failure.matched or not log_lines:
+        return failure
+    outcome = deps.planner.triage(log_lines)
+    _record_calls(deps.store, cid, outcome.calls)
+    if outcome.failure_class is None:
+        return failure
+    cls = outcome.failure_class.value
+    return failure.model_copy(update={
+        "suggested_class": outcome.failure_class,
+        "summary": f"{failure.summary}; the LLM suggests {cls} (a guess: no signature matched)"})
+
+
+def triage_measurement(deps: Any, cid: str, m: Measurement) -> Measurement:
+    """`m`, its failure carrying the model's suggestion when no signature matched."""
+    if m.failure is None or m.failure.matched:
+        return m
+    failure = triage_with_planner(deps, cid, m.failure, m.log_excerpt or m.failure.evidence)
+    return m.model_copy(update={"failure": failure})

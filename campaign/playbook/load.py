@@ -136,7 +136,7 @@ def _hint(kind: str, err: dict[str, Any]) -> str:
         return "use a list"
     if kind == "string_type":
         return "use a string (quote it)"
-    return "see the playbook reference in README.md"
+    return "see the playbook reference, docs/reference/playbook.md"
 
 
 def _fmt_loc(loc: tuple[Any, ...]) -> str:

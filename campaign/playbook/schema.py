@@ -54,11 +54,13 @@ class _NodeSpecBase(_Strict):
 class SimulatedNodeSpec(_NodeSpecBase):
     """The bundled simulated GPU node, started locally."""
 
-    kind: Literal["simulated"] = "simulated"
-    name: str = "sim-0"
-    profile: str = "rtx6000bw-pcie-8x"
-    cuda: str = "12.8"
-    seed: int = 0
+    kind: Literal["simulated"] = Field(default="simulated", description="the bundled simulated GPU node")
+    name: str = Field(default="sim-0", description="the node's name in the record and the journal")
+    profile: str = Field(default="rtx6000bw-pcie-8x", description=(
+        "the hardware the node models: rtx6000bw-pcie-8x or h200-nvlink-8x (tools/simnode/profiles.py)"))
+    cuda: str = Field(default="12.8", description="the CUDA version the node reports; `--set node.cuda=13.0` "
+                      "at a resume models an upgrade")
+    seed: int = Field(default=0, description="seeds the per-step noise (and seeded launch offsets)")
     time_scale: float = Field(default=1.0, gt=0, description="node seconds per wall second")
     noise_pct: float = Field(default=1.5, ge=0, le=20, description="per-step jitter (%), seeded")
     launch_offset_pct: float = Field(
@@ -81,24 +83,34 @@ class SimulatedNodeSpec(_NodeSpecBase):
 class LocalNodeSpec(_NodeSpecBase):
     """This machine, running a real engine."""
 
-    kind: Literal["local"]
-    name: str = "local"
-    workdir: str = ".campaign/node"
+    kind: Literal["local"] = Field(description="this machine", examples=["local"])
+    name: str = Field(default="local", description="the node's name in the record and the journal")
+    workdir: str = Field(default=".campaign/node", description="where server logs and the run ledger go")
 
 
 class SshNodeSpec(_NodeSpecBase):
     remote: ClassVar[bool] = True
-    kind: Literal["ssh"]
-    name: str = ""
-    host: str
-    user: str | None = None
-    port: int | None = None
-    identity_file: str | None = None
-    ssh_options: list[str] = Field(default_factory=list)
-    workdir: str = "~/.cache/campaign-node"  # on the node; made 0700, refused if shared
-    python: str = "python3"
-    sweep_on: Literal["node", "controller"] = "node"
-    simulated: SimulatedNodeSpec | None = None  # run the simulated node on that host
+    kind: Literal["ssh"] = Field(description="another machine, reached with the system OpenSSH client",
+                                 examples=["ssh"])
+    name: str = Field(default="", description="the node's name (default: its host); needed to tell two "
+                      "nodes on one host apart")
+    host: str = Field(description="host name or ~/.ssh/config alias", examples=["gpu-1"])
+    user: str | None = Field(default=None, description="login user (default: ssh's own choice)",
+                             examples=["bench"])
+    port: int | None = Field(default=None, description="ssh port (default: ssh's own choice)", examples=[2222])
+    identity_file: str | None = Field(default=None, description="private key file passed as `-i`",
+                                      examples=["~/.ssh/id_ed25519"])
+    ssh_options: list[str] = Field(default_factory=list, description="extra `-o` options for ssh",
+                                   examples=[["StrictHostKeyChecking=accept-new"]])
+    workdir: str = Field(default="~/.cache/campaign-node", description="the node's working directory: logs, "
+                         "ledger, the environment file of a launch; `~/` is the node user's home; made 0700, "
+                         "refused when another user's or writable by others")
+    python: str = Field(default="python3", description="the interpreter on the node that runs campaign's node "
+                        "helpers (and the engine, unless server.python says otherwise)")
+    sweep_on: Literal["node", "controller"] = Field(default="node", description=(
+        "where the load generator runs: next to the server (`campaign bench` on the node) or on this machine"))
+    simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node on that host "
+                                                "instead of a real engine")
 
     def simulated_node(self) -> SimulatedNodeSpec | None:
         return self.simulated
@@ -112,17 +124,32 @@ class SshNodeSpec(_NodeSpecBase):
 
 class SlurmNodeSpec(_NodeSpecBase):
     remote: ClassVar[bool] = True
-    kind: Literal["slurm"]
-    name: str = "slurm"
-    partition: str | None = None
-    gres: str | None = "gpu:8"
-    gpus: int | None = None
-    time_limit: str = "01:00:00"
-    exclusive: bool = True
-    max_parallel_jobs: int = 1
-    workdir: str = "~/.cache/campaign-slurm"  # on the shared filesystem; made 0700, refused if shared
-    python: str = "python3"
-    simulated: SimulatedNodeSpec | None = None
+    kind: Literal["slurm"] = Field(description="each launch is a Slurm batch job", examples=["slurm"])
+    name: str = Field(default="slurm", description="the node's name in the record and the journal")
+    partition: str | None = Field(default=None, description="sbatch --partition (default: the cluster's)",
+                                  examples=["gpu"])
+    gres: str | None = Field(default="gpu:8", description="sbatch --gres")
+    gpus: int | None = Field(default=None, description="sbatch --gpus, instead of gres", examples=[8])
+    time_limit: str = Field(default="01:00:00", description="sbatch --time for one launch's job")
+    exclusive: bool = Field(default=True, description="sbatch --exclusive: no other job shares the node")
+    max_parallel_jobs: int = Field(default=1, description="accepted but not used yet: one job per launch")
+    workdir: str = Field(default="~/.cache/campaign-slurm", description="a directory the controller and the "
+                         "compute nodes share: batch scripts, logs, the environment file of a launch; made 0700, "
+                         "refused when another user's or writable by others")
+    python: str = Field(default="python3", description="the interpreter on the compute node that runs "
+                        "campaign's node helpers")
+    simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node in the job "
+                                                "instead of a real engine")
+
+    @field_validator("max_parallel_jobs")
+    @classmethod
+    def _one_job(cls, v: int) -> int:
+        # One node runs one experiment, so one job, at a time; parallelism is one node per
+        # experiment (`nodes:`), which the fan-out already does.  Any other value would be ignored.
+        if v != 1:
+            raise ValueError("a slurm node runs one job at a time (fix: remove it; to run experiments at once, "
+                             "list one slurm node per job under `nodes:`, each with its own name)")
+        return v
 
     def simulated_node(self) -> SimulatedNodeSpec | None:
         return self.simulated
@@ -143,11 +170,15 @@ class SourceSpec(_Strict):
     """The engine's git checkout on the node.  Every launch runs from a worktree of
     `ref` (patched ones from a commit of their patches); the checkout is only read."""
 
-    repo: str
-    ref: str = "HEAD"
-    allowed_paths: list[str] | None = None  # where patches may write; None: anywhere in the repo
-    allow: list[Unsafe] = Field(default_factory=list)  # symlink, executable, submodule, git_paths, binary
-    max_patch_bytes: int = Field(default=1_000_000, gt=0)  # a bigger patch is refused, its size named
+    repo: str = Field(description="the engine's git checkout (a path on the node)", examples=["/opt/sglang"])
+    ref: str = Field(default="HEAD", description="the commit, branch or tag every launch runs from; its SHA "
+                     "is the fingerprint's engine_sha")
+    allowed_paths: list[str] | None = Field(default=None, description="where patches may write; null: "
+                                            "anywhere in the repo")
+    allow: list[Unsafe] = Field(default_factory=list, description="unsafe patch contents to accept: "
+                                "symlink, executable, submodule, git_paths, binary", examples=[["executable"]])
+    max_patch_bytes: int = Field(default=1_000_000, gt=0, description="a bigger patch is refused, its size "
+                                 "named, before git reads it")
 
     def rules(self) -> PatchRules:
         return PatchRules(allowed_paths=self.allowed_paths, allow=list(self.allow),
@@ -162,23 +193,36 @@ class ServerSpec(_Strict):
     `--name value` (True -> `--name`).  `python` is the engine's interpreter (say, its
     own venv); default: the node's python."""
 
-    engine: str = "simulated"  # a profile name in tools/engines (checked where adapters are picked)
-    command: str | None = None
-    python: str | None = None
-    model: str = "simulated-glm"
-    health: str | None = None
-    startup_timeout_s: float | None = Field(default=None, gt=0)
-    allowed_flags: list[str] | None = None  # None: any flag; else hypotheses may only set these
-    source: SourceSpec | None = None  # the engine's source: launches run from `{source}`
+    engine: str = Field(default="simulated", description=(
+        "the engine profile (tools/engines/): simulated, vllm or sglang; it gives the launch command, "
+        "environment defaults, health path, start-up time, triage rules and metrics reader"))
+    command: str | None = Field(default=None, description=(
+        "the launch command template, overriding the profile's: {python} {port} {model} {host} {flags} "
+        "{source} are filled in, each flag one argv item, no shell"),
+        examples=["{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"])
+    python: str | None = Field(default=None, description="the engine's interpreter (say, its own venv); "
+                               "null: the node's python", examples=[".campaign/vllm-venv/bin/python"])
+    model: str = Field(default="simulated-glm", description="the model served; the server's /v1/models must "
+                       "list it (a stranger's server is never taken for ours)")
+    health: str | None = Field(default=None, description="health path polled until the server is up; "
+                               "null: the profile's")
+    startup_timeout_s: float | None = Field(default=None, gt=0, description="seconds a start may take; "
+                                            "null: the profile's")
+    allowed_flags: list[str] | None = Field(default=None, description="null: hypotheses may set any flag; "
+                                            "else only these", examples=[["max-num-seqs", "max-num-batched-tokens"]])
+    source: SourceSpec | None = Field(default=None, description="the engine's git checkout: launches run from "
+                                      "a worktree of it (`{source}`), needed for patch hypotheses")
 
     #: variables the server inherits from the node's environment (names or PREFIX*);
     #: None: campaign.domain.server_env.DEFAULT_BASE_ENV plus the engine's own variables.
     #: Nothing else reaches it but the config's env (secrets only as ${NAME} references).
-    base_env: list[str] | None = None
-    #: the controller's variable holding the server's own API key (its `--api-key`): the
-    #: load generator sends `Authorization: Bearer` with it to this server and nowhere
-    #: else.  None: no request carries a credential.
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    base_env: list[str] | None = Field(default=None, description=(
+        "the node's variables the server inherits (names or PREFIX*), replacing the default list; "
+        "secret-named entries are refused"), examples=[["PATH", "HOME", "CUDA_VISIBLE_DEVICES", "HF_*"]])
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
+        "the controller's variable holding the server's own API key (its --api-key): the load generator "
+        "sends it to this server and nowhere else; null: no request carries a credential"),
+        examples=["SERVER_API_KEY"])
 
     @field_validator("base_env")
     @classmethod
@@ -200,8 +244,13 @@ def _env_values_to_str(v: object) -> object:
 
 
 class ConfigSpec(_Strict):
-    flags: dict[str, Scalar] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
+    """The baseline configuration every hypothesis changes."""
+
+    flags: dict[str, Scalar] = Field(default_factory=dict, description=(
+        "engine flags without the leading dashes; true -> `--flag`, false or null -> no flag"))
+    env: dict[str, str] = Field(default_factory=dict, description=(
+        "environment variables for the server; secrets only as `${NAME}` references"),
+        examples=[{"HF_TOKEN": "${HF_TOKEN}"}])
 
     _env_str = field_validator("env", mode="before")(lambda cls, v: _env_values_to_str(v))
 
@@ -210,7 +259,7 @@ class WorkloadConfig(WorkloadSpec):
     """A named workload; the name is taken from its key in `workloads:`."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = ""
+    name: str = Field(default="", description="set from its key in `workloads:`; leave it out")
 
     @field_validator("requests_per_level")
     @classmethod
@@ -252,8 +301,8 @@ def _no_shared_prompts(workloads: dict[str, WorkloadConfig]) -> None:
 
 # ------------------------------------------------------------------------ verdict
 class RepeatsSpec(_Strict):
-    min: int = Field(default=2, ge=1)
-    max: int = Field(default=6, ge=1)
+    min: int = Field(default=2, ge=1, description="interleaved rounds measured at least")
+    max: int = Field(default=6, ge=1, description="rounds measured at most (adaptive policy)")
     baseline: int = Field(default=4, ge=2, description=(
         "launches of a baseline measured where the node has none in this environment yet "
         "(campaign start, a changed fingerprint): the noise floor the first experiments "
@@ -267,60 +316,82 @@ class RepeatsSpec(_Strict):
 
 
 class LatencyLimit(_Strict):
-    metric: Literal["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"] = "ttft_ms"
-    stat: Literal["mean", "p50", "p90", "p99"] = "p99"
-    max_ms: float = Field(gt=0)
+    metric: Literal["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"] = Field(default="ttft_ms", description=(
+        "the latency measured: time to first token, inter-token latency, time per output token, end to end"))
+    stat: Literal["mean", "p50", "p90", "p99"] = Field(default="p99", description="the statistic of it per level")
+    max_ms: float = Field(gt=0, description="the limit; at a level where only one side meets it, that side wins",
+                          examples=[500])
 
 
 class CorrectnessSpec(_Strict):
-    enabled: bool = True
-    prompts: int = Field(default=8, ge=1)
-    max_tokens: int = Field(default=32, ge=1)
+    enabled: bool = Field(default=True, description="compare greedy outputs with the baseline's before any "
+                          "speed verdict")
+    prompts: int = Field(default=8, ge=1, description="fixed prompts compared")
+    max_tokens: int = Field(default=32, ge=1, description="greedy tokens generated per prompt")
     tolerance: float = Field(default=0.0, ge=0, le=1, description="share of prompts allowed to differ")
 
 
 class VerdictSpec(_Strict):
-    metric: Literal["output_tokens_per_s", "requests_per_s"] = "output_tokens_per_s"
-    min_effect_pct: float = Field(default=2.0, ge=0)
-    confidence: float = Field(default=0.95, gt=0.5, lt=1)
-    repeats: RepeatsSpec = Field(default_factory=RepeatsSpec)
-    policy: Literal["adaptive", "fixed"] = "adaptive"
-    interleave: bool = True
-    latency_limit: LatencyLimit | None = None
-    correctness: CorrectnessSpec = Field(default_factory=CorrectnessSpec)
+    metric: Literal["output_tokens_per_s", "requests_per_s"] = Field(default="output_tokens_per_s", description=(
+        "the figure compared at every level"))
+    min_effect_pct: float = Field(default=2.0, ge=0, description=(
+        "the smallest change that counts: a WIN needs a level whose interval lies above it, and a loss "
+        "beyond it ruled out everywhere"))
+    confidence: float = Field(default=0.95, gt=0.5, lt=1, description="the family's confidence level")
+    repeats: RepeatsSpec = Field(default_factory=RepeatsSpec, description="how many launches a side takes")
+    policy: Literal["adaptive", "fixed"] = Field(default="adaptive", description=(
+        "adaptive: look after every round from repeats.min to repeats.max and stop when decided; "
+        "fixed: exactly repeats.min rounds"))
+    interleave: bool = Field(default=True, description=(
+        "measure candidate and baseline in alternating rounds (C B C B) so the node's drift cancels"))
+    latency_limit: LatencyLimit | None = Field(default=None, description="a latency a side must meet to win a level")
+    correctness: CorrectnessSpec = Field(default_factory=CorrectnessSpec, description="the greedy-output check")
 
 
 class ReviewSpec(_Strict):
-    after_no_win_streak: int | None = Field(default=None, ge=1)
-    after_consecutive_dead_ends: int | None = Field(default=None, ge=1)
-    before_patch: bool = True
-    on_environment_change: bool = False
-    on_budget: bool = True
+    after_no_win_streak: int | None = Field(default=None, ge=1, description=(
+        "stop for review (exit 3) after this many experiments in a row without a WIN"), examples=[7])
+    after_consecutive_dead_ends: int | None = Field(default=None, ge=1, description=(
+        "stop for review after this many DEAD ENDs in a row"), examples=[3])
+    before_patch: bool = Field(default=True, description="stop for approval before an engine patch is applied")
+    on_environment_change: bool = Field(default=False, description=(
+        "stop for review when the node's fingerprint changes (CUDA, driver, engine version)"))
+    on_budget: bool = Field(default=True, description="stop for review when max_experiments, max_hours or max_queue_hours is reached, "
+                            "instead of finishing")
 
 
 class BudgetSpec(_Strict):
-    max_experiments: int = Field(default=50, ge=1)
-    max_hours: float = Field(default=48, gt=0)  # node time; a Slurm queue wait is not node time
-    max_queue_hours: float | None = Field(default=None, gt=0)  # time waiting for an allocation
-    stop_after_dead_ends: int | None = Field(default=None, ge=1)
-    max_infra_retries: int = Field(default=2, ge=0)
+    max_experiments: int = Field(default=50, ge=1, description="experiments in the whole campaign")
+    max_hours: float = Field(default=48, gt=0, description="node time; a Slurm job's wait in the queue is "
+                             "not node time")
+    max_queue_hours: float | None = Field(default=None, gt=0, description="time waiting for a Slurm "
+                                          "allocation", examples=[12])
+    stop_after_dead_ends: int | None = Field(default=None, ge=1, description="finish after this many DEAD ENDs in a row",
+                                             examples=[10])
+    max_infra_retries: int = Field(default=2, ge=0, description=(
+        "retries of an infrastructure failure (node unreachable, port taken) before INCONCLUSIVE (infrastructure)"))
 
 
 # ------------------------------------------------------------------------ planner
 class KnobSpec(_Strict):
     """One knob the planner may turn: a type and a range or a list of choices."""
 
-    type: Literal["int", "float", "bool", "choice", "str"] = "str"
-    min: float | None = None
-    max: float | None = None
-    choices: list[Scalar] | None = None
+    type: Literal["int", "float", "bool", "choice", "str"] = Field(default="str", description="the value's type")
+    min: float | None = Field(default=None, description="lowest value (int, float)", examples=[8])
+    max: float | None = Field(default=None, description="highest value (int, float)", examples=[512])
+    choices: list[Scalar] | None = Field(default=None, description="the allowed values (choice)",
+                                         examples=[["fcfs", "lpm"]])
 
 
 class PatchPolicy(_Strict):
-    repo: str
-    allowed_paths: list[str] = Field(default_factory=list)
-    allow: list[Unsafe] = Field(default_factory=list)  # symlink, executable, submodule, git_paths, binary
-    max_patch_bytes: int = Field(default=1_000_000, gt=0)
+    """Where a model-proposed patch may write."""
+
+    repo: str = Field(description="the engine's git checkout the patches apply to", examples=["/opt/sglang"])
+    allowed_paths: list[str] = Field(default_factory=list, description="paths a patch may touch",
+                                     examples=[["python/sglang/srt/"]])
+    allow: list[Unsafe] = Field(default_factory=list, description=(
+        "unsafe patch contents to accept: symlink, executable, submodule, git_paths, binary"), examples=[["executable"]])
+    max_patch_bytes: int = Field(default=1_000_000, gt=0, description="a bigger patch is refused")
 
 
 #: variables that choose what code a process loads: a model turning one of these runs
@@ -330,10 +401,13 @@ CODE_PATH_ENV = re.compile(r"^(LD_\w*|DYLD_\w*|PYTHON(PATH|HOME|STARTUP|USERBASE
 
 
 class KnobSpace(_Strict):
-    flags: dict[str, KnobSpec] = Field(default_factory=dict)
-    env: dict[str, KnobSpec] = Field(default_factory=dict)
-    patch_files: list[str] = Field(default_factory=list)
-    patches: PatchPolicy | None = None
+    """What an LLM planner may change: every proposal is checked against it."""
+
+    flags: dict[str, KnobSpec] = Field(default_factory=dict, description="flags the planner may set, by name")
+    env: dict[str, KnobSpec] = Field(default_factory=dict, description="environment variables the planner may set")
+    patch_files: list[str] = Field(default_factory=list, description="patch files the planner may propose",
+                                   examples=[["playbooks/patches/simnode-faster-steps.diff"]])
+    patches: PatchPolicy | None = Field(default=None, description="allow model-written patches, within these paths")
 
     @field_validator("env")
     @classmethod
@@ -346,51 +420,60 @@ class KnobSpace(_Strict):
 
 
 class PlannerSpec(_Strict):
-    kind: Literal["queue", "llm"] = "queue"
-    model: str = "gpt-4o-mini"
-    temperature: float = Field(default=0.2, ge=0, le=2)
-    base_url: str | None = None  # else OPENAI_BASE_URL
-    #: the variable holding the key for `base_url`.  None: OPENAI_API_KEY, sent only to
-    #: OPENAI_BASE_URL (or OpenAI's own), never to another base_url a playbook names
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    timeout_s: float = Field(default=60, gt=0)
-    max_retries: int = Field(default=3, ge=0)
-    max_rejections: int = Field(default=3, ge=0)
-    max_proposals: int = Field(default=5, ge=0)
-    context_tokens: int = Field(default=6000, ge=500)
-    analyze: bool = True
-    #: the cap on each answer's tokens sent to the endpoint (None: the endpoint's own); an answer
-    #: cut off there is refused like any other invalid one
-    max_tokens: int | None = Field(default=None, ge=16)
-    #: send the answer's JSON schema as `response_format` (json_schema, strict), so an endpoint
-    #: with constrained decoding can only produce a schema-valid answer; false: ask for plain JSON
-    structured: bool = True
-    #: sent as the request's `seed` (OpenAI, vLLM): with a temperature above 0, the same prompt
-    #: then gets the same answer from an endpoint that honours it; None: no seed
-    seed: int | None = None
-    #: the longest rationale, expected effect and analysis the schema allows (`maxLength`), so a
-    #: small model under constrained decoding ends its answer within max_tokens; None: unbounded
-    #: (OpenAI's strict mode documents no string lengths)
-    text_max_chars: int | None = Field(default=None, ge=20)
-    #: the most settings one proposal may change (flags set, env vars set, flags unset): the
-    #: schema bounds each list to it (a constrained decoder cannot repeat a knob in a list of
-    #: one) and validation counts them all; None: any number
-    max_changes: int | None = Field(default=None, ge=1)
+    kind: Literal["queue", "llm"] = Field(default="queue", description=(
+        "queue: the playbook's hypotheses in order; llm: a model proposes more once the queue is empty"))
+    model: str = Field(default="gpt-4o-mini", description="the model name sent to the endpoint")
+    temperature: float = Field(default=0.2, ge=0, le=2, description="sampling temperature")
+    base_url: str | None = Field(default=None, description="an OpenAI-compatible endpoint; null: OPENAI_BASE_URL "
+                                 "(else OpenAI's)", examples=["http://127.0.0.1:8011/v1"])
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
+        "the variable holding the key for base_url; null: OPENAI_API_KEY, sent only to OPENAI_BASE_URL "
+        "(or OpenAI's own), never to another base_url a playbook names"), examples=["GPU_BOX_KEY"])
+    timeout_s: float = Field(default=60, gt=0, description="seconds one call may take")
+    max_retries: int = Field(default=3, ge=0, description="retries of a failed call (bad answer, HTTP error)")
+    max_rejections: int = Field(default=3, ge=0, description="invalid proposals per request, each answered with its reason, before the planner gives up")
+    max_proposals: int = Field(default=5, ge=0, description="proposals the model may make in the campaign")
+    context_tokens: int = Field(default=6000, ge=500, description="the prompt's budget for the campaign's history")
+    analyze: bool = Field(default=True, description="the model writes a short analysis after each verdict")
+    max_tokens: int | None = Field(default=None, ge=16, description=(
+        "the cap on each answer's tokens (null: the endpoint's own); an answer cut off there is refused"),
+        examples=[320])
+    structured: bool = Field(default=True, description=(
+        "send the answer's JSON schema as `response_format`, so constrained decoding can only produce a "
+        "schema-valid answer; false: ask for plain JSON"))
+    seed: int | None = Field(default=None, description=(
+        "sent as the request's `seed`: the same prompt then gets the same answer from an endpoint that "
+        "honours it"), examples=[0])
+    text_max_chars: int | None = Field(default=None, ge=20, description=(
+        "the longest rationale, expected effect and analysis the schema allows (`maxLength`), so a small "
+        "model ends its answer within max_tokens; null: unbounded"), examples=[160])
+    max_changes: int | None = Field(default=None, ge=1, description=(
+        "the most settings one proposal may change (flags set, env vars set, flags unset); null: any number"),
+        examples=[1])
 
 
 # --------------------------------------------------------------------- hypotheses
 class HypothesisSpec(_Strict):
-    name: str
-    rationale: str = ""
-    flags: dict[str, Scalar] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
-    unset_flags: list[str] = Field(default_factory=list)
-    patch: str | None = None
-    stack_patches: list[str] = Field(default_factory=list)  # set by the stack check: wins' patches, in order
-    declares: list[str] | None = None  # settings under test; default: every key changed
-    adopt_if_win: bool = False
-    revisit_on: list[str] = Field(default_factory=list)  # fingerprint components
-    depends_on: list[str] = Field(default_factory=list)
+    name: str = Field(description="unique; lowercase letters, digits, '.', '_' or '-'")
+    rationale: str = Field(default="", description="why it might help: shown in the journal")
+    flags: dict[str, Scalar] = Field(default_factory=dict, description="flags set on top of the baseline's")
+    env: dict[str, str] = Field(default_factory=dict, description="environment variables set on top of the "
+                                "baseline's; secrets only as `${NAME}` references")
+    unset_flags: list[str] = Field(default_factory=list, description="baseline flags to drop",
+                                   examples=[["enforce-eager"]])
+    patch: str | None = Field(default=None, description="a unified diff for the engine's source "
+                              "(needs server.source); applied after approval at the review gate")
+    stack_patches: list[str] = Field(default_factory=list, description=(
+        "set by the stack check (the adopted wins' patches, in order); not for playbooks"))
+    declares: list[str] | None = Field(default=None, description=(
+        "the settings under test; any other reported difference confounds the run; null: every key it sets"))
+    adopt_if_win: bool = Field(default=False, description="a WIN becomes the baseline for later hypotheses")
+    revisit_on: list[str] = Field(default_factory=list, description=(
+        "fingerprint components (gpu, gpu_count, arch, driver, cuda, engine, engine_version, engine_sha, "
+        "interconnect) whose change re-opens this dead end"),
+        examples=[["cuda"]])
+    depends_on: list[str] = Field(default_factory=list, description=(
+        "hypotheses that must be decided first (with several nodes, it then runs alone)"), examples=[["smaller-cuda-graph"]])
 
     _env_str = field_validator("env", mode="before")(lambda cls, v: _env_values_to_str(v))
 
@@ -408,22 +491,24 @@ class HypothesisSpec(_Strict):
 
 
 class Playbook(_Strict):
-    #: a slug: it names the campaign ids, the branches and the default journal's file
-    name: str
-    description: str = ""
-    journal: str = "journal/{name}.md"
-    database: str = ".campaign/campaign.db"
-    node: NodeSpec = Field(default_factory=SimulatedNodeSpec)
-    nodes: list[NodeSpec] = Field(default_factory=list)  # several nodes: hypotheses in parallel
-    server: ServerSpec = Field(default_factory=ServerSpec)
-    baseline: ConfigSpec = Field(default_factory=ConfigSpec)
-    workloads: dict[str, WorkloadConfig]
-    verdict: VerdictSpec = Field(default_factory=VerdictSpec)
-    review: ReviewSpec = Field(default_factory=ReviewSpec)
-    budget: BudgetSpec = Field(default_factory=BudgetSpec)
-    planner: PlannerSpec = Field(default_factory=PlannerSpec)
-    knobs: KnobSpace = Field(default_factory=KnobSpace)
-    hypotheses: list[HypothesisSpec] = Field(default_factory=list)
+    name: str = Field(description="the campaign's name (its id starts with it): a slug, up to 80 letters, "
+                      "digits, '-', '_' or '.'")
+    description: str = Field(default="", description="what the campaign is after; shown in the journal")
+    journal: str = Field(default="journal/{name}.md", description="the living journal's path, relative to "
+                         "the working directory")
+    database: str = Field(default=".campaign/campaign.db", description="the SQLite record; `--db` overrides it")
+    node: NodeSpec = Field(default_factory=SimulatedNodeSpec, description="where the server runs, chosen by `kind`")
+    nodes: list[NodeSpec] = Field(default_factory=list, description=(
+        "several nodes: independent hypotheses run in parallel, each compared with its own node's baseline"))
+    server: ServerSpec = Field(default_factory=ServerSpec, description="how to launch the engine")
+    baseline: ConfigSpec = Field(default_factory=ConfigSpec, description="the configuration hypotheses change")
+    workloads: dict[str, WorkloadConfig] = Field(description="the load sweeps, by name; the first is the headline")
+    verdict: VerdictSpec = Field(default_factory=VerdictSpec, description="how a result is decided")
+    review: ReviewSpec = Field(default_factory=ReviewSpec, description="when the campaign stops for a human")
+    budget: BudgetSpec = Field(default_factory=BudgetSpec, description="when the campaign ends")
+    planner: PlannerSpec = Field(default_factory=PlannerSpec, description="where hypotheses come from")
+    knobs: KnobSpace = Field(default_factory=KnobSpace, description="what an LLM planner may change")
+    hypotheses: list[HypothesisSpec] = Field(default_factory=list, description="the ideas to test, in order")
 
     @field_validator("name")
     @classmethod

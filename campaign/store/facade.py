@@ -28,6 +28,7 @@ from campaign.store import lock as store_lock
 from campaign.store.convert import campaign_record, canonical, fingerprint_id, hypothesis_record
 from campaign.store.db import BUSY_TIMEOUT_MS, driver_connection, open_engine, read_session, write_session
 from campaign.store.experiments import ExperimentsMixin
+from campaign.store.export import LevelMeasurement, level_measurements
 from campaign.store.memo import ParseMemo
 from campaign.store.models import CampaignRow, FingerprintRow, HypothesisRow, RunLockRow
 from campaign.store.ops import ImmutableRecordError, require_campaign, unknown_campaign, upsert_hypothesis_in
@@ -263,6 +264,11 @@ class Store(ExperimentsMixin, ReviewLogMixin):
 
         with read_session(self._engine) as s:
             return changes.journal_changes(driver_connection(s), campaign_id, since)
+
+    def level_measurements(self, campaign_id: str) -> list[LevelMeasurement]:
+        """Every recorded level of every launch, one consistent read (`campaign export`)."""
+        with read_session(self._engine) as s:
+            return level_measurements(s, campaign_id)
 
     def show_json(self, campaign_id: str) -> dict[str, Any]:
         """The `campaign show --json` document."""

@@ -80,7 +80,7 @@ def _items(s: Session, snap: CampaignSnapshot | None, keys: list[str], cached: d
         missing = [k for k in part if k not in cached]
         if missing:
             assert snap is not None
-            snap.runs.update(read_runs(driver_connection(s), missing, snap.metric()))
+            snap.runs.update(read_runs(driver_connection(s), missing, snap.metric(), snap.latency_fields()))
             snap.verdicts.update(read_verdicts(driver_connection(s), missing))
             snap.detail = set(missing) | {e.id for e in snap.experiments if e.role == "baseline"}
         for k in part:

@@ -11,8 +11,8 @@ row timestamps and counts (nothing is decoded):
 - the head (name, status, baseline figures, planner calls and notes): the campaign row,
   every baseline measurement, the model calls and the planner notes.
 
-Every digest is salted with the text of `view.py` (the code that builds the document) and
-the playbook, so a new release or another metric never serves old text.  A piece whose
+Every digest is salted with the text of `view.py` and `latency.py` (the code that builds
+the document) and the playbook, so a new release or another metric never serves old text.  A piece whose
 digest differs is rebuilt by the full path (campaign.store.show) and written back.
 
 This module imports only sqlite3/zlib: the console script (campaign.cli.entry) answers a
@@ -66,7 +66,8 @@ SELECT (SELECT count(*) || ':' || coalesce(max(id), '') FROM llm_calls WHERE cam
 
 def _code_salt() -> bytes:
     try:
-        return (Path(__file__).with_name("view.py")).read_bytes()
+        here = Path(__file__)
+        return here.with_name("view.py").read_bytes() + here.with_name("latency.py").read_bytes()
     except OSError:  # a build without sources: never serve cached text
         return repr(id(object())).encode()
 

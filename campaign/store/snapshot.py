@@ -23,35 +23,44 @@ from campaign.store.convert import (
     verdict_detail,
     verdict_of,
 )
+from campaign.store.latency import latency_fields
 from campaign.store.memo import ParseMemo
-from campaign.store.pack import level_values, unpack_text
+from campaign.store.pack import level_figures, level_values, unpack_text
 from campaign.store.plain import IN_IDS, ids_param, require_campaign_row, rows
 from campaign.store.view import CampaignSnapshot, Runs, light_verdict
 
 OVERVIEW_LAST = 40  # campaign.journal.format.OVERVIEW_LAST (the store does not import the journal)
 
 
-def read_runs(conn: sqlite3.Connection, ids: list[str], metric: str) -> dict[str, Runs]:
-    """Every level of every round of `ids`, reduced to `metric`, per side in round order."""
+def read_runs(conn: sqlite3.Connection, ids: list[str], metric: str,
+              latency: tuple[str, ...] = ()) -> dict[str, Runs]:
+    """Every level of every round of `ids`, reduced to `metric` and the `latency` fields
+    (`campaign.store.latency`), per side in round order."""
     runs: dict[str, Runs] = {i: Runs() for i in ids}
     q = f"SELECT experiment_id, side, repeat, levels FROM run_sides WHERE experiment_id {IN_IDS} ORDER BY repeat"
     for exp_id, side, repeat, blob in conn.execute(q, (ids_param(ids),)):
-        runs[exp_id].add(side, repeat, level_values(blob, metric))
+        if not latency:
+            runs[exp_id].add(side, repeat, level_values(blob, metric))
+            continue
+        figures = level_figures(blob, [metric, *latency])
+        runs[exp_id].add(side, repeat, [(w, c, v[0]) for w, c, v in figures])
+        runs[exp_id].add_latency(side, latency, [(w, c, v[1:]) for w, c, v in figures])
     return runs
 
 
-def _memo_runs(conn: sqlite3.Connection, ids: list[str], metric: str, memo: ParseMemo) -> dict[str, Runs]:
+def _memo_runs(conn: sqlite3.Connection, ids: list[str], metric: str, latency: tuple[str, ...],
+               memo: ParseMemo) -> dict[str, Runs]:
     """`read_runs` through the memo: each experiment keyed by its rounds' heads (side,
     round, when recorded), read without their levels; only a new key is decoded."""
     heads: dict[str, list[tuple[str, int, float]]] = {i: [] for i in ids}
     q = f"SELECT experiment_id, side, repeat, recorded_at FROM run_sides WHERE experiment_id {IN_IDS}"
     for exp_id, side, repeat, recorded_at in conn.execute(q, (ids_param(ids),)):
         heads[exp_id].append((side, repeat, recorded_at))
-    keys = {i: (i, metric, tuple(sorted(h))) for i, h in heads.items()}
+    keys = {i: (i, metric, latency, tuple(sorted(h))) for i, h in heads.items()}
     out = {i: found for i in ids if (found := memo.runs.peek(keys[i])) is not None}
     missing = [i for i in ids if i not in out]
     if missing:
-        for exp_id, decoded in read_runs(conn, missing, metric).items():
+        for exp_id, decoded in read_runs(conn, missing, metric, latency).items():
             out[exp_id] = memo.runs.get(keys[exp_id], lambda r=decoded: r)  # type: ignore[misc]
     return out
 
@@ -127,11 +136,12 @@ def read_snapshot(conn: sqlite3.Connection, campaign_id: str, detail: set[str] |
     runs: dict[str, Runs] = {}
     loaded = ids if detail is None else [e.id for e in experiments if e.id in detail or e.role == "baseline"]
     metric = str(campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
+    latency = latency_fields(campaign.playbook)
     if detail is None:
-        runs.update(read_runs(conn, loaded, metric))
+        runs.update(read_runs(conn, loaded, metric, latency))
     else:  # a journal update: the baselines' rounds are final once written, decoded once per Store
-        runs.update(read_runs(conn, [i for i in loaded if i in detail], metric))
-        runs.update(_memo_runs(conn, [i for i in loaded if i not in detail], metric, memo))
+        runs.update(read_runs(conn, [i for i in loaded if i in detail], metric, latency))
+        runs.update(_memo_runs(conn, [i for i in loaded if i not in detail], metric, latency, memo))
     full = set(loaded)
     verdicts = _read_verdicts(conn, ids, full, parsed=full | set(ids[-OVERVIEW_LAST:]), memo=memo)
     if detail is not None:  # what the view reads a spec for: a re-rendered section, a dead end's revisit list

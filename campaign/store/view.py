@@ -27,6 +27,7 @@ from campaign.domain.records import (
 )
 from campaign.domain.source import PatchRecord
 from campaign.domain.work import Work
+from campaign.store.latency import latency_fields, latency_limit, latency_means
 from campaign.store.records import (
     CampaignRecord,
     EventRecord,
@@ -42,11 +43,13 @@ class Runs:
     level's values in round order, and the rounds measured.  What the views read: a
     1,000-experiment view never builds 100,000 level results (nor a tuple per level)."""
 
-    __slots__ = ("levels", "repeats")
+    __slots__ = ("latency", "levels", "repeats")
 
     def __init__(self) -> None:
         self.levels: dict[str, dict[tuple[str, int], list[float]]] = {"candidate": {}, "baseline": {}}
         self.repeats: dict[str, set[int]] = {"candidate": set(), "baseline": set()}
+        # side -> level -> latency field ("ttft_ms.p99") -> its value per round
+        self.latency: dict[str, dict[tuple[str, int], dict[str, list[float]]]] = {}
 
     def add(self, side: str, repeat: int, values: list[tuple[str, int, float]]) -> None:
         """One side's round (rounds must be added in order)."""
@@ -55,8 +58,19 @@ class Runs:
         for w, c, v in values:
             levels.setdefault((w, c), []).append(v)
 
+    def add_latency(self, side: str, fields: tuple[str, ...], rows: list[tuple[str, int, list[float]]]) -> None:
+        """One side's round of latency figures, `fields` in the order of each row's values."""
+        levels = self.latency.setdefault(side, {})
+        for w, c, values in rows:
+            level = levels.setdefault((w, c), {})
+            for field, v in zip(fields, values):
+                level.setdefault(field, []).append(v)
+
     def side(self, side: str) -> dict[tuple[str, int], list[float]]:
         return self.levels.get(side, {})
+
+    def side_latency(self, side: str, key: tuple[str, int]) -> dict[str, list[float]]:
+        return self.latency.get(side, {}).get(key, {})
 
 
 NO_RUNS = Runs()
@@ -97,6 +111,9 @@ class CampaignSnapshot(BaseModel):
 
     def metric(self) -> str:
         return str(self.campaign.playbook.get("verdict", {}).get("metric", "output_tokens_per_s"))
+
+    def latency_fields(self) -> tuple[str, ...]:
+        return latency_fields(self.campaign.playbook)
 
     def workload_order(self) -> list[str]:
         return list(self.campaign.playbook.get("workloads", {}))
@@ -139,15 +156,15 @@ def _runs(snap: CampaignSnapshot, experiment_id: str) -> Runs:
     return found
 
 
-def _baseline_levels(snap: CampaignSnapshot, exp: ExperimentRecord) -> dict[tuple[str, int], list[float]]:
+def _baseline_runs(snap: CampaignSnapshot, exp: ExperimentRecord) -> Runs:
     """Interleaved baseline runs of the experiment itself, else those of its baseline."""
-    own = _runs(snap, exp.id).side("baseline")
-    if own or exp.baseline_ref is None:
+    own = _runs(snap, exp.id)
+    if own.side("baseline") or exp.baseline_ref is None:
         return own
     ref = snap.experiment(exp.baseline_ref)
     if ref is None or ref.status == "stale":
-        return {}
-    return _runs(snap, ref.id).side("baseline")
+        return NO_RUNS
+    return _runs(snap, ref.id)
 
 
 def _sort_key(order: list[str]) -> Any:
@@ -189,26 +206,29 @@ def _baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord, memo: Any) -> 
     return memo.get(key, lambda: (exp, runs, baseline_view(snap, exp)))[2]  # type: ignore[no-any-return]
 
 
-def _level_row(wl: str, c: int, base: dict[tuple[str, int], list[float]], cand: dict[tuple[str, int], list[float]],
-               comparison: LevelComparison | None) -> LevelRow:
+def _level_row(wl: str, c: int, base_runs: Runs, cand_runs: Runs, comparison: LevelComparison | None) -> LevelRow:
     """A compared level shows the figures its comparison used (a stalled launch the screen
     left out is not in them: `campaign.verdict.launches`); a level measured but not
-    compared (a crash mid-sweep) shows its launches' mean."""
+    compared (a crash mid-sweep) shows its launches' mean.  Latency: every launch's mean."""
+    latency = latency_means({"candidate": cand_runs.side_latency("candidate", (wl, c)),
+                             "baseline": base_runs.side_latency("baseline", (wl, c))})
     if comparison is not None:
         return LevelRow(workload=wl, concurrency=c, baseline=comparison.baseline_mean,
-                        candidate=comparison.candidate_mean, comparison=comparison)
+                        candidate=comparison.candidate_mean, comparison=comparison, latency=latency)
+    base, cand = base_runs.side("baseline"), cand_runs.side("candidate")
     return LevelRow(workload=wl, concurrency=c, baseline=fmean(base[(wl, c)]) if (wl, c) in base else None,
-                    candidate=fmean(cand[(wl, c)]) if (wl, c) in cand else None)
+                    candidate=fmean(cand[(wl, c)]) if (wl, c) in cand else None, latency=latency)
 
 
 def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentView:
     if snap.detail is not None and exp.id not in snap.detail:
         return _outline_view(snap, exp)
     verdict = snap.verdicts.get(exp.id)
-    cand = _runs(snap, exp.id).side("candidate")
-    base = _baseline_levels(snap, exp)
+    cand_runs = _runs(snap, exp.id)
+    cand = cand_runs.side("candidate")
+    base_runs = _baseline_runs(snap, exp)
     comparisons = {(lc.workload, lc.concurrency): lc for lc in (verdict.levels if verdict else [])}
-    rows = [_level_row(wl, c, base, cand, comparisons.get((wl, c)))
+    rows = [_level_row(wl, c, base_runs, cand_runs, comparisons.get((wl, c)))
             for wl, c in sorted(set(cand) | set(comparisons), key=_sort_key(snap.workload_order()))]  # levels it reached
     hyp = snap.hypothesis(exp.hypothesis)
     ref = snap.experiment(exp.baseline_ref)
@@ -303,6 +323,7 @@ def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
         node=c.node,
         time_scale=c.time_scale,
         headline_workload=next(iter(snap.workload_order()), None),
+        latency_limit=latency_limit(c.playbook),
         baseline=next((b for b in history if current and b.experiment_id == current.id), None),
         baseline_history=history,
         experiments=[experiment_view(snap, e) for e in snap.experiments if e.role == "candidate"],
@@ -335,6 +356,7 @@ def show_json(view: CampaignView) -> dict[str, Any]:
         "name": view.name,
         "status": view.status,
         "halt_reason": view.halt_reason,
+        "latency_limit": view.latency_limit.model_dump(mode="json") if view.latency_limit else None,
         "baseline": None
         if base is None
         else {
@@ -349,16 +371,17 @@ def show_json(view: CampaignView) -> dict[str, Any]:
 
 
 def experiment_json(e: ExperimentView) -> dict[str, Any]:
-    metrics: dict[str, dict[str, dict[str, float | None]]] = {}
+    metrics: dict[str, dict[str, dict[str, Any]]] = {}
     for row in e.rows:
-        delta = row.comparison.delta_pct if row.comparison else None
+        c = row.comparison
+        delta = c.delta_pct if c else None
         if delta is None and row.candidate is not None and row.baseline:
             delta = (row.candidate / row.baseline - 1) * 100
-        metrics.setdefault(row.workload, {})[str(row.concurrency)] = {
-            "candidate": row.candidate,
-            "baseline": row.baseline,
-            "delta_pct": delta,
-        }
+        level: dict[str, Any] = {"candidate": row.candidate, "baseline": row.baseline, "delta_pct": delta,
+                                 "latency_ms": row.latency}
+        if c is not None and (c.candidate_meets_limit is not None or c.baseline_meets_limit is not None):
+            level["meets_latency_limit"] = {"candidate": c.candidate_meets_limit, "baseline": c.baseline_meets_limit}
+        metrics.setdefault(row.workload, {})[str(row.concurrency)] = level
     v = e.verdict
     return {
         "id": e.id,
@@ -367,6 +390,8 @@ def experiment_json(e: ExperimentView) -> dict[str, Any]:
         "reason": v.reason if v else (e.failure.summary if e.failure else ""),
         "failure_class": (v.failure_class.value if v and v.failure_class else None)
         or (e.failure.failure_class.value if e.failure else None),
+        # the LLM's guess for a failure no rule matched: beside the class, never the class
+        "suggested_class": e.failure.suggested_class.value if e.failure and e.failure.suggested_class else None,
         "metrics": metrics,
         # what the two servers reported differently, and what confounds the run
         "reported_diff": [r.model_dump(mode="json") for r in v.reported_diff] if v else [],

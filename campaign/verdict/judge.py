@@ -44,7 +44,7 @@ __all__ = ["RoundDecision", "judge", "noise_phrase", "round_decision", "rounds_s
 
 #: how far (in today's standard errors) the projection moves the centre: one, the edge
 #: of today's one-sided 84% interval.  A verdict that only an effect beyond it could reach
-#: by `repeats.max` is not worth a round.  The verdict lab (README): with Pocock's equal
+#: by `repeats.max` is not worth a round.  The verdict lab (`bench/verdict_lab.py`): with Pocock's equal
 #: levels 1.0 saved 0.25 rounds per experiment against 1.28 for 4-5 more strong misses per
 #: structure; with the error spending of `multiplicity.SPENDING_GAMMA` the last look's
 #: level is higher and a projection decides more often, and 1.28 cost 0.2-0.3 rounds more

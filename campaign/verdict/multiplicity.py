@@ -54,7 +54,7 @@ _GRID_PER_SD = 400
 #: levels (0.0074, 0.0088, 0.0138, 0.0217, 0.0338 at rounds 2..6 where Pocock gives 0.0178
 #: at each): a verdict after two launches a side rests on the fewest df, and that is where
 #: the lab's rare wrong verdicts were; an effect still open at round 6 is tested nearer a
-#: fixed design's 0.05.  Chosen in the verdict lab (README) with the projection's move at
+#: fixed design's 0.05.  Chosen in the verdict lab (`bench/verdict_lab.py`) with the projection's move at
 #: one standard error (`judge.PROJECTION_SHIFT_SE`): against Pocock with 1.28, fewer
 #: misses and wrong verdicts in as many rounds (gamma = -1: fewer rounds, more misses).
 SPENDING_GAMMA = -2.0

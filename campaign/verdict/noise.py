@@ -278,7 +278,7 @@ def baseline_launches(repeats: RepeatsSpec, known: NodeNoise, workloads: Sequenc
     on that floor alone, and 2 launches give it 1 df between launches (a 95% t quantile
     of 12.7; 4 launches: 3 df, 3.2).  In the verdict lab, 4 launches instead of 2 cut
     `heavy_tail`'s strong misses by a fifth, most of them in each node's first five
-    experiments (README "Benchmarks").  With no history the screen still cannot drop an
+    experiments (`bench/verdict_lab.py`; docs/benchmarks/verdict-lab.md).  With no history the screen still cannot drop an
     8% stall from 4 launches (its launch test has 2 df there).  Later re-measurements
     (an adopted win) add to a history: `max(2, repeats.min)`."""
     floor = max(2, repeats.min)

@@ -28,6 +28,7 @@ FAILURE_COMPONENTS: dict[FailureClass, list[str]] = {
     FailureClass.server_error: ["engine_version"],
     FailureClass.engine_dead: ["engine_version"],
     FailureClass.kernel_fault: ["engine_version", "cuda", "gpu"],
+    FailureClass.environment: ["engine_version", "cuda"],
     FailureClass.patch_conflict: ["engine_sha"],
     FailureClass.stack_conflict: ["engine_sha"],
     FailureClass.patch_refused: [],

@@ -34,8 +34,12 @@ TRIAGE_RULES: tuple[TriageRule, ...] = (
          r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)|"
          r"\bruns out of memory\. Please set a smaller number for",
          60, "too little memory for the KV cache"),
+    # the KV allocators' RuntimeError (mem_cache/common.py); not the scheduler's
+    # "Decode out of memory happened" warning, which retracts requests and goes on
+    rule(FC.oom, r"(Decode|Prefill) out of memory\. Try to lower your batch size", 60,
+         "KV cache slots ran out"),
     rule(FC.engine_dead, r"Rank \d+ scheduler is dead|Scheduler or DataParallelController \d+ terminated|"
-         r"Received sigquit from a child process", 70, "SGLang scheduler died"),
+         r"Received sigquit from a child proces", 70, "SGLang scheduler died", consequence=True),
     rule(FC.exited, r"is not a local folder and is not a valid model identifier|"
          r"does not appear to have a file named config\.json|Can't load the configuration of",
          65, "model not found"),

@@ -52,7 +52,7 @@ TRIAGE_RULES: tuple[TriageRule, ...] = (
     # dies while serving makes EngineCore log "[shutdown] Executor: ..." *before* the API
     # server's EngineDeadError.  Only the API server's own shutdown makes it expected.
     rule(FC.engine_dead, r"EngineDeadError", 70, "vLLM engine died while serving",
-         unless_after=r"\[shutdown\] API server: (shutdown triggered|stopping engine client)"),
+         unless_after=r"\[shutdown\] API server: (shutdown triggered|stopping engine client)", consequence=True),
     rule(FC.exited, r"pydantic.*ValidationError|validation error for \w*Config", 66, "engine rejected the configuration"),
 )
 

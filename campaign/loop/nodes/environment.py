@@ -16,6 +16,7 @@ from campaign.loop.experiment import (
     workloads_of,
 )
 from campaign.loop.nodes.base import NodeFamily, correctness_prompts
+from campaign.loop.planner_bridge import triage_measurement
 from campaign.loop.state import CampaignState
 from campaign.loop.work_check import asked_work, expected_keys, stale_baseline
 from campaign.verdict.noise import baseline_launches
@@ -104,7 +105,7 @@ class EnvironmentNodes(NodeFamily):
                                         label=f"baseline{attempt}-r{r}",
                                         correctness_prompts=correctness_prompts(pb) if r == 0 else None,
                                         correctness_tokens=pb.verdict.correctness.max_tokens)
-                record_measurement(store, eid, "baseline", r, m, self._node(state).name)
+                record_measurement(store, eid, "baseline", r, triage_measurement(self.d, cid, m), self._node(state).name)
                 if m.failure:
                     break
             failure = recorded_failure(store, eid)

@@ -23,6 +23,7 @@ from campaign.loop.experiment import (
     workloads_of,
 )
 from campaign.loop.nodes.base import NodeFamily, correctness_prompts, reference_config
+from campaign.loop.planner_bridge import triage_measurement
 from campaign.loop.routing import halt_after_verdict
 from campaign.loop.state import CampaignState, current_of
 from campaign.loop.streaks import experiments_recorded, streaks_from_store
@@ -95,7 +96,7 @@ class ExperimentNodes(NodeFamily):
                 store.add_event(cid, "infrastructure",
                                 f"{spec.name} {side} r{rnd}: {m.failure.failure_class.value}, retrying")
                 return {"current": {**cur, "infra_retries": cur.get("infra_retries", 0) + 1}}
-            record_measurement(store, eid, side, rnd, m, self._node(state).name)
+            record_measurement(store, eid, side, rnd, triage_measurement(self.d, cid, m), self._node(state).name)
         if recorded_failure(store, eid) is not None:
             return {"current": {**cur, "failed": True, "side": ""}}
         if side == "baseline" and not cur.get("reference_config"):

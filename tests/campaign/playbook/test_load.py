@@ -151,3 +151,12 @@ def test_a_variable_that_picks_loaded_code_is_never_a_planner_knob(name: str) ->
     assert line.startswith("pb.yaml:") and f"knobs.env.{name}: {name} chooses the code a process loads" in line
     assert "(fix: remove the knob" in line
     parse_playbook_text(GOOD + "knobs:\n  env:\n    NCCL_ALGO: {type: str}\n", "pb.yaml")  # others stay knobs
+
+
+def test_a_slurm_node_asking_for_parallel_jobs_is_refused_with_one_line():
+    """A slurm node runs one job at a time; a value it would ignore is refused."""
+    slurm = "node: {kind: slurm, partition: gpu, max_parallel_jobs: 4}\n"
+    (line,) = _problems(GOOD + slurm)
+    assert line.startswith("pb.yaml:7: node.max_parallel_jobs:") and "one job at a time" in line
+    assert "nodes:" in line  # the fix names the way to run experiments at once
+    parse_playbook_text(GOOD + slurm.replace("4", "1"), "pb.yaml")  # 1 (the default) is what it does

@@ -193,3 +193,53 @@ def test_vllm_usage_text_is_not_a_jit_error_and_a_worker_shutdown_is_not_a_reque
     assert classify(0, crash, phase="load").failure_class.value == "engine_dead"
     asked = ["[shutdown] API server: stopping engine client", "EngineDeadError: EngineCore encountered an issue."]
     assert classify(0, asked, phase="load").failure_class.value == "exited"
+
+
+def test_the_first_root_cause_decides_and_its_consequences_do_not() -> None:
+    """SGLang on sm_120: the ValueError decides, not the dead scheduler logged after it;
+    a watchdog hang that then kills the scheduler is a hang; a hang logged before the
+    OOM that caused it yields to the OOM."""
+    from tools.engines import engine_profile
+
+    sglang = engine_profile("sglang")
+    cc = ["[2025-09-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+          "ValueError: Unsupported compute capability: 12.0",
+          "[2025-09-01 10:00:01] Received sigquit from a child process. It usually means the child failed."]
+    assert sglang.classify(1, cc).failure_class == FC.unsupported_arch
+    watchdog = ["[2025-10-29 11:25:58 TP3] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+                "[2025-10-29 11:26:03] Rank 0 scheduler is dead. Please check if there are relevant logs."]
+    assert sglang.classify(1, watchdog).failure_class == FC.hang
+    rpc_then_oom = ["ERROR [core.py:502] TimeoutError: RPC call to execute_model timed out.",
+                    "(Worker_TP1) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    assert classify(1, rpc_then_oom).failure_class == FC.oom
+
+
+def test_warnings_that_do_not_stop_the_server_are_not_signatures() -> None:
+    from tools.engines import engine_profile
+    from tools.server.triage import is_unmatched
+
+    lines = ["WARNING FlashInfer top-p/top-k sampling unavailable: unsupported compute capability 7.5; falling back",
+             "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845"]
+    assert is_unmatched(engine_profile("sglang").classify(1, lines))
+
+
+@pytest.mark.parametrize("line", [
+    "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+    "ModuleNotFoundError: No module named 'vllm'",
+    "Exception: flashinfer_python with minimum required version 0.2.5 is not installed. Please uninstall the old version",
+    "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+    "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-6604c5e0)",
+    "ImportError: /usr/lib/python3/flash_attn_2_cuda.so: undefined symbol: _ZN3c105ErrorC2E",
+])
+def test_what_the_node_lacks_is_environment_and_outranks_what_it_causes(line: str) -> None:
+    lines = [line, "ValueError: Model architectures ['LlavaForConditionalGeneration'] are not supported for now."]
+    failure = classify(1, lines)
+    assert failure.failure_class == FC.environment and "exited (after it)" in failure.summary
+
+
+def test_a_warning_about_a_missing_library_does_not_decide() -> None:
+    """vLLM warns when its custom ops do not load and goes on; the OOM that stops it decides."""
+    lines = ["WARNING 06-09 10:00:00 [_custom_ops.py:21] Failed to import from vllm._C with "
+             "ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    assert classify(1, lines).failure_class == FC.oom

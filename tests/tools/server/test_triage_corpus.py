@@ -11,6 +11,7 @@ import pytest
 
 from bench.triage_corpus import (
     CORPUS,
+    HOLDOUT,
     CorpusError,
     llm_triage,
     load_corpus,
@@ -56,6 +57,21 @@ def test_table_and_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 0
     out = capsys.readouterr().out
     assert "| **all** |" in out and "wrong 0.0%" in out
+    training, holdout = out.split("## holdout")
+    assert "## training corpus" in training and "wrong 0.0%" in holdout
+
+
+def test_holdout_is_apart_from_the_corpus_and_scored_apart() -> None:
+    """Logs never used to write a rule: none shares an issue with the training corpus;
+    goal >= 90% right and none wrong."""
+    held, trained = load_corpus(HOLDOUT), load_corpus(CORPUS)
+    assert len(held) >= 20
+    assert not {log.source for log in held} & {log.source for log in trained}
+    for log in held:
+        assert SOURCE.match(log.source), f"{log.name}: source must be the issue/PR URL, got {log.source!r}"
+    results = score(held)
+    assert [r.name for r in results if r.outcome == "wrong"] == []
+    assert sum(r.outcome == "right" for r in results) / len(results) >= 0.90
 
 
 def _write(tmp: Path, name: str, header: str, body: str) -> Path:
