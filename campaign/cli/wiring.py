@@ -31,9 +31,14 @@ __all__ = ["build_deps", "check_adapters", "ledger_path", "node_runtime_for", "r
 
 
 def check_adapters(pb: Playbook, source: str) -> None:
-    """What only the adapters can check, before anything is recorded: the engine exists."""
+    """What only the adapters can check, before anything is recorded: the engine exists,
+    and the planner's key would go only where it is meant (campaign.planner.resolve_endpoint)."""
+    from campaign.planner import resolve_endpoint
+
     try:
         engine_profile(pb.server.engine)
+        if pb.planner.kind == "llm":
+            resolve_endpoint(pb.planner)
     except UserError as exc:
         raise UserError(f"{source}: {exc}") from None
 

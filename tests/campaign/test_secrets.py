@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.campaign.sim_playbook import tiny_playbook
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -28,25 +30,12 @@ def _secret(prefix: str = "") -> str:
 
 
 def _playbook(tmp_path: Path, baseline_env: dict[str, str], hyp_env: dict[str, str]) -> Path:
-    data = {
-        "name": "secrets",
-        "journal": str(tmp_path / "journal" / "secrets.md"),
-        "database": str(tmp_path / "state" / "campaign.db"),
-        "node": {"kind": "simulated", "seed": 1, "time_scale": 400, "noise_pct": 1.0},
-        "server": {"engine": "simulated", "model": "sim-model", "startup_timeout_s": 120,
-                   "command": "{python} -m tools.simnode --host {host} --port {port} --profile {profile} "
-                              "--cuda {cuda} --seed {seed} --time-scale {time_scale} --noise-pct {noise_pct} "
-                              "--model-path {model} --tp 8 {flags}"},
-        "baseline": {"flags": {"cuda-graph-max-bs": 512}, "env": baseline_env},
-        "workloads": {"single": {"concurrency": [1, 2], "output_tokens": 16, "requests_per_level": 2,
-                                 "warmup_requests": 0}},
-        "verdict": {"repeats": {"min": 1, "max": 1}, "interleave": False,
-                    "correctness": {"prompts": 2, "max_tokens": 8}},
-        "hypotheses": [
-            {"name": "nccl-tree-with-token", "env": {"NCCL_ALGO": "Tree", **hyp_env}},
-            {"name": "symm-mem-crash", "flags": {"enable-torch-symm-mem": True}},
-        ],
-    }
+    data = tiny_playbook(tmp_path, "secrets", [
+        {"name": "nccl-tree-with-token", "env": {"NCCL_ALGO": "Tree", **hyp_env}},
+        {"name": "symm-mem-crash", "flags": {"enable-torch-symm-mem": True}},
+    ])
+    data["baseline"]["env"] = baseline_env
+    data["workloads"]["single"]["concurrency"] = [1, 2]
     path = tmp_path / "playbook" / "secrets.yaml"
     path.parent.mkdir()
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -6,50 +6,24 @@ that would put the journal outside the project) is refused by `validate`."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import yaml
-
 from campaign.journal.owner import journal_owner
+from tests.campaign.sim_playbook import campaign_cli, tiny_playbook, write_playbook
 
 ROOT = Path(__file__).resolve().parents[3]
 NOTE = "A-ONLY HUMAN NOTE"
 
 
 def _playbook(tmp_path: Path, name: str = "owned") -> Path:
-    data = {
-        "name": name,
-        "journal": str(tmp_path / "journal" / "owned.md"),
-        "database": str(tmp_path / "state" / "c.db"),
-        "node": {"kind": "simulated", "seed": 1, "time_scale": 400, "noise_pct": 1.0},
-        "server": {"engine": "simulated", "model": "sim-model", "startup_timeout_s": 120,
-                   "command": "{python} -m tools.simnode --host {host} --port {port} --profile {profile} "
-                              "--cuda {cuda} --seed {seed} --time-scale {time_scale} --noise-pct {noise_pct} "
-                              "--model-path {model} --tp 8 {flags}"},
-        "baseline": {"flags": {"cuda-graph-max-bs": 512}},
-        "workloads": {"single": {"concurrency": [1], "output_tokens": 16, "requests_per_level": 2,
-                                 "warmup_requests": 0}},
-        "verdict": {"repeats": {"min": 1, "max": 1}, "interleave": False,
-                    "correctness": {"prompts": 2, "max_tokens": 8}},
-        "hypotheses": [{"name": "crash", "flags": {"enable-torch-symm-mem": True}}],
-    }
-    path = tmp_path / "pb.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    data = tiny_playbook(tmp_path, name, [{"name": "crash", "flags": {"enable-torch-symm-mem": True}}],
+                         journal=str(tmp_path / "journal" / "owned.md"), database=str(tmp_path / "state" / "c.db"))
+    return write_playbook(tmp_path / "pb.yaml", data)
 
 
 def test_a_second_campaign_never_writes_the_firsts_journal(tmp_path: Path) -> None:
     pb, db = _playbook(tmp_path), str(tmp_path / "state" / "c.db")
-    first = _cli(tmp_path, "run", str(pb), "--db", db, "-q")
+    first = campaign_cli(tmp_path, "run", str(pb), "--db", db, "-q")
     assert first.returncode == 0, first.stdout + first.stderr
     journal = tmp_path / "journal" / "owned.md"
     a_id = journal_owner(journal.read_text())
@@ -66,9 +40,9 @@ def test_a_second_campaign_never_writes_the_firsts_journal(tmp_path: Path) -> No
     assert "<!-- notes:campaign -->\n" in text
     journal.write_text(text.replace("<!-- notes:campaign -->\n", f"<!-- notes:campaign -->\n{NOTE}\n", 1))
 
-    second = _cli(tmp_path, "run", str(pb), "--db", db, "-q", "--new")
+    second = campaign_cli(tmp_path, "run", str(pb), "--db", db, "-q", "--new")
     assert second.returncode == 0, second.stdout + second.stderr
-    ids = [c["id"] for c in json.loads(_cli(tmp_path, "status", "--db", db, "--json").stdout)]
+    ids = [c["id"] for c in json.loads(campaign_cli(tmp_path, "status", "--db", db, "--json").stdout)]
     (b_id,) = [i for i in ids if i != a_id]
     b_journal = journal.with_name(f"{b_id}.md")
     assert journal_owner(journal.read_text()) == a_id and NOTE in journal.read_text()
@@ -76,12 +50,12 @@ def test_a_second_campaign_never_writes_the_firsts_journal(tmp_path: Path) -> No
     assert str(b_journal) in second.stdout + second.stderr  # the user is told where it is
 
     for cid, path in ((a_id, journal), (b_id, b_journal)):  # regenerated: each into its own file
-        res = _cli(tmp_path, "journal", cid, "--db", db)
+        res = campaign_cli(tmp_path, "journal", cid, "--db", db)
         assert res.returncode == 0, res.stdout + res.stderr
         assert journal_owner(path.read_text()) == cid
     assert NOTE in journal.read_text() and NOTE not in b_journal.read_text()
     # a journal that names another campaign is never replaced, even when asked by path
-    res = _cli(tmp_path, "journal", b_id, "--db", db, "--out", str(journal))
+    res = campaign_cli(tmp_path, "journal", b_id, "--db", db, "--out", str(journal))
     assert res.returncode == 2 and f"is the journal of campaign {a_id}" in res.stderr, res.stderr
     assert NOTE in journal.read_text()
 
@@ -89,7 +63,7 @@ def test_a_second_campaign_never_writes_the_firsts_journal(tmp_path: Path) -> No
 def test_a_name_that_is_not_a_slug_is_refused(tmp_path: Path) -> None:
     pb = _playbook(tmp_path, name="../../../tmp/x/escaped-name")
     for command in ("validate", "run"):
-        res = _cli(tmp_path, command, str(pb))
+        res = campaign_cli(tmp_path, command, str(pb))
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
         (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
         assert "name: '../../../tmp/x/escaped-name' is not a slug (fix:" in line, line

@@ -6,15 +6,12 @@ the fix, no branch is made and the user's checkout is byte-for-byte unchanged.""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.campaign.patch_repo import ROOT, git, make_checkout, snapshot
+from tests.campaign.patch_repo import git, make_checkout, snapshot
+from tests.campaign.sim_playbook import SIM_COMMAND, campaign_cli, tiny_playbook, write_playbook
 
 pytestmark = pytest.mark.slow
 
@@ -46,34 +43,11 @@ def _playbook(repo: Path, tmp_path: Path) -> Path:
     for name, (patch, _) in BYPASSES.items():
         (tmp_path / f"{name}.diff").write_text(patch)
         hyps.append({"name": name, "patch": str(tmp_path / f"{name}.diff")})
-    data = {
-        "name": "patch-bypass",
-        "journal": str(tmp_path / "journal" / "bypass.md"),
-        "database": str(tmp_path / "out" / "c.db"),
-        "node": {"kind": "simulated", "profile": "rtx6000bw-pcie-8x", "cuda": "12.8", "seed": 3,
-                 "time_scale": 400, "noise_pct": 1.0},
-        "server": {"engine": "simulated", "model": "sim-model", "startup_timeout_s": 120,
-                   "source": {"repo": ".", "ref": "HEAD", "allowed_paths": ["tools/simnode/"]},
-                   "command": "env PYTHONPATH={source} {python} -P -m tools.simnode --host {host} --port {port} "
-                              "--profile {profile} --cuda {cuda} --seed {seed} --time-scale {time_scale} "
-                              "--noise-pct {noise_pct} --model-path {model} --tp 8 {flags}"},
-        "baseline": {"flags": {"cuda-graph-max-bs": 512}},
-        "workloads": {"single": {"concurrency": [1], "output_tokens": 16, "requests_per_level": 2,
-                                 "warmup_requests": 0}},
-        "verdict": {"repeats": {"min": 1, "max": 1}, "interleave": False,
-                    "correctness": {"prompts": 2, "max_tokens": 8}},
-        "review": {"before_patch": False},
-        "hypotheses": hyps,
-    }
-    path = tmp_path / "bypass.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-def _cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=400, check=False)
+    data = tiny_playbook(tmp_path, "patch-bypass", hyps, database=str(tmp_path / "out" / "c.db"),
+                         review={"before_patch": False})
+    data["server"]["source"] = {"repo": ".", "ref": "HEAD", "allowed_paths": ["tools/simnode/"]}
+    data["server"]["command"] = "env PYTHONPATH={source} {python} -P " + SIM_COMMAND.removeprefix("{python} ")
+    return write_playbook(tmp_path / "bypass.yaml", data)
 
 
 def test_renames_and_copies_past_allowed_paths_are_refused_end_to_end(tmp_path: Path) -> None:
@@ -83,10 +57,10 @@ def test_renames_and_copies_past_allowed_paths_are_refused_end_to_end(tmp_path: 
     git(repo, "commit", "-qm", "a symlink in the base tree")
     before = snapshot(repo)
     db = tmp_path / "out" / "c.db"
-    res = _cli(repo, "run", str(_playbook(repo, tmp_path)), "--db", str(db), "-q")
+    res = campaign_cli(repo, "run", str(_playbook(repo, tmp_path)), "--db", str(db), "-q")
     assert res.returncode == 0, res.stdout + res.stderr
-    cid = json.loads(_cli(repo, "status", "--db", str(db), "--json").stdout)[0]["id"]
-    show = json.loads(_cli(repo, "show", cid, "--db", str(db), "--json").stdout)
+    cid = json.loads(campaign_cli(repo, "status", "--db", str(db), "--json").stdout)[0]["id"]
+    show = json.loads(campaign_cli(repo, "show", cid, "--db", str(db), "--json").stdout)
     exps = {e["hypothesis"]: e for e in show["experiments"]}
     for name, (_patch, reason) in BYPASSES.items():
         exp = exps[name]

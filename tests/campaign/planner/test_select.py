@@ -82,3 +82,19 @@ def test_importing_the_package_does_not_import_openai() -> None:
     code = "import sys, campaign.planner; print('openai' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_run_and_validate_refuse_a_clear_text_key_before_anything_is_recorded(tmp_path, monkeypatch) -> None:
+    from tests.campaign.sim_playbook import campaign_cli, tiny_playbook, write_playbook
+
+    data = tiny_playbook(tmp_path, "planner-http", [])
+    data["planner"] = {"kind": "llm", "base_url": "http://gpu-box:8000/v1", "api_key_env": "GPU_BOX_KEY"}
+    pb = write_playbook(tmp_path / "pb.yaml", data)
+    monkeypatch.setenv("GPU_BOX_KEY", "sk-" + "z" * 24)
+    for command in ("validate", "run"):
+        res = campaign_cli(tmp_path, command, str(pb), timeout=120)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert "planner.base_url: http://gpu-box would get the planner's API key in clear text" in line
+        assert "z" * 24 not in res.stdout + res.stderr
+    assert not (tmp_path / "state").exists()

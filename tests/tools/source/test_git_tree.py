@@ -188,3 +188,29 @@ def test_a_proposed_diff_text_is_committed_like_a_file(tree: GitTree) -> None:
     rec = tree.commit(base, [GOOD], "campaign/c1/proposed", PatchRules(allowed_paths=["kernels/"]))
     assert rec.patches == ["proposed diff"] and rec.files == ["kernels/attn.py"]
     assert rec.patch_sha256 == [hashlib.sha256(GOOD.encode()).hexdigest()]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("kind", ["ssh", "slurm"])
+def test_rename_and_copy_shapes_are_refused_on_remote_nodes(tmp_path: Path, kind: str) -> None:
+    """The same check where git runs through the node's executor: the loopback sshd (as
+    the node's user) and the Slurm submit host."""
+    from tests.tools.executors.conftest import make_slurm, make_ssh
+
+    ex = make_ssh(tmp_path) if kind == "ssh" else make_slurm(tmp_path)
+    repo = f"{ex.workdir}/engine"
+    try:
+        script = (f"mkdir -p {repo}/kernels && cd {repo} && printf 'root = 1\\n' > setup.py && "
+                  "printf 'BLOCK = 16\\nSPLIT = 1\\n' > kernels/attn.py && ln -s attn.py kernels/link && "
+                  "git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm init")
+        made = ex.run(["sh", "-c", script], timeout=60)
+        assert made.returncode == 0, made.stderr
+        tree = GitTree(ex, repo, f"{ex.workdir}/src")
+        for shape in ("rename-out", "copy-in", "rename-link", "copy-exec", "rename-exec"):
+            text, reason = UNSAFE[shape]
+            problems = tree.check(text, PatchRules(allowed_paths=["kernels/"]))
+            assert problems and reason in problems[0], (shape, problems)
+        assert tree.check(GOOD, PatchRules(allowed_paths=["kernels/"])) == []
+    finally:
+        ex.run(["rm", "-rf", repo, f"{ex.workdir}/src"], timeout=60)
+        ex.close()
