@@ -19,7 +19,7 @@ from campaign.playbook.schema import Playbook
 from campaign.ports import SourceTree
 from campaign.store.facade import Store
 from tools.engines import engine_profile
-from tools.executors.base import Executor
+from tools.executors.base import Executor, NodeError
 from tools.executors.local import LocalExecutor
 from tools.executors.project_code import WithProjectCode
 from tools.executors.registry import build_executor
@@ -51,8 +51,7 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
                      events: EventFn | None = None) -> NodeRuntime:
     """A NodeRuntime for one `node:` entry of the playbook."""
     executor: Executor = build_executor(spec)
-    # a remote workdir as the executor resolved and checked it (`~/` on the node, private)
-    node_dir = str(getattr(executor, "workdir", spec.workdir)) if spec.remote else None
+    node_dir = remote_workdir(spec, executor) if spec.remote else None
     sim = spec.simulated_node()
     if sim is not None and node_dir is not None:
         executor = WithProjectCode(executor, node_dir)  # the node runs the controller's code
@@ -107,10 +106,26 @@ def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | N
                 trees=list[SourceTree](trees))
 
 
+def remote_workdir(spec: Any, executor: Executor) -> str:
+    """A remote node's workdir as its paths are built: `~/...` is the node user's home,
+    which only the node can say (one connection now); any other path is used as written
+    and checked (private, ours) by the executor on first use, inside the loop, where an
+    unreachable node is an interrupt the campaign resumes from."""
+    path = str(spec.workdir)
+    if not path.startswith("~"):
+        return path
+    try:
+        return str(getattr(executor, "workdir", path))
+    except NodeError as exc:
+        name = spec.name or getattr(spec, "host", "node")
+        raise UserError(f"node {name}: {exc} (fix: check that the node is reachable, or give node.workdir "
+                        "as an absolute path, then run again)") from None
+
+
 def source_tree_for(pb: Playbook, spec: Any, executor: Executor, *, workdir: Path) -> GitTree:
     """`server.source` on one node: git runs there, through the node's own executor."""
     assert pb.server.source is not None
-    where = str(getattr(executor, "workdir", spec.workdir)) if spec.remote else None  # resolved and checked
+    where = remote_workdir(spec, executor) if spec.remote else None
     return GitTree(executor, pb.server.source.repo,
                    f"{where}/src" if where else str((workdir / "src").resolve()))
 
