@@ -43,6 +43,8 @@ ProgressFn = Callable[[str, dict], None]
 #: how much of a server's log is read for its start-up config (vLLM logs ~100 lines before
 #: it serves; a tail this long holds them on any healthy start)
 STARTUP_LOG_LINES = 5000
+#: where `campaign bench` on the node finds the server's key (an env name, never the value)
+BENCH_KEY_ENV = "CAMPAIGN_SERVER_API_KEY"
 
 
 def launch_seed(base: object, label: str) -> int:
@@ -61,13 +63,14 @@ class NodeRuntime:
                  profile: EngineProfile = SIMULATED, command: str | None = None, health: str | None = None,
                  startup_timeout_s: float | None = None, fingerprint_argv: list[str] | None = None, ledger=None,
                  progress: ProgressFn | None = None, sweep_on: str = "controller",
-                 base_env: list[str] | None = None) -> None:
+                 base_env: list[str] | None = None, api_key: str | None = None) -> None:
         # the engine profile is the one source of the launch command, env defaults, health path,
         # start-up time, triage rules and metrics reader; the playbook may override the first four
         self.profile = profile
         self.extra_rules = tuple(profile.triage_rules)
         self.base_env = base_env  # what the server inherits from the node (None: the executor's default)
         self.sweep_on = sweep_on  # "node": the load generator runs on the node, next to the server
+        self._api_key = api_key  # the server's own key (server.api_key_env): sent to it, nowhere else
         self.name = name
         self.executor = executor
         self.command = command or profile.command
@@ -155,7 +158,8 @@ class NodeRuntime:
             try:
                 if correctness_prompts:
                     out.outputs = asyncio.run(greedy_outputs(server.url, correctness_prompts,
-                                                             correctness_tokens, model=self.model, timeout_s=timeout))
+                                                             correctness_tokens, model=self.model, timeout_s=timeout,
+                                                             api_key=self._api_key))
                 before = info
                 for wl in workloads:
                     self.progress("sweep", {"label": label, "workload": wl.name})
@@ -164,7 +168,7 @@ class NodeRuntime:
                     else:
                         res = asyncio.run(run_sweep(server.url, wl, model=self.model, time_scale=out.time_scale,
                                                     progress=lambda ev: self.progress("level", {"event": ev}),
-                                                    request_timeout_s=timeout))
+                                                    request_timeout_s=timeout, api_key=self._api_key))
                     out.sweeps[wl.name] = res
                     after = self._metrics(server.url)
                     acc = self.profile.accept_length_between(before, after)
@@ -229,7 +233,9 @@ class NodeRuntime:
         remote = f"{remote_dir}/{label}-{wl.name}-{uuid.uuid4().hex[:8]}.json"
         python = str(self.fmt.get("python") or "python3")
         n_requests = len(wl.concurrency) * 2 * max(wl.concurrency)
-        res = self.executor.run(_bench_argv(python, port, wl, self.model, time_scale, timeout, prompts, remote),
+        argv = _bench_argv(python, port, wl, self.model, time_scale, timeout, prompts, remote)
+        key_env = {BENCH_KEY_ENV: self._api_key} if self._api_key else {}  # over the executor's env, not argv
+        res = self.executor.run(argv + (["--api-key-env", BENCH_KEY_ENV] if key_env else []), env=key_env,
                                 timeout=timeout * max(4, n_requests))
         failed = RuntimeError(f"load sweep on node {self.name} failed (exit {res.returncode}): "
                               f"{redact_text((res.stderr or res.stdout).strip()[-300:])}")

@@ -205,6 +205,7 @@ def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
     from pathlib import Path
 
     from campaign.cli.ids import resolve_id
+    from campaign.journal.owner import claim_journal
     from campaign.journal.publish import publish_journal
     from campaign.playbook.load import load_playbook
     from campaign.store.reader import open_reader
@@ -213,7 +214,8 @@ def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
         campaign_id = resolve_id(campaign_id, db)
         store = open_reader(Path(db or ".campaign/campaign.db")) or _store(db)
         row = store.get_campaign(campaign_id)
-        path = Path(out) if out else Path(load_playbook(row.playbook_path).journal)
+        path = Path(out) if out else claim_journal(Path(load_playbook(row.playbook_path).journal), campaign_id,
+                                                   row.name)
         publish_journal(store, campaign_id, path, db_label=str(db or ".campaign/campaign.db"))
         _wait_for_plots()
     except UserError as exc:

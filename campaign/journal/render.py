@@ -377,6 +377,9 @@ def update_journal(path: str | os.PathLike[str], view: CampaignView, *, db_label
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{target}: cannot read the existing journal ({exc}) "
                         "(fix: restore the file or move it away; its notes blocks are kept only if readable)") from None
+    from campaign.journal.owner import check_owner
+
+    check_owner(target, existing, view.id)
     plot_paths = None
     if plots:
         from campaign.journal.plots import render_plots
