@@ -14,11 +14,9 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.domain import server_env
-from campaign.domain.config import render_argv
-from campaign.domain.models import EffectiveConfig, Failure, ReportedConfig
+from campaign.domain.models import Failure, ReportedConfig
 from tools.engines.reported import from_server_args
 from tools.engines.startup_log import StartupConfig, read_startup
-from tools.server.launch import LaunchRequest
 from tools.server.triage import Phase, TriageRule, classify
 
 
@@ -44,15 +42,21 @@ MetricsParser = Callable[[str], EngineMetrics]
 
 class EngineProfile(BaseModel):
     """How to launch and read one engine.  `command` is a `render_argv` template with
-    {python} {model} {host} {port} {flags}."""
+    {python} {model} {host} {port} {flags}: the engine's documented launch form, with no
+    settings of one machine in it (those belong in a playbook, where a plan shows them).
+    tools.engines.launch_spec.build_launch is the one place it becomes a command line."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     name: str
     command: str
+    #: the form used when the playbook names the interpreter (`server.python`); None: `command`
+    python_command: str | None = None
     #: the engine's top-level Python package: the node's fingerprint reads its installed
     #: version with the launch command's interpreter (tools.engines.version_probe)
     package: str = ""
+    #: variables every launch of the engine needs on any machine (the shipped engines need
+    #: none; what one machine needs goes in its playbook's env, where a plan shows it)
     env_defaults: dict[str, str] = Field(default_factory=dict)
     #: the engine's own variables a server inherits from the node (names or PREFIX*),
     #: on top of campaign.domain.server_env.DEFAULT_BASE_ENV; see `base_env_for`.
@@ -88,22 +92,6 @@ class EngineProfile(BaseModel):
     def env(self, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         """The engine's defaults, then the config's own values on top."""
         return {**self.env_defaults, **dict(overrides or {})}
-
-    def argv(self, config: EffectiveConfig, *, python: str, model: str, port: int,
-             host: str = "127.0.0.1", command: str | None = None) -> list[str]:
-        return render_argv(command or self.command, config, python=python, model=model, host=host, port=port)
-
-    def launch_request(self, config: EffectiveConfig, *, python: str, model: str, port: int, log_path: str,
-                       host: str = "127.0.0.1", startup_timeout_s: float | None = None,
-                       env: Mapping[str, str] | None = None, base_env: list[str] | None = None) -> LaunchRequest:
-        """A launch that only counts as up when `/v1/models` lists `model` (never a
-        stranger's server on the same port)."""
-        return LaunchRequest(
-            argv=self.argv(config, python=python, model=model, port=port, host=host),
-            env=self.env({**dict(env or {}), **config.env}), log_path=log_path, port=port, host=host,
-            health_path=self.health_path, startup_timeout_s=startup_timeout_s or self.startup_timeout_s,
-            expect_model=model, base_env=self.base_env_for(base_env),
-        )
 
     def accept_length_between(self, before: EngineMetrics | None, after: EngineMetrics | None) -> float | None:
         """Tokens emitted per verify step over a window (one workload), from the cumulative

@@ -21,9 +21,8 @@ from tools.engines import simulated
 from tools.engines.base import EngineMetrics, EngineProfile
 from tools.server.triage import TriageRule, rule
 
+#: as SGLang's documentation starts a server (`python -m sglang.launch_server --model-path MODEL`)
 COMMAND = "{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"
-
-ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "SGLANG_DISABLE_REQUEST_LOGGING": "1"}
 
 #: what SGLang reads from its environment besides the playbook's env.
 OWN_ENV = ("SGLANG_*", "SGL_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
@@ -92,7 +91,7 @@ REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
 }
 
 PROFILE = EngineProfile(
-    name="sglang", package="sglang", command=COMMAND, env_defaults=ENV_DEFAULTS, metrics_path="/server_info",
+    name="sglang", package="sglang", command=COMMAND, metrics_path="/server_info",
     metrics_fallback_paths=("/get_server_info",),
     startup_timeout_s=900.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
     reports_server_args=True, reports_in_log=True, reported_derived=REPORTED_DERIVED,
