@@ -148,7 +148,9 @@ class NodeRuntime:
         except LaunchFailed as exc:
             out.failure = exc.failure
             out.wall_seconds = time.monotonic() - t0
-            self.progress("launch_failed", {"label": label, "class": exc.failure.failure_class.value})
+            self.progress("launch_failed", {"label": label, "class": exc.failure.failure_class.value,
+                                            "summary": exc.failure.summary, "lines": exc.failure.evidence,
+                                            "log_path": exc.failure.log_path})
             return out
         queue_wait = getattr(self.executor, "queue_wait_s", None)
         out.queue_seconds = float((queue_wait(server.handle) if callable(queue_wait) else None) or 0.0)

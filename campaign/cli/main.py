@@ -36,7 +36,7 @@ def _fail(exc: UserError) -> None:
 def _outcome(out: RunOutcome) -> None:
     from rich.console import Console
 
-    from campaign.cli.plain import line
+    from campaign.cli.plain import failure_lines, line
 
     con = Console(highlight=False)
     if out.status == "awaiting_review":
@@ -58,6 +58,9 @@ def _outcome(out: RunOutcome) -> None:
         os._exit(out.exit_code)
     elif out.status == "failed":
         con.print(line((f"campaign {out.campaign_id} failed:", "bold red"), " ", (out.reason, "")))
+        if out.failure is not None:
+            for text in failure_lines(out.failure.evidence, out.failure.log_path):
+                con.print(line("  ", (text, "")))
         con.print(line("journal: ", (out.journal, "")))
     else:
         con.print(line((f"campaign {out.campaign_id} finished", "bold green"), ": ", (out.reason, "")))
@@ -176,7 +179,7 @@ def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option
     from rich.console import Console
     from rich.table import Table
 
-    from campaign.cli.plain import line, plain
+    from campaign.cli.plain import failure_lines, line, plain
 
     con = Console(highlight=False)
     con.print(line((data["id"], "bold"), " status: ", (data["status"], "")))
@@ -186,6 +189,9 @@ def show(campaign_id: str, db: str | None = DB_OPT, as_json: bool = typer.Option
     con.print(t)
     if data.get("halt_reason"):
         con.print(line("why: ", (data["halt_reason"], "")))
+    failure = data.get("failure") or {}
+    for text in failure_lines(failure.get("deciding_lines") or [], failure.get("log_path")):
+        con.print(line("  ", (text, "")))
     rejected = sum(1 for c in data.get("planner_calls", []) if c["outcome"] != "accepted")
     if rejected:
         con.print(line(f"planner: {rejected} rejected or failed model calls (campaign show --json lists them)"))

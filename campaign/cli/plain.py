@@ -45,3 +45,11 @@ def line(*parts: str | tuple[object, str] | Text) -> Text:
         else:
             out.append(part)
     return out
+
+
+def failure_lines(lines: list[str], log_path: object = None) -> list[str]:
+    """A failed launch's deciding log lines (or its log's last lines), then where the log is."""
+    out = [f"| {ln}" for ln in lines]
+    if log_path:
+        out.append(f"log: {log_path}")
+    return out

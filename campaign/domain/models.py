@@ -51,6 +51,14 @@ class Failure(BaseModel):
     evidence: list[str] = Field(default_factory=list)  # log lines that decided the class
     exit_code: int | None = None
     phase: Literal["patch", "start", "load", "correctness"] = "start"
+    #: the server's log on its node, where the rest of the story is (None: no server log)
+    log_path: str | None = None
+
+    def shown(self) -> dict[str, object]:
+        """What a person reads of it (`show --json`): the class, the lines that decided
+        it (or, when no signature matched, the log's last lines) and where the log is."""
+        return {"class": self.failure_class.value, "summary": self.summary, "phase": self.phase,
+                "exit_code": self.exit_code, "deciding_lines": list(self.evidence), "log_path": self.log_path}
 
 
 class Stat(BaseModel):
