@@ -83,9 +83,10 @@ class NodeRuntime:
         self.progress = progress or (lambda kind, data: None)
 
     def launch_spec(self, config: EffectiveConfig, *, port: int | str, label: str, source: str | None = None,
-                    expand_secrets: bool = True) -> ServerLaunch:
-        """The server `measure` starts for `config` (and `campaign plan` prints)."""
-        fill = self._fmt(launch_seed(self.fmt.get("launch_seed_base"), label), source)
+                    expand_secrets: bool = True, seed: int | str | None = None) -> ServerLaunch:
+        """The server `measure` starts for `config` (and `campaign plan` prints, with
+        placeholders for the port, the worktree and a seeded launch's seed)."""
+        fill = self._fmt(launch_seed(self.fmt.get("launch_seed_base"), label) if seed is None else seed, source)
         return build_launch(self.profile, config, model=self.model, port=port, fill=fill, command=self.command,
                             python=self.python, health=self.health, startup_timeout_s=self.startup_timeout_s,
                             base_env=self.base_env, expand_secrets=expand_secrets)
@@ -119,7 +120,11 @@ class NodeRuntime:
         res = self.executor.run(argv, timeout=120)
         return parse_version(res.stdout) if res.returncode == 0 else ""
 
-    def _fmt(self, seed: int, source: str | None) -> dict[str, object]:
+    def seeded_launches(self) -> bool:
+        """Whether each launch's `{launch_seed}` follows from its name (a seeded simulated node)."""
+        return self.fmt.get("launch_seed_base") is not None
+
+    def _fmt(self, seed: int | str, source: str | None) -> dict[str, object]:
         """The node's placeholders for one launch (or a probe of it)."""
         fmt = {**self.fmt, "python": self.fmt.get("python", sys.executable), "launch_seed": seed}
         if source is not None:

@@ -278,6 +278,26 @@ def validate(playbook: str) -> None:
                f"node {pb.node.kind})")
 
 
+@app.command()
+def plan(playbook: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Print each launch's server command and env (secrets masked) and the load, starting nothing."""
+    from campaign.cli.plan import make_plan, render_plan
+    from campaign.cli.wiring import check_adapters
+    from campaign.playbook.load import load_playbook
+
+    try:
+        pb = load_playbook(playbook)
+        check_adapters(pb, playbook)
+        result = make_plan(pb, playbook)
+    except UserError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+        return
+    for text in render_plan(result):
+        typer.echo(text)
+
+
 def _click_exceptions() -> Any:
     """typer >= 0.23 vendors click as typer._click; older releases use click itself."""
     try:

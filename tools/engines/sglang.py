@@ -91,7 +91,7 @@ REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
 }
 
 PROFILE = EngineProfile(
-    name="sglang", package="sglang", command=COMMAND, metrics_path="/server_info",
+    name="sglang", package="sglang", command=COMMAND, own_env=OWN_ENV, metrics_path="/server_info",
     metrics_fallback_paths=("/get_server_info",),
     startup_timeout_s=900.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
     reports_server_args=True, reports_in_log=True, reported_derived=REPORTED_DERIVED,
