@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from campaign.domain import server_env
 from campaign.domain.models import Failure, ReportedConfig
 from tools.engines.reported import from_server_args
-from tools.engines.startup_log import StartupConfig, read_startup
+from tools.engines.startup_log import StartupConfig
 from tools.server.triage import Phase, TriageRule, classify
 
 
@@ -38,6 +38,9 @@ class EngineMetrics(BaseModel):
 
 
 MetricsParser = Callable[[str], EngineMetrics]
+StartupReader = Callable[[Iterable[str]], StartupConfig]
+#: server args (as the metrics endpoint returns them) -> (flags, env)
+ReportedArgs = Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
 
 
 class EngineProfile(BaseModel):
@@ -78,11 +81,15 @@ class EngineProfile(BaseModel):
     reported_aliases: dict[str, str] = Field(default_factory=dict)
     #: reported settings that differ per launch besides tools.engines.reported.PER_LAUNCH
     reported_skip: tuple[str, ...] = ()
-    #: the metrics endpoint returns the server args at its top level (SGLang `/server_info`);
-    #: else the start-up log is read for them
-    reports_server_args: bool = False
-    #: the engine logs its resolved config at start-up (tools.engines.startup_log)
-    reports_in_log: bool = False
+    #: the settings (flags, env) in the server args its metrics endpoint returns (SGLang's
+    #: `/server_info`, the simulated node's); None: it returns none, the start-up log is read
+    reported_args: ReportedArgs | None = None
+    #: reads the config the engine logs at start-up (tools.engines.startup_log); None: it logs none
+    startup_reader: StartupReader | None = None
+
+    @property
+    def reports_in_log(self) -> bool:
+        return self.startup_reader is not None
 
     def base_env_for(self, override: list[str] | None) -> list[str]:
         """A launch's base list: the playbook's `server.base_env` when set, else the
@@ -112,12 +119,10 @@ class EngineProfile(BaseModel):
         left out; the profile's derivations and aliases travel with it."""
         args = metrics.server_args if metrics is not None else {}
         known = {"derived": self.reported_derived, "aliases": self.reported_aliases, "skip": self.reported_skip}
-        if isinstance(args.get("flags"), dict):  # the simulated node: {"flags": ..., "env": ...}
-            env = args.get("env") if isinstance(args.get("env"), dict) else {}
-            return from_server_args(args["flags"], env=env, **known)  # type: ignore[arg-type]
-        if self.reports_server_args and args:
-            return from_server_args(args, **known)  # type: ignore[arg-type]
-        if self.reports_in_log and log_lines is not None:
+        if self.reported_args is not None and args:
+            flags, env = self.reported_args(args)
+            return from_server_args(flags, env=env, **known)  # type: ignore[arg-type]
+        if self.startup_reader is not None and log_lines is not None:
             startup = self.startup_config(log_lines)
             return from_server_args(startup.resolved or startup.args, **known)  # type: ignore[arg-type]
         return None
@@ -125,9 +130,9 @@ class EngineProfile(BaseModel):
     def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:
         return classify(exit_code, log_lines, phase=phase, extra_rules=self.triage_rules)
 
-    def startup_config(self, log_lines: list[str]) -> StartupConfig:
-        """The effective config the server logged at start-up (tools.engines.startup_log)."""
-        return read_startup(self.name, log_lines)
+    def startup_config(self, log_lines: Iterable[str]) -> StartupConfig:
+        """The effective config the server logged at start-up (empty when it logs none)."""
+        return self.startup_reader(log_lines) if self.startup_reader else StartupConfig(engine=self.name)
 
     def parse_metrics(self, body: str) -> EngineMetrics:
         return self.metrics_parser(body)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from campaign.domain.models import FailureClass as FC
 from tools.engines.base import EngineMetrics, EngineProfile, ratio
 from tools.engines.prometheus import parse, total
+from tools.engines.startup_log import read_vllm_startup
 from tools.server.triage import TriageRule, rule
 
 #: as vLLM's documentation starts a server: `vllm serve MODEL`, the user's flags after it
@@ -106,5 +107,5 @@ REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
 PROFILE = EngineProfile(
     name="vllm", package="vllm", command=COMMAND, python_command=PYTHON_COMMAND, own_env=OWN_ENV,
     metrics_path="/metrics", startup_timeout_s=600.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
-    reports_in_log=True, reported_aliases=REPORTED_ALIASES, reported_derived=REPORTED_DERIVED,
+    startup_reader=read_vllm_startup, reported_aliases=REPORTED_ALIASES, reported_derived=REPORTED_DERIVED,
 )
