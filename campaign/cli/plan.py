@@ -139,8 +139,9 @@ def render_plan(plan: Plan) -> list[str]:
                    f"{w.warmup_requests} warm-up; {w.prompts} prompts of {w.prompt_tokens} tokens, "
                    f"{w.output_tokens} output tokens")
     r = plan.repeats
-    out.append(f"launches: the baseline {r['baseline_launches']} times at the start; each hypothesis {r['min']} to "
-               f"{r['max']} rounds ({r['policy']}{', each round beside a baseline launch' if r['interleave'] else ''})")
+    rounds = f"{r['min']}" if r["min"] == r["max"] else f"{r['min']} to {r['max']}"
+    out.append(f"launches: the baseline {r['baseline_launches']} times at the start; each hypothesis {rounds} rounds "
+               f"({r['policy']}{', each round beside a baseline launch' if r['interleave'] else ''})")
     if plan.correctness:
         out.append(f"correctness: {plan.correctness}")
     return out
