@@ -117,3 +117,14 @@ def test_reported_config_in_the_command_lines_spelling_with_secrets_masked() -> 
     assert rep.env == {"HF_TOKEN": "***", "NCCL_ALGO": "Tree"}
     assert rep.derived_from["speculative-num-steps"] == ["speculative-algorithm"]
     assert SIM.reported_config(EngineMetrics(engine="simulated")) is None  # nothing reported: no claim
+
+
+def test_the_cpu_builds_settings_are_the_ones_its_playbook_shows() -> None:
+    """The planner model and the real-engine tests launch the CPU build with
+    tools.engines.setup_env's settings; playbooks/vllm_cpu.yaml writes the same out."""
+    from campaign.playbook.load import load_playbook
+    from tools.engines.setup_env import CPU_ENV, CPU_FLAGS
+
+    pb = load_playbook(str(Path(__file__).resolve().parents[3] / "playbooks" / "vllm_cpu.yaml"))
+    assert {k: v for k, v in pb.baseline.env.items() if k != "VLLM_CACHE_ROOT"} == CPU_ENV
+    assert all(f"--{flag} {value}" in (pb.server.command or "") for flag, value in CPU_FLAGS.items())
