@@ -21,6 +21,7 @@ from campaign.loop.experiment import hypothesis_config, workloads_of
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.verdict.noise import NodeNoise, baseline_launches
 from tools.engines.launch_spec import PORT_PLACEHOLDER
+from tools.executors.registry import build_executor
 from tools.executors.slurm import SlurmExecutor
 from tools.node_runtime import NodeRuntime
 
@@ -66,7 +67,7 @@ def make_plan(pb: Playbook, path: str) -> Plan:
     nodes: dict[str, str] = {}
     for spec in pb.all_nodes():
         node = node_runtime_for(pb, spec, workdir=Path(spec.node_workdir() or ".campaign/nodes"))
-        nodes[node.name] = _where(spec, node)
+        nodes[node.name] = _where(spec)
         launches.append(_launch(pb, node, "baseline", base, None))
         launches += [_launch(pb, node, h.name, hypothesis_config(base, h), h) for h in pb.hypotheses]
     rep = pb.verdict.repeats
@@ -100,12 +101,12 @@ def _launch(pb: Playbook, node: NodeRuntime, name: str, config: EffectiveConfig,
     return PlannedLaunch(name=name, node=node.name, command=command, env=env, inherits=spec.base_env, source=source)
 
 
-def _where(spec: Any, node: NodeRuntime) -> str:
+def _where(spec: Any) -> str:
     """Where a node's commands run, in words; for Slurm, the submit line that wraps them."""
-    kind = spec.kind
-    if isinstance(node.executor, SlurmExecutor):
-        submit = " ".join(node.executor.submit_argv("<log>.sbatch", log_path="<log>", job_name="campaign-<label>",
-                                                    cwd=node.executor.workdir))
+    kind, executor = spec.kind, build_executor(spec)  # (a remote simulated node's is wrapped in the runtime)
+    if isinstance(executor, SlurmExecutor):
+        submit = " ".join(executor.submit_argv("<log>.sbatch", log_path="<log>", job_name="campaign-<label>",
+                                               cwd=executor.workdir))
         return (f"slurm: each launch is one batch job, `{submit}`; the job script runs the command below "
                 f"on the node Slurm picks (its env in a private file, never on a command line)")
     if kind == "ssh":
