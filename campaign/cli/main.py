@@ -50,7 +50,7 @@ ID_ARG = typer.Argument(..., help="campaign id, or any prefix of it that names o
 
 
 def _outcome(out: RunOutcome) -> None:
-    from campaign.cli.plain import console, line
+    from campaign.cli.plain import console, failure_lines, line
 
     con = console(highlight=False)
     con.soft_wrap = True  # whole lines in a log, as the live view's
@@ -73,6 +73,9 @@ def _outcome(out: RunOutcome) -> None:
         os._exit(out.exit_code)
     elif out.status == "failed":
         con.print(line((f"campaign {out.campaign_id} failed:", "bold red"), " ", (out.reason, "")))
+        if out.failure is not None:
+            for text in failure_lines(out.failure.evidence, out.failure.log_path):
+                con.print(line("  ", (text, "")))
         con.print(line("journal: ", (out.journal, "")))
     else:
         con.print(line((f"campaign {out.campaign_id} finished", "bold green"), ": ", (out.reason, "")))
@@ -312,6 +315,26 @@ app.command()(export)
 app.command()(compare)
 init_cmd.register(app)
 schema_cmd.register(app)
+
+
+@app.command()
+def plan(playbook: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Print each launch's server command and env (secrets masked) and the load, starting nothing."""
+    from campaign.cli.plan import make_plan, render_plan
+    from campaign.cli.wiring import check_adapters
+    from campaign.playbook.load import load_playbook
+
+    try:
+        pb = load_playbook(playbook)
+        check_adapters(pb, playbook)
+        result = make_plan(pb, playbook)
+    except UserError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+        return
+    for text in render_plan(result):
+        typer.echo(text)
 
 
 def _click_exceptions() -> Any:

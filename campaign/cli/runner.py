@@ -20,6 +20,7 @@ from typing import Any, Literal
 from campaign.cli.checks import identical_launches
 from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
 from campaign.domain.errors import UserError
+from campaign.domain.models import Failure
 from campaign.domain.redact import redact_text
 from campaign.journal.owner import claim_journal
 from campaign.journal.publish import refresh_journal
@@ -27,6 +28,7 @@ from campaign.journal.render import clean_temp_files
 from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.load import apply_overrides, load_playbook
 from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.store.view import halt_failure
 from tools.executors.base import NodeError
 
 
@@ -36,6 +38,7 @@ class RunOutcome:
     status: Literal["finished", "awaiting_review", "failed", "interrupted"]
     reason: str = ""
     journal: str = ""
+    failure: Failure | None = None  # the failed launch that stopped it, with its deciding lines
 
     @property
     def exit_code(self) -> int:
@@ -132,7 +135,8 @@ def _drive(graph: Any, payload: Any, cid: str, store: Any, on_stop: Any = None) 
     if snap.next:
         reason = row.halt_reason or "awaiting review"
         return RunOutcome(cid, "awaiting_review", reason=reason)
-    return RunOutcome(cid, "failed" if row.status == "failed" else "finished", reason=row.halt_reason or "")
+    return RunOutcome(cid, "failed" if row.status == "failed" else "finished", reason=row.halt_reason or "",
+                      failure=halt_failure(row.status, store.list_experiments(cid, role="baseline")))
 
 
 def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None = None,

@@ -60,7 +60,7 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
     if sim is not None and node_dir is not None:
         executor = WithProjectCode(executor, node_dir)  # the node runs the controller's code
     python = spec.node_python() or sys.executable
-    fmt: dict[str, Any] = {"python": pb.server.python or python, "host": "0.0.0.0" if spec.remote else "127.0.0.1"}
+    fmt: dict[str, Any] = {"python": python, "host": "0.0.0.0" if spec.remote else "127.0.0.1"}
     fingerprint_argv = None
     if sim is not None:
         fmt.update(profile=sim.profile, cuda=sim.cuda, seed=sim.seed, time_scale=sim.time_scale,
@@ -72,9 +72,10 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
     profile = engine_profile(pb.server.engine)  # the one source of the engine's launch knowledge
     return NodeRuntime(
         spec.name or getattr(spec, "host", "node"), executor, profile=profile, command=pb.server.command,
-        model=pb.server.model, health=pb.server.health, startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
+        python=pb.server.python, model=pb.server.model, health=pb.server.health,
+        startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
         workdir=node_dir or str(workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
-        progress=progress, sweep_on=spec.sweep_location(), base_env=profile.base_env_for(pb.server.base_env),
+        progress=progress, sweep_on=spec.sweep_location(), base_env=pb.server.base_env,
         api_key=server_api_key(pb),
     )
 
