@@ -19,7 +19,6 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from campaign.domain.config import render_argv
 from campaign.domain.errors import UserError
 from campaign.domain.measurement import Measurement
 from campaign.domain.models import (
@@ -34,15 +33,18 @@ from campaign.domain.models import (
 from campaign.domain.redact import redact_argv, redact_text
 from campaign.domain.work import MEASUREMENT_PROTOCOL
 from tools.engines.base import EngineMetrics, EngineProfile
+from tools.engines.launch_spec import ServerLaunch, build_launch
 from tools.engines.simulated import PROFILE as SIMULATED
 from tools.engines.version_probe import parse_version, version_argv
 from tools.executors.base import Executor, NodeError
-from tools.server.launch import LaunchFailed, LaunchRequest, RunningServer, ServerLauncher
+from tools.server.launch import LaunchFailed, RunningServer, ServerLauncher
 
 ProgressFn = Callable[[str, dict], None]
 #: how much of a server's log is read for its start-up config (vLLM logs ~100 lines before
 #: it serves; a tail this long holds them on any healthy start)
 STARTUP_LOG_LINES = 5000
+#: where `campaign bench` on the node finds the server's key (an env name, never the value)
+BENCH_KEY_ENV = "CAMPAIGN_SERVER_API_KEY"
 
 
 def launch_seed(base: object, label: str) -> int:
@@ -58,27 +60,39 @@ class NodeRuntime:
     """A node: its executor plus how to start the engine on it."""
 
     def __init__(self, name: str, executor: Executor, *, model: str, fmt: dict[str, object], workdir: str,
-                 profile: EngineProfile = SIMULATED, command: str | None = None, health: str | None = None,
-                 startup_timeout_s: float | None = None, fingerprint_argv: list[str] | None = None, ledger=None,
-                 progress: ProgressFn | None = None, sweep_on: str = "controller",
-                 base_env: list[str] | None = None) -> None:
+                 profile: EngineProfile = SIMULATED, command: str | None = None, python: str | None = None,
+                 health: str | None = None, startup_timeout_s: float | None = None,
+                 fingerprint_argv: list[str] | None = None, ledger=None, progress: ProgressFn | None = None,
+                 sweep_on: str = "controller", base_env: list[str] | None = None, api_key: str | None = None) -> None:
         # the engine profile is the one source of the launch command, env defaults, health path,
-        # start-up time, triage rules and metrics reader; the playbook may override the first four
+        # start-up time, triage rules and metrics reader; the playbook's `server:` may override
+        # them (command, python, health, startup_timeout_s, base_env): tools.engines.launch_spec
         self.profile = profile
         self.extra_rules = tuple(profile.triage_rules)
-        self.base_env = base_env  # what the server inherits from the node (None: the executor's default)
+        self.base_env = base_env  # the playbook's `server.base_env` (None: the profile's list)
         self.sweep_on = sweep_on  # "node": the load generator runs on the node, next to the server
+        self._api_key = api_key  # the server's own key (server.api_key_env): sent to it, nowhere else
         self.name = name
         self.executor = executor
-        self.command = command or profile.command
+        self.command = command
+        self.python = python
         self.model = model
-        self.health = health or profile.health_path
-        self.startup_timeout_s = startup_timeout_s or profile.startup_timeout_s
+        self.health = health
+        self.startup_timeout_s = startup_timeout_s
         self.fmt = dict(fmt)
         self.workdir = workdir
         self.fingerprint_argv = fingerprint_argv
         self.ledger = ledger
         self.progress = progress or (lambda kind, data: None)
+
+    def launch_spec(self, config: EffectiveConfig, *, port: int | str, label: str, source: str | None = None,
+                    expand_secrets: bool = True, seed: int | str | None = None) -> ServerLaunch:
+        """The server `measure` starts for `config` (and `campaign plan` prints, with
+        placeholders for the port, the worktree and a seeded launch's seed)."""
+        fill = self._fmt(launch_seed(self.fmt.get("launch_seed_base"), label) if seed is None else seed, source)
+        return build_launch(self.profile, config, model=self.model, port=port, fill=fill, command=self.command,
+                            python=self.python, health=self.health, startup_timeout_s=self.startup_timeout_s,
+                            base_env=self.base_env, expand_secrets=expand_secrets)
 
     # ------------------------------------------------------------ environment
     def fingerprint(self) -> Fingerprint:
@@ -100,8 +114,8 @@ class NodeRuntime:
         """The engine's installed version, read with the interpreter the launch command
         runs ("" when it cannot be read: the fingerprint then says "unknown")."""
         try:  # no launch: no port, no seed, no worktree (the installed engine is the one asked about)
-            argv = version_argv(render_argv(self.command, EffectiveConfig(), **self._fmt(0, -1, "")),
-                                self.profile.package)
+            argv = version_argv(self.launch_spec(EffectiveConfig(), port=0, label="", source="",
+                                                 expand_secrets=False).argv, self.profile.package)
         except UserError:  # a placeholder only a launch fills: the launch names the fault
             return ""
         if argv is None:
@@ -109,10 +123,13 @@ class NodeRuntime:
         res = self.executor.run(argv, timeout=120)
         return parse_version(res.stdout) if res.returncode == 0 else ""
 
-    def _fmt(self, port: int, seed: int, source: str | None) -> dict[str, object]:
-        """The command template's placeholders for one launch (or a probe of it)."""
-        fmt = {**self.fmt, "port": port, "model": self.model, "python": self.fmt.get("python", sys.executable),
-               "launch_seed": seed}
+    def seeded_launches(self) -> bool:
+        """Whether each launch's `{launch_seed}` follows from its name (a seeded simulated node)."""
+        return self.fmt.get("launch_seed_base") is not None
+
+    def _fmt(self, seed: int | str, source: str | None) -> dict[str, object]:
+        """The node's placeholders for one launch (or a probe of it)."""
+        fmt = {**self.fmt, "python": self.fmt.get("python", sys.executable), "launch_seed": seed}
         if source is not None:
             fmt["source"] = source
         return fmt
@@ -127,13 +144,10 @@ class NodeRuntime:
         from tools.loadgen.sweep import run_sweep
 
         port = self.executor.free_port()
-        argv = render_argv(self.command, config, **self._fmt(port, launch_seed(self.fmt.get("launch_seed_base"), label),
-                                                             source))
+        spec = self.launch_spec(config, port=port, label=label, source=source)
         log_path = str(Path(self.workdir) / "logs" / f"{label}-{int(time.time() * 1000)}.log")
-        req = LaunchRequest(argv=argv, env=self.profile.env(_launch_env(config.env)), health_path=self.health,
-                            startup_timeout_s=self.startup_timeout_s, log_path=log_path, port=port,
-                            expect_model=self.model, base_env=self.base_env)  # host: the executor's, then the handle's
-        out = Measurement(command=redact_argv(argv))
+        req = spec.request(port=port, log_path=log_path)  # host: the executor's, then the handle's
+        out = Measurement(command=redact_argv(spec.argv))
         t0 = time.monotonic()
         self.progress("launch", {"label": label, "node": self.name, "command": out.command})
         launcher = ServerLauncher(self.executor, ledger=self.ledger, extra_rules=self.extra_rules)
@@ -142,7 +156,9 @@ class NodeRuntime:
         except LaunchFailed as exc:
             out.failure = exc.failure
             out.wall_seconds = time.monotonic() - t0
-            self.progress("launch_failed", {"label": label, "class": exc.failure.failure_class.value})
+            self.progress("launch_failed", {"label": label, "class": exc.failure.failure_class.value,
+                                            "summary": exc.failure.summary, "lines": exc.failure.evidence,
+                                            "log_path": exc.failure.log_path})
             return out
         queue_wait = getattr(self.executor, "queue_wait_s", None)
         out.queue_seconds = float((queue_wait(server.handle) if callable(queue_wait) else None) or 0.0)
@@ -155,7 +171,8 @@ class NodeRuntime:
             try:
                 if correctness_prompts:
                     out.outputs = asyncio.run(greedy_outputs(server.url, correctness_prompts,
-                                                             correctness_tokens, model=self.model, timeout_s=timeout))
+                                                             correctness_tokens, model=self.model, timeout_s=timeout,
+                                                             api_key=self._api_key))
                 before = info
                 for wl in workloads:
                     self.progress("sweep", {"label": label, "workload": wl.name})
@@ -164,7 +181,7 @@ class NodeRuntime:
                     else:
                         res = asyncio.run(run_sweep(server.url, wl, model=self.model, time_scale=out.time_scale,
                                                     progress=lambda ev: self.progress("level", {"event": ev}),
-                                                    request_timeout_s=timeout))
+                                                    request_timeout_s=timeout, api_key=self._api_key))
                     out.sweeps[wl.name] = res
                     after = self._metrics(server.url)
                     acc = self.profile.accept_length_between(before, after)
@@ -183,8 +200,9 @@ class NodeRuntime:
                 out.failure = server.check() or Failure(
                     failure_class=cls, phase="load", evidence=[text],
                     summary=f"requests failed while serving: {exc.__class__.__name__}")
-            if out.failure is not None and server.check() is None and not _answers(server.url + self.health):
-                out.failure = _outage(server.url + self.health, out.failure)
+            health_url = server.url + spec.health_path
+            if out.failure is not None and server.check() is None and not _answers(health_url):
+                out.failure = _outage(health_url, out.failure)
             out.log_excerpt = [redact_text(x) for x in server.log_excerpt(40)]
         out.wall_seconds = time.monotonic() - t0
         # a job waiting in the Slurm queue holds no node: the budget counts it apart
@@ -227,9 +245,11 @@ class NodeRuntime:
         # a name of its own per sweep: a resumed launch reuses its label, and a file from an
         # earlier sweep must not pass for this one's (no extra remote command to delete it)
         remote = f"{remote_dir}/{label}-{wl.name}-{uuid.uuid4().hex[:8]}.json"
-        python = str(self.fmt.get("python") or "python3")
+        python = str(self.python or self.fmt.get("python") or "python3")
         n_requests = len(wl.concurrency) * 2 * max(wl.concurrency)
-        res = self.executor.run(_bench_argv(python, port, wl, self.model, time_scale, timeout, prompts, remote),
+        argv = _bench_argv(python, port, wl, self.model, time_scale, timeout, prompts, remote)
+        key_env = {BENCH_KEY_ENV: self._api_key} if self._api_key else {}  # over the executor's env, not argv
+        res = self.executor.run(argv + (["--api-key-env", BENCH_KEY_ENV] if key_env else []), env=key_env,
                                 timeout=timeout * max(4, n_requests))
         failed = RuntimeError(f"load sweep on node {self.name} failed (exit {res.returncode}): "
                               f"{redact_text((res.stderr or res.stdout).strip()[-300:])}")
@@ -286,16 +306,6 @@ def _outage(health_url: str, seen: Failure) -> Failure:
                    summary=f"{health_url} cannot be reached while the server process runs "
                            f"(requests failed: {seen.summary})",
                    evidence=seen.evidence[:5])
-
-
-def _launch_env(env: dict[str, str]) -> dict[str, str]:
-    """The recorded env with `${NAME}` secrets filled in from the controller's environment."""
-    from campaign.domain.redact import MissingEnvRef, expand_env_refs
-
-    try:
-        return expand_env_refs(env)
-    except MissingEnvRef as exc:
-        raise UserError(f"env: {exc}") from None
 
 
 def _bench_argv(python: str, port: int, wl: WorkloadSpec, model: str, time_scale: float, timeout: float,

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from campaign.domain.models import EffectiveConfig
 from tools.engines import VllmSetup, engine_profile, read_vllm_setup
+from tools.engines.launch_spec import build_launch
 from tools.engines.setup_env import read_env_file
 from tools.executors.local import LocalExecutor
 from tools.server.launch import LaunchRequest, RunningServer, ServerLauncher
@@ -74,17 +75,16 @@ def missing_reason(root: str | Path = ".") -> str | None:
 def launch_request(vllm: VllmSetup, model: PlannerModelSetup, *, port: int, log_path: str,
                    startup_timeout_s: float = 600) -> LaunchRequest:
     """vLLM's OpenAI-compatible server for the planner model: eager (no compile warm-up),
-    float32 (the engine profile's command), listed in /v1/models under its served name."""
-    profile = engine_profile("vllm")
-    config = EffectiveConfig(flags={
+    float32 (the CPU build's settings), listed in /v1/models under its served name."""
+    config = vllm.cpu_config(EffectiveConfig(flags={
         "served-model-name": model.served_name, "max-model-len": MAX_MODEL_LEN, "enforce-eager": True,
         # compact JSON under a schema: no tokens spent on whitespace between fields (vLLM allows
         # it with the xgrammar and guidance backends only, so the backend is named)
         "structured-outputs-config": '{"backend":"xgrammar","disable_any_whitespace":true}',
-    })
-    req = profile.launch_request(config, python=vllm.python, model=model.model_dir, port=port, log_path=log_path,
-                                 startup_timeout_s=startup_timeout_s, env={"VLLM_CACHE_ROOT": vllm.cache_root})
-    return req.model_copy(update={"expect_model": model.served_name})
+    }))
+    spec = build_launch(engine_profile("vllm"), config, model=model.model_dir, port=port,
+                        fill={"host": "127.0.0.1"}, python=vllm.python, startup_timeout_s=startup_timeout_s)
+    return spec.request(port=port, log_path=log_path).model_copy(update={"expect_model": model.served_name})
 
 
 @contextlib.contextmanager

@@ -12,13 +12,14 @@ import shutil
 import string
 from pathlib import Path
 
-from campaign.domain.config import merge, render_argv
+from campaign.domain.config import merge
 from campaign.domain.errors import UserError
 from campaign.domain.models import EffectiveConfig
 from campaign.playbook.load import line_at, prompt_file_problems
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from tools.engines import engine_profile
 from tools.engines.base import EngineProfile
+from tools.engines.launch_spec import build_launch, launch_template
 
 
 def _placeholders(template: str) -> dict[str, str]:
@@ -29,9 +30,12 @@ def _placeholders(template: str) -> dict[str, str]:
 
 
 def launch_of(profile: EngineProfile, pb: Playbook, config: EffectiveConfig) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment the engine profile renders for `config`."""
-    template = pb.server.command or profile.command
-    return render_argv(template, config, **_placeholders(template)), profile.env(config.env)
+    """The command line and environment the one launch builder renders for `config`
+    (`${NAME}` references left as written)."""
+    template = launch_template(profile, pb.server.command, pb.server.python)
+    launch = build_launch(profile, config, model=pb.server.model, port="<port>", fill=_placeholders(template),
+                          command=pb.server.command, python=pb.server.python, expand_secrets=False)
+    return launch.argv, launch.env
 
 
 def _why_same(h: HypothesisSpec, baseline: EffectiveConfig) -> str:

@@ -19,7 +19,7 @@ from rich.status import Status
 from rich.text import Text
 
 from campaign.cli.plain import console as stderr_console
-from campaign.cli.plain import line
+from campaign.cli.plain import failure_lines, line
 from campaign.journal.format import fmt_duration
 
 _STYLE = {"win": "bold green", "dead_end": "bold red", "inconclusive": "bold yellow"}
@@ -101,7 +101,10 @@ class LiveView:
         elif kind == "launch":
             self._spin(line("starting server for ", (g("label"), ""), " on ", (g("node", "node"), "")))
         elif kind == "launch_failed":
-            self._line(line("  server for ", (g("label"), ""), " failed to start: ", (g("class"), "red")))
+            self._line(line("  server for ", (g("label"), ""), " failed to start: ", (g("class"), "red"), " ",
+                            (g("summary") or "", "")))
+            for text in failure_lines(g("lines") or [], g("log_path")):
+                self._line(line("    ", (text, "dim")))
         elif kind == "ready":
             self._spin(line("server ", (g("label"), ""), " ready at ", (g("url"), "")))
         elif kind == "sweep":

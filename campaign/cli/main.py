@@ -51,7 +51,7 @@ ID_ARG = typer.Argument(..., help="campaign id, or any prefix of it that names o
 
 
 def _outcome(out: RunOutcome) -> None:
-    from campaign.cli.plain import console, line
+    from campaign.cli.plain import console, failure_lines, line
 
     con = console(highlight=False)
     con.soft_wrap = True  # whole lines in a log, as the live view's
@@ -74,6 +74,9 @@ def _outcome(out: RunOutcome) -> None:
         os._exit(out.exit_code)
     elif out.status == "failed":
         con.print(line((f"campaign {out.campaign_id} failed:", "bold red"), " ", (out.reason, "")))
+        if out.failure is not None:
+            for text in failure_lines(out.failure.evidence, out.failure.log_path):
+                con.print(line("  ", (text, "")))
         con.print(line("journal: ", (out.journal, "")))
     else:
         con.print(line((f"campaign {out.campaign_id} finished", "bold green"), ": ", (out.reason, "")))
@@ -207,6 +210,7 @@ def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
     from pathlib import Path
 
     from campaign.cli.ids import resolve_id
+    from campaign.journal.owner import claim_journal
     from campaign.journal.publish import publish_journal
     from campaign.playbook.load import load_playbook
     from campaign.store.reader import open_reader
@@ -215,7 +219,8 @@ def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
         campaign_id = resolve_id(campaign_id, db)
         store = open_reader(Path(db or ".campaign/campaign.db")) or _store(db)
         row = store.get_campaign(campaign_id)
-        path = Path(out) if out else Path(load_playbook(row.playbook_path).journal)
+        path = Path(out) if out else claim_journal(Path(load_playbook(row.playbook_path).journal), campaign_id,
+                                                   row.name)
         publish_journal(store, campaign_id, path, db_label=str(db or ".campaign/campaign.db"))
         _wait_for_plots()
     except UserError as exc:
@@ -312,6 +317,26 @@ app.command()(export)
 app.command()(compare)
 init_cmd.register(app)
 schema_cmd.register(app)
+
+
+@app.command()
+def plan(playbook: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Print each launch's server command and env (secrets masked) and the load, starting nothing."""
+    from campaign.cli.plan import make_plan, render_plan
+    from campaign.cli.wiring import check_adapters
+    from campaign.playbook.load import load_playbook
+
+    try:
+        pb = load_playbook(playbook)
+        check_adapters(pb, playbook)
+        result = make_plan(pb, playbook)
+    except UserError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+        return
+    for text in render_plan(result):
+        typer.echo(text)
 
 
 def _click_exceptions() -> Any:

@@ -60,3 +60,10 @@ def console(*, stderr: bool = False, **kwargs: Any) -> Console:
     if not con.is_terminal and "COLUMNS" not in os.environ and "width" not in kwargs:
         con = Console(stderr=stderr, width=UNWRAPPED, **kwargs)
     return con
+
+def failure_lines(lines: list[str], log_path: object = None) -> list[str]:
+    """A failed launch's deciding log lines (or its log's last lines), then where the log is."""
+    out = [f"| {ln}" for ln in lines]
+    if log_path:
+        out.append(f"log: {log_path}")
+    return out

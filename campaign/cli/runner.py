@@ -20,12 +20,15 @@ from typing import Any, Literal
 from campaign.cli.checks import identical_launches
 from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
 from campaign.domain.errors import UserError
+from campaign.domain.models import Failure
 from campaign.domain.redact import redact_text
+from campaign.journal.owner import claim_journal
 from campaign.journal.publish import refresh_journal
 from campaign.journal.render import clean_temp_files
 from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.load import apply_overrides, load_playbook
 from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.store.view import halt_failure
 from tools.executors.base import NodeError
 
 
@@ -35,6 +38,7 @@ class RunOutcome:
     status: Literal["finished", "awaiting_review", "failed", "interrupted"]
     reason: str = ""
     journal: str = ""
+    failure: Failure | None = None  # the failed launch that stopped it, with its deciding lines
 
     @property
     def exit_code(self) -> int:
@@ -78,7 +82,9 @@ def compiled_graph(deps: Deps, db_path: Path) -> Iterator[Any]:
     saver_cls = SqliteSaver
     if killpoint.active():
         from campaign.cli.killsaver import KillPointSaver as saver_cls
-    with saver_cls.from_conn_string(str(checkpoint_path(db_path))) as saver:
+    from campaign.domain.private import private_file
+
+    with saver_cls.from_conn_string(str(private_file(checkpoint_path(db_path)))) as saver:
         saver.conn.execute("PRAGMA journal_mode=WAL")
         yield build_graph(deps).compile(checkpointer=saver)
 
@@ -129,7 +135,8 @@ def _drive(graph: Any, payload: Any, cid: str, store: Any, on_stop: Any = None) 
     if snap.next:
         reason = row.halt_reason or "awaiting review"
         return RunOutcome(cid, "awaiting_review", reason=reason)
-    return RunOutcome(cid, "failed" if row.status == "failed" else "finished", reason=row.halt_reason or "")
+    return RunOutcome(cid, "failed" if row.status == "failed" else "finished", reason=row.halt_reason or "",
+                      failure=halt_failure(row.status, store.list_experiments(cid, role="baseline")))
 
 
 def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None = None,
@@ -156,6 +163,7 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
         for pos, h in enumerate(pb.hypotheses):
             store.upsert_hypothesis(cid, h, source="playbook", position=pos)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
+        pb = own_journal(pb, cid)
         deps = build_deps(pb, store, db_path=db_path, events=events)
         _announce(events, pb, store, cid)
         _reap_worktrees(deps, cid)
@@ -202,6 +210,7 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
         store.update_campaign(cid, overrides=merged, node=node_text)
     reap_leftovers(db_path, pb)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
+        pb = own_journal(pb, cid)
         deps = build_deps(pb, store, db_path=db_path, events=events)
         _announce(events, pb, store, cid)
         _reap_worktrees(deps, cid)
@@ -226,6 +235,11 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
             out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
     out.journal = pb.journal
     return out
+
+
+def own_journal(pb: Playbook, cid: str) -> Playbook:
+    """`pb` with the journal path this campaign writes (campaign.journal.owner)."""
+    return pb.model_copy(update={"journal": str(claim_journal(Path(pb.journal), cid, pb.name))})
 
 
 def _reap_worktrees(deps: Any, cid: str) -> list[str]:
@@ -279,6 +293,7 @@ def repair_journal(store: Any, cid: str, *, db_label: str) -> bool:
         path = Path(apply_overrides(load_playbook(row.playbook_path), row.overrides).journal)
         if not path.parent.is_dir():
             return False
+        path = claim_journal(path, cid, row.name)
         clean_temp_files(path)
         return refresh_journal(store, cid, path, db_label=db_label)
     except UserError:

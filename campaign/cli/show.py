@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.text import Text
 
-from campaign.cli.plain import line, visible
+from campaign.cli.plain import failure_lines, line, visible
 from campaign.domain.errors import UserError
 
 __all__ = ["print_experiment", "print_summary"]
@@ -47,6 +47,9 @@ def print_summary(con: Console, data: dict[str, Any]) -> None:
         con.print(text, no_wrap=True, crop=True)
     if data.get("halt_reason"):
         con.print(line("why: ", (data["halt_reason"], "")))
+    failure = data.get("failure") or {}
+    for shown in failure_lines(failure.get("deciding_lines") or [], failure.get("log_path")):
+        con.print(line("  ", (shown, "")))
     rejected = sum(1 for c in data.get("planner_calls", []) if c["outcome"] != "accepted")
     if rejected:
         con.print(line(f"planner: {rejected} rejected or failed model calls (campaign show --json lists them)"))

@@ -61,7 +61,20 @@ def _table(result: Any) -> Any:
     return table
 
 
-def _run(url: str, workload: Any, model: str | None, time_scale: float | None, timeout_s: float, client: str) -> Any:
+def _api_key(name: str | None) -> str | None:
+    """The value of `--api-key-env NAME` (the key itself never goes on a command line)."""
+    import os
+
+    if name is None:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        _fail(f"--api-key-env: {name} is not set (fix: export {name}=<the server's key>)")
+    return value
+
+
+def _run(url: str, workload: Any, model: str | None, time_scale: float | None, timeout_s: float, client: str,
+         api_key: str | None = None) -> Any:
     import asyncio
 
     from rich.console import Console
@@ -78,7 +91,8 @@ def _run(url: str, workload: Any, model: str | None, time_scale: float | None, t
             bar.update(task, description=label, completed=event.completed, total=event.total)
 
         return asyncio.run(run_sweep(url, workload, model=model, time_scale=time_scale, progress=on_progress,
-                                     request_timeout_s=timeout_s, http_client=client))  # type: ignore[arg-type]
+                                     request_timeout_s=timeout_s, http_client=client,  # type: ignore[arg-type]
+                                     api_key=api_key))
 
 
 def bench(
@@ -96,6 +110,8 @@ def bench(
     time_scale: str | None = typer.Option(None, "--time-scale", help="default: /server_info time_scale, else 1"),
     timeout: str = typer.Option("600", "--timeout", help="per-request timeout, seconds"),
     client: str = typer.Option("asyncio", "--client", help="streaming HTTP client: asyncio | aiohttp | httpx"),
+    api_key_env: str | None = typer.Option(None, "--api-key-env",
+                                           help="send the server this variable's value as its API key"),
     json_out: Path | None = typer.Option(None, "--json", help="write the result as JSON"),
     import_file: Path | None = typer.Option(None, "--import", help="import an SGLang/vLLM benchmark result instead"),
 ) -> None:
@@ -116,7 +132,7 @@ def bench(
             if not url:
                 _fail("a URL is required (or --import FILE)")
             result = _bench_url(url, concurrency, requests_per_level, output_tokens, prompts, prompt_tokens, warmup, seed,
-                                endpoint, model, time_scale, timeout, client)
+                                endpoint, model, time_scale, timeout, client, _api_key(api_key_env))
     except UserError as exc:
         _fail(" ".join(exc.lines))
     console().print(_table(result))
@@ -148,7 +164,7 @@ def _failures(result: Any) -> str | None:
 
 def _bench_url(url: str, concurrency: str, requests_per_level: str, output_tokens: str, prompts: str, prompt_tokens: str,
                warmup: str, seed: str, endpoint: str, model: str | None, time_scale: str | None, timeout: str,
-               client: str) -> Any:
+               client: str, api_key: str | None = None) -> Any:
     from campaign.domain.models import WorkloadSpec
     from tools.loadgen.sweep import LoadgenError
 
@@ -175,7 +191,7 @@ def _bench_url(url: str, concurrency: str, requests_per_level: str, output_token
         seed=_int("--seed", seed, 0), endpoint=endpoint,
     )
     try:
-        return _run(url, workload, model, scale, float(_int("--timeout", timeout, 1)), client)
+        return _run(url, workload, model, scale, float(_int("--timeout", timeout, 1)), client, api_key)
     except LoadgenError as exc:
         _fail(str(exc))
 

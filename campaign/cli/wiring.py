@@ -7,17 +7,19 @@ by kind, plus the engine profile's launch knowledge), the git adapter becomes th
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from campaign.domain.errors import UserError
+from campaign.domain.redact import remember_secret
 from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.schema import Playbook
 from campaign.ports import SourceTree
 from campaign.store.facade import Store
 from tools.engines import engine_profile
-from tools.executors.base import Executor
+from tools.executors.base import Executor, NodeError
 from tools.executors.local import LocalExecutor
 from tools.executors.project_code import WithProjectCode
 from tools.executors.registry import build_executor
@@ -29,10 +31,15 @@ __all__ = ["build_deps", "check_adapters", "ledger_path", "node_runtime_for", "r
 
 
 def check_adapters(pb: Playbook, source: str) -> None:
-    """What only the adapters can check, before anything is recorded: the engine exists, a local
+    """What only the adapters can check, before anything is recorded: the engine exists, the
+    planner's key would go only where it is meant (campaign.planner.resolve_endpoint), a local
     node has the engine's python, no hypothesis launches what the baseline does."""
+    from campaign.planner import resolve_endpoint
+
     try:
         engine_profile(pb.server.engine)
+        if pb.planner.kind == "llm":
+            resolve_endpoint(pb.planner)
     except UserError as exc:
         raise UserError(f"{source}: {exc}") from None
     from campaign.cli.checks import adapter_problems
@@ -48,11 +55,12 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
                      events: EventFn | None = None) -> NodeRuntime:
     """A NodeRuntime for one `node:` entry of the playbook."""
     executor: Executor = build_executor(spec)
+    node_dir = remote_workdir(spec, executor) if spec.remote else None
     sim = spec.simulated_node()
-    if sim is not None and spec.remote:
-        executor = WithProjectCode(executor, spec.workdir)  # the node runs the controller's code
+    if sim is not None and node_dir is not None:
+        executor = WithProjectCode(executor, node_dir)  # the node runs the controller's code
     python = spec.node_python() or sys.executable
-    fmt: dict[str, Any] = {"python": pb.server.python or python, "host": "0.0.0.0" if spec.remote else "127.0.0.1"}
+    fmt: dict[str, Any] = {"python": python, "host": "0.0.0.0" if spec.remote else "127.0.0.1"}
     fingerprint_argv = None
     if sim is not None:
         fmt.update(profile=sim.profile, cuda=sim.cuda, seed=sim.seed, time_scale=sim.time_scale,
@@ -64,10 +72,26 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
     profile = engine_profile(pb.server.engine)  # the one source of the engine's launch knowledge
     return NodeRuntime(
         spec.name or getattr(spec, "host", "node"), executor, profile=profile, command=pb.server.command,
-        model=pb.server.model, health=pb.server.health, startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
-        workdir=str(spec.node_workdir() or workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
-        progress=progress, sweep_on=spec.sweep_location(), base_env=profile.base_env_for(pb.server.base_env),
+        python=pb.server.python, model=pb.server.model, health=pb.server.health,
+        startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
+        workdir=node_dir or str(workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
+        progress=progress, sweep_on=spec.sweep_location(), base_env=pb.server.base_env,
+        api_key=server_api_key(pb),
     )
+
+
+def server_api_key(pb: Playbook) -> str | None:
+    """The value of `server.api_key_env` (the key the load generator sends the server)."""
+    import os
+
+    name = pb.server.api_key_env
+    if name is None:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise UserError(f"server.api_key_env: {name} is not set (fix: export {name}=<the server's API key>)")
+    remember_secret(value)
+    return value
 
 
 def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | None) -> Deps:
@@ -87,10 +111,26 @@ def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | N
                 trees=list[SourceTree](trees))
 
 
+def remote_workdir(spec: Any, executor: Executor) -> str:
+    """A remote node's workdir as its paths are built: `~/...` is the node user's home,
+    which only the node can say (one connection now); any other path is used as written
+    and checked (private, ours) by the executor on first use, inside the loop, where an
+    unreachable node is an interrupt the campaign resumes from."""
+    path = str(spec.workdir)
+    if not path.startswith("~"):
+        return path
+    try:
+        return str(getattr(executor, "workdir", path))
+    except NodeError as exc:
+        name = spec.name or getattr(spec, "host", "node")
+        raise UserError(f"node {name}: {exc} (fix: check that the node is reachable, or give node.workdir "
+                        "as an absolute path, then run again)") from None
+
+
 def source_tree_for(pb: Playbook, spec: Any, executor: Executor, *, workdir: Path) -> GitTree:
     """`server.source` on one node: git runs there, through the node's own executor."""
     assert pb.server.source is not None
-    where = spec.node_workdir()
+    where = remote_workdir(spec, executor) if spec.remote else None
     return GitTree(executor, pb.server.source.repo,
                    f"{where}/src" if where else str((workdir / "src").resolve()))
 
@@ -100,10 +140,14 @@ def local_source_tree(repo: str) -> GitTree:
     import tempfile
 
     if not (Path(repo) / ".git").exists():
-        from campaign.domain.errors import UserError
-
         raise UserError(f"{repo}: not a git repository (fix: point knobs.patches.repo at a git checkout)")
-    return GitTree(LocalExecutor(), str(Path(repo).resolve()), str(Path(tempfile.gettempdir()) / "campaign-src"))
+    from tools.executors.remote_shell import ensure_private_dir
+
+    scratch = str(Path(tempfile.gettempdir()) / f"campaign-src-{os.getuid()}")  # this user's, 0700
+    problem = ensure_private_dir(scratch)
+    if problem:
+        raise UserError(problem.replace("node workdir", "patch-check directory"))
+    return GitTree(LocalExecutor(), str(Path(repo).resolve()), scratch)
 
 
 def reap_leftovers(db_path: Path, pb: Playbook) -> list[str]:

@@ -56,6 +56,15 @@ class Failure(BaseModel):
     matched: bool = True
     #: the LLM's class for an unmatched log: a suggestion shown beside the class, never the class
     suggested_class: FailureClass | None = None
+    #: the server's log on its node, where the rest of the story is (None: no server log)
+    log_path: str | None = None
+
+    def shown(self) -> dict[str, object]:
+        """What a person reads of it (`show --json`): the class, the lines that decided
+        it (or, when no signature matched, the log's last lines) and where the log is."""
+        return {"class": self.failure_class.value, "summary": self.summary, "phase": self.phase,
+                "exit_code": self.exit_code, "deciding_lines": list(self.evidence), "log_path": self.log_path,
+                "suggested_class": self.suggested_class.value if self.suggested_class else None}
 
 
 class Stat(BaseModel):

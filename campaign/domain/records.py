@@ -236,6 +236,8 @@ class CampaignView(BaseModel):
     description: str = ""
     status: CampaignStatus
     halt_reason: str | None = None
+    #: the failed launch that stopped the campaign (its baseline's), with its deciding lines
+    halt_failure: Failure | None = None
     node: str = ""
     time_scale: float = 1.0
     headline_workload: str | None = None  # the playbook's first workload: the baseline's headline

@@ -1,9 +1,10 @@
 """Keep secrets out of everything that is recorded (database, journal, logs, handles).
 
 Every command line and environment that leaves the process for a record passes
-through here.  Redaction is by name (env vars and flags that look secret) and by
-shape (tokens with well-known prefixes), so a secret given on a command line or
-echoed by a server into its log is caught too.
+through here.  Redaction is by name (env vars and flags that look secret), by shape
+(tokens with well-known prefixes, URLs with a password, JWTs) and by value: every
+value a `${NAME}` reference brought in from the controller's environment is masked
+wherever it shows up, whatever the variable is called (a server may echo `MY_PAT`).
 """
 
 from __future__ import annotations
@@ -33,13 +34,35 @@ SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),  # OpenAI-style keys
     re.compile(r"\bhf_[A-Za-z0-9]{16,}"),  # Hugging Face tokens
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),  # GitHub fine-grained tokens
+    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key ids
+    re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWTs
+    re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),  # user:password@ in a URL
     re.compile(r"(?<=Bearer )[A-Za-z0-9._~+/=\-]{8,}", re.IGNORECASE),
     re.compile(r"(?<=Authorization: )(?!Bearer )\S{8,}", re.IGNORECASE),
 )
 
+#: the shapes a literal in a playbook is refused for (the Authorization ones need context)
+TOKEN_SHAPES = SECRET_PATTERNS[:7]
+
 #: values shorter than this are not replaced inside free text: replacing every "1"
 #: or "on" in a log would destroy it without protecting anything.
 _MIN_SECRET_LEN = 6
+
+#: values this process brought in through `${NAME}` (or was told are secret): masked by value
+_REMEMBERED: set[str] = set()
+
+
+def remember_secret(value: str) -> None:
+    """Mask `value` in everything this process redacts from now on."""
+    if value and len(value) >= _MIN_SECRET_LEN:
+        _REMEMBERED.add(value)
+
+
+def token_shape(value: str) -> bool:
+    """Whether `value` holds a recognisable credential (sk-, hf_, github_pat_, ghp_, AWS
+    key ids, JWTs, a URL with a password)."""
+    return any(p.search(value) for p in TOKEN_SHAPES)
 
 
 def is_secret_name(name: str) -> bool:
@@ -52,7 +75,7 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def _secret_values(secrets: Mapping[str, str] | Iterable[str] | None) -> list[str]:
-    values = [v for k, v in os.environ.items() if is_secret_name(k)]
+    values = [v for k, v in os.environ.items() if is_secret_name(k)] + list(_REMEMBERED)
     if isinstance(secrets, Mapping):
         values += [v for k, v in secrets.items() if is_secret_name(k)]
     elif secrets is not None:
@@ -120,6 +143,7 @@ def expand_env_refs(env: Mapping[str, str], environ: Mapping[str, str] | None = 
             out[key] = value
         elif m.group(1) in source:
             out[key] = source[m.group(1)]
+            remember_secret(out[key])
         else:
             raise MissingEnvRef(f"{key}: ${{{m.group(1)}}} is not set in the controller's environment "
                                 f"(fix: export {m.group(1)} before `campaign run` or `campaign resume`)")

@@ -27,6 +27,7 @@ class PatchRules(BaseModel):
 
     allowed_paths: list[str] | None = None
     allow: list[Unsafe] = Field(default_factory=list)
+    max_patch_bytes: int = Field(default=1_000_000, gt=0)  # a bigger patch is refused before git reads it
 
 
 class PatchRecord(BaseModel):

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from campaign.domain.models import ConfigChange, ReportedChange
+from campaign.domain.models import ConfigChange, Failure, ReportedChange
 from campaign.domain.records import CampaignView, ExperimentView, LatencyLimitView, LevelRow, Verdict
 from campaign.journal import mdsafe
 from campaign.journal.format import (
@@ -215,13 +215,7 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
                    "NOT DECLARED by the hypothesis" if (c.kind, c.key) in undeclared else c.change]
                   for c in exp.config_diff]) if exp.config_diff else None
     workloads = list(dict.fromkeys(r.workload for r in exp.rows))
-    failure = exp.failure
-    evidence = None
-    if failure is not None:
-        code = f", exit code {failure.exit_code}" if failure.exit_code is not None else ""
-        evidence = {"summary": Md(f"{mdsafe.code(failure.failure_class.value)} in phase {failure.phase}{code}: "
-                                  f"{mdsafe.text(failure.summary)}"),
-                    "block": Md(mdsafe.code_block(failure.evidence)) if failure.evidence else None}
+    evidence = evidence_context(exp.failure) if exp.failure is not None else None
     corr = v.correctness if v else None
     environment = None
     if exp.environment is not None:  # repeated fingerprints point at the first experiment that had it
@@ -327,3 +321,13 @@ def patch_details(exp: ExperimentView) -> Md | None:
     n = len(rec.files)
     return Md(f"<details><summary>diff: {n} file{'s' if n != 1 else ''} changed</summary>\n\n"
               + mdsafe.code_block(f"{rec.stat}\n\n{rec.diff}", info="diff") + "\n\n</details>")
+
+
+def evidence_context(failure: Failure) -> dict[str, Md | None]:
+    """A failure as the journal shows it: class, phase and summary, the log lines that
+    decided the class (or the log's last lines), and where the whole log is."""
+    code = f", exit code {failure.exit_code}" if failure.exit_code is not None else ""
+    return {"summary": Md(f"{mdsafe.code(failure.failure_class.value)} in phase {failure.phase}{code}: "
+                          f"{mdsafe.text(failure.summary)}"),
+            "block": Md(mdsafe.code_block(failure.evidence)) if failure.evidence else None,
+            "log": Md(f"Server log: {mdsafe.code(failure.log_path)}") if failure.log_path else None}

@@ -47,6 +47,7 @@ from campaign.journal.format import (
     scoreboard_table,
 )
 from campaign.journal.index import JournalIndex
+from campaign.journal.owner import check_owner
 from campaign.journal.render import (
     MainParts,
     experiment_body,
@@ -198,6 +199,7 @@ def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, d
     view.numbers = numbers
     recent = ids[-RECENT:]
     existing = _read(target)
+    check_owner(target, existing, campaign_id)
     main_notes = parse_notes(existing) if existing else {}
     if verify or whole:  # a killed writer's temp files: listing thousands of pages is not the loop's job
         _remove_stale_temp_files(pages, plot_dir)
@@ -288,6 +290,15 @@ def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, d
     if overview and not overview_path.exists() and not changed:
         plot_worker.submit("overview", view, overview_path)
     text = render_main(view, existing, parts, overview_plot=overview, db_label=db_label, notes=main_notes)
+    for _ in range(3):  # a person saved the file while it was rendered: their notes win, render again
+        latest = _read(target)
+        if latest == existing:
+            break
+        before = parse_notes(existing) if existing else {}
+        after = parse_notes(latest) if latest else {}
+        main_notes.update({k: v for k, v in after.items() if before.get(k) != v})
+        existing = latest
+        text = render_main(view, existing, parts, overview_plot=overview, db_label=db_label, notes=main_notes)
     write_journal(target, text)
     idx.meta.update(stamp=_stamp(stamp_base, view), seq=seq, scored=scored, recent=recent, unconfirmed=unconfirmed)
 

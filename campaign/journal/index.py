@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from campaign.domain.private import private_file
+
 __all__ = ["FIELDS", "VERSION", "IndexDamaged", "JournalIndex", "code_version", "drawing_code"]
 
 
@@ -76,7 +78,7 @@ class JournalIndex:
     def _open(path: Path) -> sqlite3.Connection:
         for attempt in (0, 1):
             try:
-                db = sqlite3.connect(path, isolation_level=None)
+                db = sqlite3.connect(private_file(path), isolation_level=None)
                 db.execute("PRAGMA journal_mode=DELETE")
                 db.execute("PRAGMA synchronous=OFF")  # a cache: a lost write is re-rendered from the record
                 db.execute("BEGIN IMMEDIATE")

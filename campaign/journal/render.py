@@ -24,7 +24,7 @@ from campaign.domain.errors import UserError
 from campaign.domain.records import CampaignView, ExperimentView
 from campaign.journal import mdsafe
 from campaign.journal.baseline_section import baseline_context
-from campaign.journal.experiment_section import experiment_context
+from campaign.journal.experiment_section import evidence_context, experiment_context
 from campaign.journal.format import (
     DEAD_END_HEADER,
     dead_end_rows,
@@ -289,6 +289,7 @@ def render_main(view: CampaignView, existing_text: str | None, parts: MainParts,
         "header": table([Md("campaign"), mdsafe.code(view.id, in_table=True)], header),
         "commands": commands,
         "deploy": deploy_block(view),
+        "halt_failure": evidence_context(view.halt_failure) if view.halt_failure else None,
         "time_scale": Md(f"{view.time_scale:g}") if abs(view.time_scale - 1.0) > 1e-9 else None,
         "campaign_notes": book.block("campaign"),
         "baseline": baseline_context(view),
@@ -379,6 +380,9 @@ def update_journal(path: str | os.PathLike[str], view: CampaignView, *, db_label
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{target}: cannot read the existing journal ({exc}) "
                         "(fix: restore the file or move it away; its notes blocks are kept only if readable)") from None
+    from campaign.journal.owner import check_owner
+
+    check_owner(target, existing, view.id)
     plot_paths = None
     if plots:
         from campaign.journal.plots import render_plots

@@ -6,9 +6,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
+from campaign.domain.errors import UserError
+from campaign.domain.redact import remember_secret
 from campaign.planner.base import (
     AnalysisOutcome,
     Planner,
@@ -27,11 +31,39 @@ NO_ENDPOINT = (
 )
 
 
+def _same_url(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def resolve_endpoint(spec: PlannerSpec, environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
-    """(base_url, api_key): planner.base_url, else OPENAI_BASE_URL; the key from OPENAI_API_KEY only."""
+    """(base_url, api_key): planner.base_url, else OPENAI_BASE_URL.  The key goes only where
+    it is meant: OPENAI_API_KEY to OPENAI_BASE_URL (or OpenAI's own), `planner.api_key_env`
+    to `planner.base_url`; a playbook naming another base_url gets no key.  A key is never
+    sent in clear text (http://) to a host other than this machine."""
     env = os.environ if environ is None else environ
     base_url = spec.base_url or env.get("OPENAI_BASE_URL") or None
-    api_key = env.get("OPENAI_API_KEY") or None
+    api_key = env.get(spec.api_key_env or "OPENAI_API_KEY") or None
+    if spec.api_key_env and not api_key:
+        raise UserError(f"planner.api_key_env: {spec.api_key_env} is not set (fix: export {spec.api_key_env}=<key>)")
+    if spec.base_url and not spec.api_key_env and not _same_url(spec.base_url, env.get("OPENAI_BASE_URL", "")):
+        api_key = None  # the environment's key belongs to the environment's endpoint
+    if api_key and base_url:
+        parts = urlsplit(base_url)
+        if parts.scheme != "https" and not _loopback(parts.hostname or ""):
+            where = "planner.base_url" if spec.base_url else "OPENAI_BASE_URL"
+            raise UserError(f"{where}: {parts.scheme}://{parts.hostname} would get the planner's API key in clear "
+                            "text (fix: an https:// URL, or an endpoint on this machine)")
+    if api_key:
+        remember_secret(api_key)
     return base_url, api_key
 
 

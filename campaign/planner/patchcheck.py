@@ -1,8 +1,8 @@
 """May a model-written patch even be shown for approval?
 
 Only what git itself says the diff writes counts (one implementation of that check,
-the `SourceTree` adapter's: `git apply --numstat -z` / `--summary` in a worktree of
-`knobs.patches.repo`): paths under `knobs.patches.allowed_paths`, no symlink,
+the `SourceTree` adapter's: the diff applied to a scratch index in a worktree of
+`knobs.patches.repo`, both sides of every rename and copy): paths under `knobs.patches.allowed_paths`, no symlink,
 executable, submodule, `.git*` or binary change, and the diff must apply cleanly.
 Checking never changes the repository; applying happens later, after approval.
 """
@@ -24,7 +24,8 @@ def apply_check(diff: str, policy: PatchPolicy, source: SourceTreeFactory | None
         tree = source(policy.repo)
     except UserError:
         return [f"knobs.patches.repo '{policy.repo}' is not a git repository"]
-    rules = PatchRules(allowed_paths=list(policy.allowed_paths), allow=list(policy.allow))
+    rules = PatchRules(allowed_paths=list(policy.allowed_paths), allow=list(policy.allow),
+                       max_patch_bytes=policy.max_patch_bytes)
     return [f"patch {problem}" for problem in tree.check(diff, rules)]
 
 

@@ -201,27 +201,34 @@ def _cross_check_lines(root: yaml.Node | None, data: dict[str, Any], source: str
 
 
 def _secret_literal_lines(root: yaml.Node | None, data: dict[str, Any], source: str) -> list[str]:
-    """A secret-named env var with a literal value: it would be copied into the record,
-    the checkpoints and the journal.  Only `${NAME}` references are accepted."""
-    from campaign.domain.redact import ENV_REF, is_secret_name
+    """A secret written into the playbook would be copied into the record, the checkpoints,
+    the journal and (as a flag) a command line: an env var with a secret name or a
+    token-shaped value, a flag with a secret name or a token-shaped value.  Only
+    `${NAME}` references in env are accepted."""
+    from campaign.domain.redact import ENV_REF, SECRET_FLAG, is_secret_name, token_shape
 
-    places: list[tuple[tuple[Any, ...], Any]] = []
-    if isinstance(data.get("baseline"), dict):
-        places.append((("baseline", "env"), data["baseline"].get("env")))
+    configs: list[tuple[Any, ...]] = [("baseline",)] if isinstance(data.get("baseline"), dict) else []
     if isinstance(data.get("hypotheses"), list):
-        places += [(("hypotheses", i, "env"), h.get("env")) for i, h in enumerate(data["hypotheses"])
-                   if isinstance(h, dict)]
+        configs += [("hypotheses", i) for i, h in enumerate(data["hypotheses"]) if isinstance(h, dict)]
     lines = []
-    for loc, env in places:
-        if not isinstance(env, dict):
-            continue
-        for name, value in env.items():
-            if isinstance(name, str) and is_secret_name(name) and not ENV_REF.match(str(value)):
-                node = _key_node(root, (*loc, name))
-                line = node.start_mark.line + 1 if node is not None else 1
-                lines.append(f"{source}:{line}: {_fmt_loc((*loc, name))}: a secret written into the playbook would be "
-                             f"recorded (fix: write {name}: ${{{name}}} and export {name} in the controller's "
-                             "environment)")
+    for at in configs:
+        config = data["baseline"] if at[0] == "baseline" else data["hypotheses"][at[1]]
+        for where in ("env", "flags"):
+            values = config.get(where)
+            for name, value in (values.items() if isinstance(values, dict) else ()):
+                text = str(value)
+                if where == "env":
+                    bad = not ENV_REF.match(text) and (is_secret_name(str(name)) or token_shape(text))
+                    fix = f"write {name}: ${{{name}}} and export {name} in the controller's environment"
+                else:
+                    bad = (SECRET_FLAG.match(f"--{name}") is not None and value is not True) or token_shape(text)
+                    fix = ("remove the flag and give the secret by environment, env: {VAR: ${VAR}} with the "
+                           "variable the engine reads, which never reaches a command line or a record")
+                if bad:
+                    node = _key_node(root, (*at, where, name))
+                    line = node.start_mark.line + 1 if node is not None else 1
+                    lines.append(f"{source}:{line}: {_fmt_loc((*at, where, name))}: a secret written into the "
+                                 f"playbook would be recorded (fix: {fix})")
     return lines
 
 

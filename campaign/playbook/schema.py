@@ -103,8 +103,9 @@ class SshNodeSpec(_NodeSpecBase):
                                       examples=["~/.ssh/id_ed25519"])
     ssh_options: list[str] = Field(default_factory=list, description="extra `-o` options for ssh",
                                    examples=[["StrictHostKeyChecking=accept-new"]])
-    workdir: str = Field(default="/tmp/campaign-node", description="the node's working directory: logs, "
-                         "ledger, the environment file of a launch")
+    workdir: str = Field(default="~/.cache/campaign-node", description="the node's working directory: logs, "
+                         "ledger, the environment file of a launch; `~/` is the node user's home; made 0700, "
+                         "refused when another user's or writable by others")
     python: str = Field(default="python3", description="the interpreter on the node that runs campaign's node "
                         "helpers (and the engine, unless server.python says otherwise)")
     sweep_on: Literal["node", "controller"] = Field(default="node", description=(
@@ -133,8 +134,9 @@ class SlurmNodeSpec(_NodeSpecBase):
     time_limit: str = Field(default="01:00:00", description="sbatch --time for one launch's job")
     exclusive: bool = Field(default=True, description="sbatch --exclusive: no other job shares the node")
     max_parallel_jobs: int = Field(default=1, description="accepted but not used yet: one job per launch")
-    workdir: str = Field(default="/tmp/campaign-slurm", description="a directory the controller and the "
-                         "compute nodes share: batch scripts, logs, the environment file of a launch")
+    workdir: str = Field(default="~/.cache/campaign-slurm", description="a directory the controller and the "
+                         "compute nodes share: batch scripts, logs, the environment file of a launch; made 0700, "
+                         "refused when another user's or writable by others")
     python: str = Field(default="python3", description="the interpreter on the compute node that runs "
                         "campaign's node helpers")
     simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node in the job "
@@ -176,9 +178,12 @@ class SourceSpec(_Strict):
                                             "anywhere in the repo")
     allow: list[Unsafe] = Field(default_factory=list, description="unsafe patch contents to accept: "
                                 "symlink, executable, submodule, git_paths, binary", examples=[["executable"]])
+    max_patch_bytes: int = Field(default=1_000_000, gt=0, description="a bigger patch is refused, its size "
+                                 "named, before git reads it")
 
     def rules(self) -> PatchRules:
-        return PatchRules(allowed_paths=self.allowed_paths, allow=list(self.allow))
+        return PatchRules(allowed_paths=self.allowed_paths, allow=list(self.allow),
+                          max_patch_bytes=self.max_patch_bytes)
 
 
 class ServerSpec(_Strict):
@@ -215,6 +220,10 @@ class ServerSpec(_Strict):
     base_env: list[str] | None = Field(default=None, description=(
         "the node's variables the server inherits (names or PREFIX*), replacing the default list; "
         "secret-named entries are refused"), examples=[["PATH", "HOME", "CUDA_VISIBLE_DEVICES", "HF_*"]])
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
+        "the controller's variable holding the server's own API key (its --api-key): the load generator "
+        "sends it to this server and nowhere else; null: no request carries a credential"),
+        examples=["SERVER_API_KEY"])
 
     @field_validator("base_env")
     @classmethod
@@ -383,6 +392,13 @@ class PatchPolicy(_Strict):
                                      examples=[["python/sglang/srt/"]])
     allow: list[Unsafe] = Field(default_factory=list, description=(
         "unsafe patch contents to accept: symlink, executable, submodule, git_paths, binary"), examples=[["executable"]])
+    max_patch_bytes: int = Field(default=1_000_000, gt=0, description="a bigger patch is refused")
+
+
+#: variables that choose what code a process loads: a model turning one of these runs
+#: whatever it names (LD_PRELOAD=/tmp/x.so), so they are never planner knobs.
+CODE_PATH_ENV = re.compile(r"^(LD_\w*|DYLD_\w*|PYTHON(PATH|HOME|STARTUP|USERBASE|INSPECT)|PATH|BASH_ENV|ENV"
+                           r"|PERL5LIB|PERL5OPT|RUBYOPT|RUBYLIB|NODE_OPTIONS|NODE_PATH|LUA_PATH|LUA_CPATH)$")
 
 
 class KnobSpace(_Strict):
@@ -394,6 +410,15 @@ class KnobSpace(_Strict):
                                    examples=[["playbooks/patches/simnode-faster-steps.diff"]])
     patches: PatchPolicy | None = Field(default=None, description="allow model-written patches, within these paths")
 
+    @field_validator("env")
+    @classmethod
+    def _no_code_path_knobs(cls, v: dict[str, KnobSpec]) -> dict[str, KnobSpec]:
+        for name in v:
+            if CODE_PATH_ENV.match(name):
+                raise ProblemAt(f"{name} chooses the code a process loads: the planner may not set it (fix: "
+                                "remove the knob; set it in baseline.env if the server needs it)", name)
+        return v
+
 
 class PlannerSpec(_Strict):
     kind: Literal["queue", "llm"] = Field(default="queue", description=(
@@ -402,6 +427,9 @@ class PlannerSpec(_Strict):
     temperature: float = Field(default=0.2, ge=0, le=2, description="sampling temperature")
     base_url: str | None = Field(default=None, description="an OpenAI-compatible endpoint; null: OPENAI_BASE_URL "
                                  "(else OpenAI's)", examples=["http://127.0.0.1:8011/v1"])
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
+        "the variable holding the key for base_url; null: OPENAI_API_KEY, sent only to OPENAI_BASE_URL "
+        "(or OpenAI's own), never to another base_url a playbook names"), examples=["GPU_BOX_KEY"])
     timeout_s: float = Field(default=60, gt=0, description="seconds one call may take")
     max_retries: int = Field(default=3, ge=0, description="retries of a failed call (bad answer, HTTP error)")
     max_rejections: int = Field(default=3, ge=0, description="invalid proposals per request, each answered with its reason, before the planner gives up")
@@ -476,7 +504,8 @@ class HypothesisSpec(_Strict):
 
 
 class Playbook(_Strict):
-    name: str = Field(description="the campaign's name (its id starts with it)")
+    name: str = Field(description="the campaign's name (its id starts with it): a slug, up to 80 letters, "
+                      "digits, '-', '_' or '.'")
     description: str = Field(default="", description="what the campaign is after; shown in the journal")
     journal: str = Field(default="journal/{name}.md", description="the living journal's path, relative to "
                          "the working directory")
@@ -510,6 +539,14 @@ class Playbook(_Strict):
                              "(fix: remove it from the URL and change that password)")
         raise ValueError(f"{scheme}:// URLs are not supported: campaigns are kept in a SQLite file "
                          "(fix: set `database:` to a file path, e.g. .campaign/campaign.db)")
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}", v):
+            raise ValueError(f"{v!r} is not a slug (fix: up to 80 letters, digits, '-', '_' or '.', "
+                             "starting with a letter or digit)")
+        return v
 
     @field_validator("workloads")
     @classmethod

@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, create_engine
 
 from campaign.domain.errors import UserError
+from campaign.domain.private import private_file
 from campaign.store import changes
 from campaign.store.models import SCHEMA_VERSION, TABLES, MetaRow
 
@@ -41,6 +42,10 @@ def open_engine(path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine
         raise UserError(f"{path}: cannot create the database directory: {exc.strerror or exc} ({_fix_hint(path)})") from None
     if path.is_dir():
         raise UserError(f"{path}: is a directory, not a database file (fix: point `database:` at a file path)")
+    try:
+        private_file(path)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot create the database: {exc.strerror or exc} ({_fix_hint(path)})") from None
     engine = create_engine(
         f"sqlite:///{path}",
         connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},

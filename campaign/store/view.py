@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from campaign.domain.models import ConfigChange, EffectiveConfig, Fingerprint
+from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, Fingerprint
 from campaign.domain.records import (
     BaselineView,
     CampaignView,
@@ -318,6 +318,14 @@ def dead_ends(snap: CampaignSnapshot) -> list[DeadEnd]:
     return out
 
 
+def halt_failure(status: str, experiments: list[ExperimentRecord]) -> Failure | None:
+    """Why a failed campaign stopped when its baseline could not run: the last baseline's
+    failure (None while the campaign runs, or when it stopped for another reason)."""
+    baselines = [e for e in experiments if e.role == "baseline"]
+    last = baselines[-1] if baselines else None
+    return last.failure if status == "failed" and last is not None and last.status == "failed" else None
+
+
 def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
     """The view of `snap`; `memo` (a `campaign.store.memo.Memo`) reuses each baseline's
     view built from the very same record and rounds before (a campaign adopts a new
@@ -332,6 +340,7 @@ def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
         description=c.description,
         status=c.status,
         halt_reason=c.halt_reason,
+        halt_failure=halt_failure(c.status, snap.experiments),
         node=c.node,
         time_scale=c.time_scale,
         headline_workload=next(iter(snap.workload_order()), None),
@@ -372,6 +381,7 @@ def show_json(view: CampaignView) -> dict[str, Any]:
         "status": view.status,
         "halt_reason": view.halt_reason,
         "latency_limit": view.latency_limit.model_dump(mode="json") if view.latency_limit else None,
+        "failure": view.halt_failure.shown() if view.halt_failure else None,
         "baseline": None
         if base is None
         else {
@@ -423,6 +433,7 @@ def experiment_json(e: ExperimentView, playbook_min_effect_pct: float) -> dict[s
         or (e.failure.failure_class.value if e.failure else None),
         # the LLM's guess for a failure no rule matched: beside the class, never the class
         "suggested_class": e.failure.suggested_class.value if e.failure and e.failure.suggested_class else None,
+        "failure": e.failure.shown() if e.failure else None,
         "metrics": metrics,
         # what the two servers reported differently, and what confounds the run
         "reported_diff": [r.model_dump(mode="json") for r in v.reported_diff] if v else [],

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.campaign.sim_playbook import tiny_playbook
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -28,25 +30,12 @@ def _secret(prefix: str = "") -> str:
 
 
 def _playbook(tmp_path: Path, baseline_env: dict[str, str], hyp_env: dict[str, str]) -> Path:
-    data = {
-        "name": "secrets",
-        "journal": str(tmp_path / "journal" / "secrets.md"),
-        "database": str(tmp_path / "state" / "campaign.db"),
-        "node": {"kind": "simulated", "seed": 1, "time_scale": 400, "noise_pct": 1.0},
-        "server": {"engine": "simulated", "model": "sim-model", "startup_timeout_s": 120,
-                   "command": "{python} -m tools.simnode --host {host} --port {port} --profile {profile} "
-                              "--cuda {cuda} --seed {seed} --time-scale {time_scale} --noise-pct {noise_pct} "
-                              "--model-path {model} --tp 8 {flags}"},
-        "baseline": {"flags": {"cuda-graph-max-bs": 512}, "env": baseline_env},
-        "workloads": {"single": {"concurrency": [1, 2], "output_tokens": 16, "requests_per_level": 2,
-                                 "warmup_requests": 0}},
-        "verdict": {"repeats": {"min": 1, "max": 1}, "interleave": False,
-                    "correctness": {"prompts": 2, "max_tokens": 8}},
-        "hypotheses": [
-            {"name": "nccl-tree-with-token", "env": {"NCCL_ALGO": "Tree", **hyp_env}},
-            {"name": "symm-mem-crash", "flags": {"enable-torch-symm-mem": True}},
-        ],
-    }
+    data = tiny_playbook(tmp_path, "secrets", [
+        {"name": "nccl-tree-with-token", "env": {"NCCL_ALGO": "Tree", **hyp_env}},
+        {"name": "symm-mem-crash", "flags": {"enable-torch-symm-mem": True}},
+    ])
+    data["baseline"]["env"] = baseline_env
+    data["workloads"]["single"]["concurrency"] = [1, 2]
     path = tmp_path / "playbook" / "secrets.yaml"
     path.parent.mkdir()
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -121,6 +110,28 @@ def test_literal_secret_in_playbook_refused(tmp_path: Path) -> None:
     assert res.returncode == 2 and "Traceback" not in res.stderr
     (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert "hypotheses[0].env.HF_TOKEN" in line and "${HF_TOKEN}" in line and token not in line
+    assert not (tmp_path / "state" / "campaign.db").exists()
+
+
+@pytest.mark.parametrize(("where", "name", "value"), [
+    ("flags", "api-key", "sk-" + "a1" * 12), ("flags", "hf-token", "plainvalue123"),
+    ("flags", "model-url", "https://user:pa55word@models.example/x"), ("env", "MY_PAT", "github_pat_" + "b2" * 15),
+    ("env", "DB_DSN", "postgres://app:db58secret@db:5432/app"), ("env", "AWS_ID", "AKIA" + "Q" * 16),
+])
+def test_literal_token_in_a_flag_or_plain_env_name_is_refused(tmp_path: Path, where: str, name: str,
+                                                              value: str) -> None:
+    pb = _playbook(tmp_path, {}, {})
+    data = yaml.safe_load(pb.read_text())
+    data["hypotheses"][1].setdefault(where, {})[name] = value
+    pb.write_text(yaml.safe_dump(data, sort_keys=False))
+    for command in ("validate", "run"):
+        res = subprocess.run([sys.executable, "-m", "campaign.cli.main", command, str(pb)], cwd=tmp_path,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True, capture_output=True, timeout=120)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stdout + res.stderr
+        (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert f"hypotheses[1].{where}.{name}" in line and "a secret written into the playbook" in line, line
+        assert ("${" + name + "}" if where == "env" else "give the secret by environment") in line
+        assert value not in res.stdout + res.stderr
     assert not (tmp_path / "state" / "campaign.db").exists()
 
 
@@ -238,3 +249,75 @@ def test_secrets_on_the_node(kind: str, tmp_path: Path, monkeypatch: pytest.Monk
         if kind == "ssh":
             recorder.run(["rm", "-rf", runtime.workdir], timeout=60)
         recorder.close()
+
+
+@pytest.mark.parametrize("kind", [pytest.param("local"), pytest.param("ssh", marks=pytest.mark.cluster),
+                                  pytest.param("slurm", marks=pytest.mark.cluster)])
+def test_the_servers_own_key_reaches_it_and_nothing_else_does(kind: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that requires its own API key (SIMNODE_API_KEY, like `--api-key`) is
+    measured when the playbook names the key's variable (`server.api_key_env`); without
+    that, its requests are refused (401): the controller's OPENAI_API_KEY is never sent."""
+    from campaign.cli.wiring import node_runtime_for
+    from campaign.domain.models import EffectiveConfig
+    from campaign.playbook.schema import Playbook
+
+    server_key = _secret("srv-")
+    monkeypatch.setenv("SERVER_KEY", server_key)
+    monkeypatch.setenv("OPENAI_API_KEY", server_key)  # would pass, if it were ever sent
+    data = yaml.safe_load(_playbook(tmp_path, {}, {}).read_text())
+    data["node"] = _node_section(kind, tmp_path, monkeypatch)
+    config = EffectiveConfig(flags={"cuda-graph-max-bs": 512}, env={"SIMNODE_API_KEY": "${SERVER_KEY}"})
+    outcomes = {}
+    for declared in (False, True):
+        data["server"]["api_key_env"] = "SERVER_KEY" if declared else None
+        pb = Playbook.model_validate(data)
+        runtime = node_runtime_for(pb, pb.node, workdir=tmp_path / f"node-{declared}")
+        try:
+            out = runtime.measure(config, list(pb.workloads.values()), label=f"key-{declared}")
+        finally:
+            if kind == "ssh":
+                runtime.executor.run(["rm", "-rf", runtime.workdir], timeout=60)
+            runtime.executor.close()
+        outcomes[declared] = out
+        assert server_key not in out.model_dump_json()
+    assert outcomes[True].failure is None and outcomes[True].sweeps, outcomes[True].failure
+    refused = outcomes[False]
+    assert refused.failure is not None and "401" in refused.model_dump_json(), refused.failure
+
+
+ECHO_SERVER = """import os, runpy, sys
+print("pat=" + os.environ.get("MY_PAT", "") + " dsn=" + os.environ.get("DB_DSN", ""), flush=True)
+print("pat=" + os.environ.get("MY_PAT", "") + " dsn=" + os.environ.get("DB_DSN", ""), file=sys.stderr, flush=True)
+sys.argv[0] = "simnode"
+runpy.run_module("tools.simnode", run_name="__main__")
+"""
+
+
+def test_values_referenced_under_plain_names_are_masked_by_value(tmp_path: Path) -> None:
+    """`MY_PAT: ${GITHUB_PAT}`, `DB_DSN: ${PGPASS_URL}`: names that do not look secret,
+    values the server echoes into its log.  The values are masked in every record (the
+    database, its compressed columns, the journal and its index) and on the terminal."""
+    values = {"GITHUB_PAT": "github_pat_" + secrets.token_hex(20),
+              "PGPASS_URL": f"postgres://app:{secrets.token_hex(8)}@db:5432/app"}
+    pb = _playbook(tmp_path, {"MY_PAT": "${GITHUB_PAT}", "DB_DSN": "${PGPASS_URL}"}, {})
+    wrapper = tmp_path / "echo_server.py"
+    wrapper.write_text(ECHO_SERVER)
+    data = yaml.safe_load(pb.read_text())
+    data["server"]["command"] = data["server"]["command"].replace("-m tools.simnode", str(wrapper))
+    data["hypotheses"][1]["flags"] = {"enable-torch-symm-mem": True}  # crashes: its log excerpt is recorded
+    pb.write_text(yaml.safe_dump(data, sort_keys=False))
+    res = _run(tmp_path, pb, values)
+    assert res.returncode == 0, res.stdout + res.stderr
+    db = tmp_path / "state" / "campaign.db"
+    logs = [p for p in tmp_path.rglob("*.log") if values["GITHUB_PAT"] in p.read_text()]
+    assert logs, "the server never echoed the values: this test would check nothing"
+    # the server's own log on the node holds what it printed; every record is checked
+    leaks = _files_holding(tmp_path, values, skip=pb)
+    leaks = [ln for ln in leaks if not ln.split(":")[0].endswith(".log")]
+    leaks += [f"terminal output: {k}" for k, v in values.items() if v in res.stdout + res.stderr]
+    leaks += [f"campaign.db (compressed): {k}" for k, v in values.items()
+              if any(v.encode() in b for b in _packed_values(db))]
+    assert not leaks, "values found in: " + "; ".join(leaks)
+    journal = (tmp_path / "journal" / "secrets.md").read_text()
+    assert "pat=***" in journal or "pat=***" in "".join(b.decode(errors="replace") for b in _packed_values(db))

@@ -13,6 +13,7 @@ import pytest
 from campaign.domain.models import EffectiveConfig
 from tests.needs import missing
 from tools.engines import VllmSetup, engine_profile, read_vllm_setup
+from tools.engines.launch_spec import build_launch
 from tools.executors.local import LocalExecutor
 from tools.server.launch import LaunchRequest, RunningServer, ServerLauncher
 
@@ -32,11 +33,13 @@ def vllm_setup() -> VllmSetup:
 
 def launch_request(setup: VllmSetup, model: str, log_dir: Path, config: EffectiveConfig,
                    *, timeout_s: float = 300) -> LaunchRequest:
+    """The engine's own launch form for a named interpreter (`python -m vllm.entrypoints.cli.main
+    serve`, what `server.python` gives), with what the CPU build needs."""
     executor = LocalExecutor()
     port = executor.free_port()
-    return VLLM.launch_request(config, python=setup.python, model=model, port=port,
-                               log_path=str(log_dir / f"vllm-{port}.log"), startup_timeout_s=timeout_s,
-                               env={"VLLM_CACHE_ROOT": setup.cache_root})
+    spec = build_launch(VLLM, setup.cpu_config(config), model=model, port=port, fill={"host": "127.0.0.1"},
+                        python=setup.python, startup_timeout_s=timeout_s)
+    return spec.request(port=port, log_path=str(log_dir / f"vllm-{port}.log"))
 
 
 def launcher() -> ServerLauncher:

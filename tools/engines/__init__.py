@@ -3,6 +3,7 @@ environment defaults, log signatures for triage, live-metrics reader).
 
     from tools.engines import engine_profile
     profile = engine_profile(playbook.server.engine)
+    launch = build_launch(profile, config, model=..., port=..., fill=...)  # tools.engines.launch_spec
     failure = profile.classify(exit_code, log_lines)     # base rules + the engine's
     metrics = profile.read_metrics("http://127.0.0.1:8000")
 """

@@ -14,11 +14,9 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.domain import server_env
-from campaign.domain.config import render_argv
-from campaign.domain.models import EffectiveConfig, Failure, ReportedConfig
+from campaign.domain.models import Failure, ReportedConfig
 from tools.engines.reported import from_server_args
-from tools.engines.startup_log import StartupConfig, read_startup
-from tools.server.launch import LaunchRequest
+from tools.engines.startup_log import StartupConfig
 from tools.server.triage import Phase, TriageRule, classify
 
 
@@ -40,19 +38,28 @@ class EngineMetrics(BaseModel):
 
 
 MetricsParser = Callable[[str], EngineMetrics]
+StartupReader = Callable[[Iterable[str]], StartupConfig]
+#: server args (as the metrics endpoint returns them) -> (flags, env)
+ReportedArgs = Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
 
 
 class EngineProfile(BaseModel):
     """How to launch and read one engine.  `command` is a `render_argv` template with
-    {python} {model} {host} {port} {flags}."""
+    {python} {model} {host} {port} {flags}: the engine's documented launch form, with no
+    settings of one machine in it (those belong in a playbook, where a plan shows them).
+    tools.engines.launch_spec.build_launch is the one place it becomes a command line."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     name: str
     command: str
+    #: the form used when the playbook names the interpreter (`server.python`); None: `command`
+    python_command: str | None = None
     #: the engine's top-level Python package: the node's fingerprint reads its installed
     #: version with the launch command's interpreter (tools.engines.version_probe)
     package: str = ""
+    #: variables every launch of the engine needs on any machine (the shipped engines need
+    #: none; what one machine needs goes in its playbook's env, where a plan shows it)
     env_defaults: dict[str, str] = Field(default_factory=dict)
     #: the engine's own variables a server inherits from the node (names or PREFIX*),
     #: on top of campaign.domain.server_env.DEFAULT_BASE_ENV; see `base_env_for`.
@@ -74,11 +81,15 @@ class EngineProfile(BaseModel):
     reported_aliases: dict[str, str] = Field(default_factory=dict)
     #: reported settings that differ per launch besides tools.engines.reported.PER_LAUNCH
     reported_skip: tuple[str, ...] = ()
-    #: the metrics endpoint returns the server args at its top level (SGLang `/server_info`);
-    #: else the start-up log is read for them
-    reports_server_args: bool = False
-    #: the engine logs its resolved config at start-up (tools.engines.startup_log)
-    reports_in_log: bool = False
+    #: the settings (flags, env) in the server args its metrics endpoint returns (SGLang's
+    #: `/server_info`, the simulated node's); None: it returns none, the start-up log is read
+    reported_args: ReportedArgs | None = None
+    #: reads the config the engine logs at start-up (tools.engines.startup_log); None: it logs none
+    startup_reader: StartupReader | None = None
+
+    @property
+    def reports_in_log(self) -> bool:
+        return self.startup_reader is not None
 
     def base_env_for(self, override: list[str] | None) -> list[str]:
         """A launch's base list: the playbook's `server.base_env` when set, else the
@@ -88,22 +99,6 @@ class EngineProfile(BaseModel):
     def env(self, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         """The engine's defaults, then the config's own values on top."""
         return {**self.env_defaults, **dict(overrides or {})}
-
-    def argv(self, config: EffectiveConfig, *, python: str, model: str, port: int,
-             host: str = "127.0.0.1", command: str | None = None) -> list[str]:
-        return render_argv(command or self.command, config, python=python, model=model, host=host, port=port)
-
-    def launch_request(self, config: EffectiveConfig, *, python: str, model: str, port: int, log_path: str,
-                       host: str = "127.0.0.1", startup_timeout_s: float | None = None,
-                       env: Mapping[str, str] | None = None, base_env: list[str] | None = None) -> LaunchRequest:
-        """A launch that only counts as up when `/v1/models` lists `model` (never a
-        stranger's server on the same port)."""
-        return LaunchRequest(
-            argv=self.argv(config, python=python, model=model, port=port, host=host),
-            env=self.env({**dict(env or {}), **config.env}), log_path=log_path, port=port, host=host,
-            health_path=self.health_path, startup_timeout_s=startup_timeout_s or self.startup_timeout_s,
-            expect_model=model, base_env=self.base_env_for(base_env),
-        )
 
     def accept_length_between(self, before: EngineMetrics | None, after: EngineMetrics | None) -> float | None:
         """Tokens emitted per verify step over a window (one workload), from the cumulative
@@ -124,12 +119,10 @@ class EngineProfile(BaseModel):
         left out; the profile's derivations and aliases travel with it."""
         args = metrics.server_args if metrics is not None else {}
         known = {"derived": self.reported_derived, "aliases": self.reported_aliases, "skip": self.reported_skip}
-        if isinstance(args.get("flags"), dict):  # the simulated node: {"flags": ..., "env": ...}
-            env = args.get("env") if isinstance(args.get("env"), dict) else {}
-            return from_server_args(args["flags"], env=env, **known)  # type: ignore[arg-type]
-        if self.reports_server_args and args:
-            return from_server_args(args, **known)  # type: ignore[arg-type]
-        if self.reports_in_log and log_lines is not None:
+        if self.reported_args is not None and args:
+            flags, env = self.reported_args(args)
+            return from_server_args(flags, env=env, **known)  # type: ignore[arg-type]
+        if self.startup_reader is not None and log_lines is not None:
             startup = self.startup_config(log_lines)
             return from_server_args(startup.resolved or startup.args, **known)  # type: ignore[arg-type]
         return None
@@ -137,9 +130,9 @@ class EngineProfile(BaseModel):
     def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:
         return classify(exit_code, log_lines, phase=phase, extra_rules=self.triage_rules)
 
-    def startup_config(self, log_lines: list[str]) -> StartupConfig:
-        """The effective config the server logged at start-up (tools.engines.startup_log)."""
-        return read_startup(self.name, log_lines)
+    def startup_config(self, log_lines: Iterable[str]) -> StartupConfig:
+        """The effective config the server logged at start-up (empty when it logs none)."""
+        return self.startup_reader(log_lines) if self.startup_reader else StartupConfig(engine=self.name)
 
     def parse_metrics(self, body: str) -> EngineMetrics:
         return self.metrics_parser(body)

@@ -8,7 +8,16 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from campaign.domain.models import EffectiveConfig
+
 DEFAULT_ENV_FILE = ".campaign/vllm.env"
+
+#: what the CPU build of vLLM needs besides the user's flags, spelled out where it is used
+#: (playbooks/vllm_cpu.yaml says the same in its baseline): a float32 model, a 1 GiB KV
+#: cache, no download, no usage report, a loopback address for its workers
+CPU_FLAGS: dict[str, str] = {"dtype": "float32"}
+CPU_ENV: dict[str, str] = {"VLLM_HOST_IP": "127.0.0.1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+                           "VLLM_NO_USAGE_STATS": "1"}
 
 
 class VllmSetup(BaseModel):
@@ -20,6 +29,11 @@ class VllmSetup(BaseModel):
     model_tiny: str
     cache_root: str
     source: str = ""  # the engine's source as a git repository (server.source); "" before the setup made it
+
+    def cpu_config(self, config: EffectiveConfig) -> EffectiveConfig:
+        """`config` on this CPU build: its flags and env over what the build needs."""
+        return EffectiveConfig(flags={**CPU_FLAGS, **config.flags},
+                               env={**CPU_ENV, "VLLM_CACHE_ROOT": self.cache_root, **config.env})
 
 
 def env_file_path(root: str | Path = ".") -> Path:

@@ -17,13 +17,12 @@ import json
 from typing import Any
 
 from campaign.domain.models import FailureClass as FC
-from tools.engines import simulated
 from tools.engines.base import EngineMetrics, EngineProfile
+from tools.engines.startup_log import read_sglang_startup
 from tools.server.triage import TriageRule, rule
 
+#: as SGLang's documentation starts a server (`python -m sglang.launch_server --model-path MODEL`)
 COMMAND = "{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"
-
-ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "SGLANG_DISABLE_REQUEST_LOGGING": "1"}
 
 #: what SGLang reads from its environment besides the playbook's env.
 OWN_ENV = ("SGLANG_*", "SGL_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
@@ -81,12 +80,19 @@ def parse_metrics(body: str) -> EngineMetrics:
 
 
 #: what SGLang resolves at start-up from other flags (its ServerArgs post-init and the
-#: scheduler's memory plan, both in `/server_info`): the simulated node models the same
-#: rules (tools/engines/simulated.py), plus the scheduler's token budget.
-_MEMORY = (*simulated.REPORTED_DERIVED["max-running-requests"], "context-length", "max-running-requests",
-           "page-size", "attention-backend")
+#: scheduler's memory plan, both in `/server_info`): the request limit from the KV cache
+#: left after weights, draft, graphs and activations, the speculative defaults from the
+#: algorithm, the scheduler's token budget.  The simulated node models the same rules.
+MEMORY_FLAGS = ("mem-fraction-static", "cuda-graph-max-bs", "disable-cuda-graph", "chunked-prefill-size",
+                "kv-cache-dtype", "max-total-tokens", "tp-size", "speculative-algorithm")
+SPECULATIVE_DERIVED: dict[str, tuple[str, ...]] = {
+    "speculative-num-steps": ("speculative-algorithm",),
+    "speculative-eagle-topk": ("speculative-algorithm",),
+    "speculative-num-draft-tokens": ("speculative-algorithm", "speculative-num-steps"),
+}
+_MEMORY = (*MEMORY_FLAGS, "context-length", "max-running-requests", "page-size", "attention-backend")
 REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
-    **simulated.REPORTED_DERIVED,
+    **SPECULATIVE_DERIVED,
     "max-running-requests": _MEMORY,
     "max-total-num-tokens": _MEMORY,
     "max-req-input-len": ("context-length", *_MEMORY),
@@ -94,11 +100,13 @@ REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
     "chunked-prefill-size": ("tp-size", "mem-fraction-static"),
     "mem-fraction-static": ("tp-size", "speculative-algorithm", "chunked-prefill-size", "cuda-graph-max-bs"),
 }
+#: another spelling of a flag -> the name SGLang reports it under
+REPORTED_ALIASES = {"tp": "tp-size", "dp": "dp-size", "ep": "ep-size"}
 
 PROFILE = EngineProfile(
-    name="sglang", package="sglang", command=COMMAND, env_defaults=ENV_DEFAULTS, metrics_path="/server_info",
+    name="sglang", package="sglang", command=COMMAND, own_env=OWN_ENV, metrics_path="/server_info",
     metrics_fallback_paths=("/get_server_info",),
     startup_timeout_s=900.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
-    reports_server_args=True, reports_in_log=True, reported_derived=REPORTED_DERIVED,
-    reported_aliases=simulated.REPORTED_ALIASES,
+    reported_args=lambda args: (args, {}), startup_reader=read_sglang_startup, reported_derived=REPORTED_DERIVED,
+    reported_aliases=REPORTED_ALIASES,
 )

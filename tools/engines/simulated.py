@@ -4,7 +4,9 @@ campaign treats every engine through one profile interface."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from tools.engines import sglang
 from tools.engines.base import EngineMetrics, EngineProfile
 
 COMMAND = "{python} -m tools.simnode --host {host} --port {port} {flags}"
@@ -27,22 +29,21 @@ def parse_metrics(body: str) -> EngineMetrics:
     )
 
 
+def reported_args(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The simulated node reports `{"flags": ..., "env": ...}` (tools/simnode/server.py)."""
+    flags, env = args.get("flags"), args.get("env")
+    return (flags if isinstance(flags, dict) else {}), (env if isinstance(env, dict) else {})
+
+
 #: what the simulated node resolves at start-up and reports under its own key
-#: (tools/simnode/server.py `effective_flags`, perfmodel.py `memory_plan`): the request
-#: limit comes from the KV cache left after weights, draft, graphs and activations; the
-#: speculative defaults from the algorithm.
-_MEMORY = ("mem-fraction-static", "cuda-graph-max-bs", "disable-cuda-graph", "chunked-prefill-size",
-           "kv-cache-dtype", "max-total-tokens", "tp-size", "speculative-algorithm")
-REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
-    "max-running-requests": _MEMORY,
-    "speculative-num-steps": ("speculative-algorithm",),
-    "speculative-eagle-topk": ("speculative-algorithm",),
-    "speculative-num-draft-tokens": ("speculative-algorithm", "speculative-num-steps"),
-}
-REPORTED_ALIASES = {"tp": "tp-size", "dp": "dp-size", "ep": "ep-size"}
+#: (tools/simnode/server.py `effective_flags`, perfmodel.py `memory_plan`): SGLang's rules,
+#: which it stands in for, without the scheduler's token budget.
+REPORTED_DERIVED: dict[str, tuple[str, ...]] = {"max-running-requests": sglang.MEMORY_FLAGS,
+                                                **sglang.SPECULATIVE_DERIVED}
+REPORTED_ALIASES = sglang.REPORTED_ALIASES
 
 PROFILE = EngineProfile(
     name="simulated", command=COMMAND, metrics_path="/server_info", startup_timeout_s=900.0,
-    metrics_parser=parse_metrics, bonus_token_in_accepted=True,
+    metrics_parser=parse_metrics, bonus_token_in_accepted=True, reported_args=reported_args,
     reported_derived=REPORTED_DERIVED, reported_aliases=REPORTED_ALIASES,
 )

@@ -14,7 +14,8 @@ releases, and engines resolve `auto`s at start-up.  Both engines log it:
 Values are Python reprs; those that are literals become Python values, the others
 (`torch.float32`, `auto`, nested config objects) stay strings.  Issue-thread logs are often
 cut mid-line: a cut line yields the fields before the cut.
-Checked against real logs: tests/tools/engines/real_formats/startup.
+Checked against real logs: tests/tools/engines/real_formats/startup.  Each engine's
+profile names its reader (`EngineProfile.startup_reader`).
 """
 
 from __future__ import annotations
@@ -121,11 +122,3 @@ def read_sglang_startup(lines: Iterable[str]) -> StartupConfig:
             config.resolved = parse_keywords(m["body"])  # every field: what was set is not told apart
     return config
 
-
-READERS = {"vllm": read_vllm_startup, "sglang": read_sglang_startup}
-
-
-def read_startup(engine: str, lines: Iterable[str]) -> StartupConfig:
-    """The effective config `engine` logged at start-up (empty when it logged none)."""
-    reader = READERS.get(engine)
-    return reader(lines) if reader else StartupConfig(engine=engine)

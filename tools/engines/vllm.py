@@ -14,18 +14,14 @@ from __future__ import annotations
 from campaign.domain.models import FailureClass as FC
 from tools.engines.base import EngineMetrics, EngineProfile, ratio
 from tools.engines.prometheus import parse, total
+from tools.engines.startup_log import read_vllm_startup
 from tools.server.triage import TriageRule, rule
 
-COMMAND = ("{python} -m vllm.entrypoints.openai.api_server --model {model} --host {host} --port {port} "
-           "--dtype float32 {flags}")
-
-#: what the CPU build needs (VLLM_CACHE_ROOT is added by whoever knows the work dir).
-ENV_DEFAULTS = {
-    "VLLM_HOST_IP": "127.0.0.1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "HF_HUB_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-}
+#: as vLLM's documentation starts a server: `vllm serve MODEL`, the user's flags after it
+COMMAND = "vllm serve {model} --host {host} --port {port} {flags}"
+#: the same server when the playbook names the interpreter (`server.python`, say a venv's):
+#: the module the `vllm` console script runs
+PYTHON_COMMAND = "{python} -m vllm.entrypoints.cli.main serve {model} --host {host} --port {port} {flags}"
 
 #: what vLLM reads from its environment besides the playbook's env: its own settings,
 #: the Hugging Face cache, the CPU thread count.
@@ -109,7 +105,7 @@ REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
 }
 
 PROFILE = EngineProfile(
-    name="vllm", package="vllm", command=COMMAND, env_defaults=ENV_DEFAULTS, own_env=OWN_ENV, metrics_path="/metrics",
-    startup_timeout_s=600.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
-    reports_in_log=True, reported_aliases=REPORTED_ALIASES, reported_derived=REPORTED_DERIVED,
+    name="vllm", package="vllm", command=COMMAND, python_command=PYTHON_COMMAND, own_env=OWN_ENV,
+    metrics_path="/metrics", startup_timeout_s=600.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
+    startup_reader=read_vllm_startup, reported_aliases=REPORTED_ALIASES, reported_derived=REPORTED_DERIVED,
 )

@@ -42,9 +42,10 @@ def process_token(handle: ProcessHandle) -> str:
 
 
 def _merged_env(env: dict[str, str] | None) -> dict[str, str]:
-    merged = dict(os.environ)
-    merged.update(env or {})
-    return merged
+    """A short command's environment: the same base list as a server's, then `env`.
+    Auxiliary steps (git, mkdir, the Slurm stop step, the load generator on the node)
+    never see the controller's credentials either."""
+    return launch_env(env, None)
 
 
 def launch_env(env: Mapping[str, str] | None, base_env: Sequence[str] | None) -> dict[str, str]:

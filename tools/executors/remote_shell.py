@@ -36,9 +36,11 @@ from fnmatch import fnmatchcase
 log, cwd, spec_path, argv = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 linger = sys.argv[5] == '1'
 def put(path, text):
-    with open(path + '.tmp', 'w') as f:
+    import tempfile
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or '.', prefix=os.path.basename(path) + '.')
+    with os.fdopen(fd, 'w') as f:
         f.write(text)
-    os.replace(path + '.tmp', path)
+    os.replace(tmp, path)
 try:
     with open(spec_path) as f:
         spec = json.load(f)
@@ -104,6 +106,54 @@ def env_spec_bytes(env: Mapping[str, str] | None, base_env: Sequence[str] | None
     """The launch environment file's content: explicit values, the base list, the secret rule."""
     patterns = DEFAULT_BASE_ENV if base_env is None else base_env
     return json.dumps(server_env.wire_spec(env, patterns)).encode()
+
+
+def _private_dir_problem(path: str, uid: int, owner: int, mode: int, is_link: bool) -> str | None:
+    if is_link:
+        return f"node workdir {path} is a symbolic link (fix: remove it, or set the node's workdir to a directory of yours)"
+    if owner != uid:
+        return (f"node workdir {path} belongs to another user (uid {owner}) (fix: set the node's workdir to a "
+                "directory of yours, e.g. ~/.cache/campaign-node)")
+    if mode & 0o022:
+        return (f"node workdir {path} is writable by others (mode {mode & 0o777:o}) (fix: chmod 700 it, or set "
+                "the node's workdir to a private directory)")
+    return None
+
+
+def ensure_private_dir(path: str) -> str:
+    """Create `path` (0700) or accept it only when it is this user's, not a link and not
+    writable by others: logs, pids and worktrees there are a verdict's evidence.  Returns
+    one line naming the problem and the fix, "" when the directory is fine."""
+    os.makedirs(os.path.dirname(path.rstrip("/")) or "/", exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    import stat as _stat
+
+    problem = _private_dir_problem(path, os.getuid(), st.st_uid, st.st_mode, _stat.S_ISLNK(st.st_mode))
+    if problem is None:
+        os.chmod(path, 0o700)
+    return problem or ""
+
+
+def private_dir_script(path: str) -> str:
+    """What `private_dir_problem` needs from a node reached over ssh: the directory made
+    (0700) if absent, then `link`, or `<our uid> <owner uid> <octal mode>`."""
+    q = shlex.quote(path)
+    return (f"mkdir -p \"$(dirname {q})\" && {{ mkdir -m 700 {q} 2>/dev/null; true; }} && "
+            f"if [ -L {q} ]; then echo link; else echo \"$(id -u) $(stat -c '%u %a' {q})\"; fi")
+
+
+def private_dir_problem(path: str, answer: str) -> str | None:
+    """The problem line for `private_dir_script`'s answer (None: the directory is ours)."""
+    words = answer.split()
+    if words == ["link"]:
+        return _private_dir_problem(path, 0, 0, 0, True)
+    if len(words) != 3 or not all(w.isdigit() for w in words):
+        return f"node workdir {path}: cannot be made or inspected ({answer.strip()[:200]}) (fix: check the path)"
+    return _private_dir_problem(path, int(words[0]), int(words[1]), int(words[2], 8), False)
 
 
 def write_private(path: str, data: bytes) -> str:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 from campaign.domain import server_env
+from campaign.domain.errors import UserError
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv
 from campaign.domain.server_env import DEFAULT_BASE_ENV
@@ -37,6 +38,7 @@ from tools.executors.base import LAUNCH_TOKEN_ENV, NodeError
 from tools.executors.local import LocalExecutor
 from tools.executors.remote_shell import (
     KILLED,
+    ensure_private_dir,
     env_spec_bytes,
     env_spec_path,
     parse_status,
@@ -80,19 +82,33 @@ class SlurmExecutor:
     kind = "slurm"
 
     def __init__(self, partition: str | None = None, gres: str | None = "gpu:8", gpus: int | None = None,
-                 time_limit: str = "01:00:00", exclusive: bool = True, workdir: str = "/tmp/campaign-slurm",
+                 time_limit: str = "01:00:00", exclusive: bool = True, workdir: str = "~/.cache/campaign-slurm",
                  python: str = "python3", slurm_conf: str | None = None, job_name_prefix: str = "campaign",
                  queue_timeout_s: float = 3600.0, run_mode: Literal["local", "srun"] = "local") -> None:
         self.partition, self.gres, self.gpus = partition, gres, gpus
         self.time_limit, self.exclusive = time_limit, exclusive
-        self.workdir, self.python, self.job_name_prefix = workdir, python, job_name_prefix
+        self.workdir_setting, self._workdir = os.path.expanduser(workdir), None
+        self.python, self.job_name_prefix = python, job_name_prefix
         self.queue_timeout_s, self.run_mode = queue_timeout_s, run_mode
-        self._env = dict(os.environ)
+        # every Slurm client call (srun steps included: Slurm copies the caller's environment
+        # into the step) gets the base list only, never the controller's credentials
+        self._env = server_env.select(os.environ, DEFAULT_BASE_ENV)
         if slurm_conf:
             self._env["SLURM_CONF"] = slurm_conf
         self._local = LocalExecutor()
         self._queue_wait: dict[str, float] = {}
         self._last_host: str | None = None
+
+    @property
+    def workdir(self) -> str:
+        """The shared workdir, made 0700 on first use; refused when it is another user's,
+        a link or writable by others (see remote_shell.ensure_private_dir)."""
+        if self._workdir is None:
+            problem = ensure_private_dir(self.workdir_setting)
+            if problem:
+                raise UserError(f"slurm: {problem}")
+            self._workdir = self.workdir_setting
+        return self._workdir
 
     # ----------------------------------------------------------------- slurm calls
     def _slurm(self, argv: list[str], timeout: float = 60.0, check: bool = True,

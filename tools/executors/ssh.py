@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
+from campaign.domain.errors import UserError
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv, redact_text
 from tools.executors.base import NodeError
@@ -37,6 +38,8 @@ from tools.executors.remote_shell import (
     export_lines,
     parse_status,
     pid_path,
+    private_dir_problem,
+    private_dir_script,
     rc_path,
     watcher_argv,
 )
@@ -57,12 +60,12 @@ class SshExecutor:
 
     def __init__(self, host: str, user: str | None = None, port: int | None = None,
                  identity_file: str | None = None, ssh_options: Sequence[str] = (),
-                 workdir: str = "/tmp/campaign-node", python: str = "python3",
+                 workdir: str = "~/.cache/campaign-node", python: str = "python3",
                  connect_timeout_s: float = 15.0) -> None:
         self.target = host
         self.user, self.port, self.identity_file = user, port, identity_file
         self.ssh_options = list(ssh_options)
-        self.workdir, self.python = workdir, python
+        self.workdir_setting, self._workdir, self.python = workdir, None, python
         self.connect_timeout_s = connect_timeout_s
         self._control_dir = f"/tmp/cmp-ssh-{os.getuid()}-{secrets.token_hex(4)}"  # made by connect()
         self.control_path = os.path.join(self._control_dir, "m")
@@ -130,6 +133,22 @@ class SshExecutor:
 
     def _abs(self, path: str) -> str:
         return path if PurePosixPath(path).is_absolute() else str(PurePosixPath(self.workdir) / path)
+
+    @property
+    def workdir(self) -> str:
+        """The node's workdir (`~/` is the node user's home), made 0700 on first use and
+        refused (UserError, one line) when it is another user's, a link or writable by
+        others: another user there could read or replace a candidate's log."""
+        if self._workdir is None:
+            path = self.workdir_setting
+            if path == "~" or path.startswith("~/"):
+                path = self._sh('printf %s "$HOME"').strip() + path[1:]
+            problem = private_dir_problem(path, self._sh(private_dir_script(path)))
+            if problem:
+                raise UserError(f"ssh {self.target}: {problem}")
+            self._sh(f"chmod 700 {shlex.quote(path)}")
+            self._workdir = path
+        return self._workdir
 
     # ----------------------------------------------------------------- Executor
     @property

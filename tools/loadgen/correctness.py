@@ -12,24 +12,26 @@ import json
 
 import httpx
 
-from tools.loadgen.sweep import LoadgenError, base_url, probe_model
+from tools.loadgen.sweep import LoadgenError, base_url, probe_model, request_headers
 
 #: requests in flight while collecting greedy outputs.
 GREEDY_CONCURRENCY = 8
 
 
-async def greedy_outputs(url: str, prompts: list[str], max_tokens: int, model: str | None = None, timeout_s: float = 600) -> list[str]:
-    """Non-streaming temperature-0 completions, in prompt order."""
+async def greedy_outputs(url: str, prompts: list[str], max_tokens: int, model: str | None = None, timeout_s: float = 600,
+                         api_key: str | None = None) -> list[str]:
+    """Non-streaming temperature-0 completions, in prompt order (the server's own key, if any)."""
     target = base_url(url) + "/v1/completions"
     semaphore = asyncio.Semaphore(GREEDY_CONCURRENCY)
-    async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as client:
+    headers = request_headers(api_key)
+    async with httpx.AsyncClient(timeout=timeout_s, trust_env=False, headers=headers) as client:
         name = model or await probe_model(client, url)
 
         async def one(prompt: str) -> str:
             body = {"model": name, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": False}
             async with semaphore:
                 try:
-                    resp = await client.post(target, content=json.dumps(body), headers={"Content-Type": "application/json"})
+                    resp = await client.post(target, content=json.dumps(body))
                 except httpx.HTTPError as exc:
                     raise LoadgenError(f"{target}: {type(exc).__name__}: {exc}") from exc
             if resp.status_code != 200:

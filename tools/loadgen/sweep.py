@@ -60,7 +60,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from time import perf_counter
@@ -107,11 +106,12 @@ def base_url(url: str) -> str:
     return url[:-3] if url.endswith("/v1") else url
 
 
-def _headers() -> dict[str, str]:
+def request_headers(api_key: str | None) -> dict[str, str]:
+    """The headers of every request: the server's own key only when one is given
+    (`server.api_key_env`), never a credential of the controller's environment."""
     headers = {"Content-Type": "application/json"}
-    key = os.environ.get("OPENAI_API_KEY")
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
     return headers
 
 
@@ -198,6 +198,7 @@ async def run_sweep(
     request_timeout_s: float = 600,
     max_connections: int | None = None,
     http_client: Literal["asyncio", "aiohttp", "httpx"] = "asyncio",
+    api_key: str | None = None,
 ) -> SweepResult:
     """Run every concurrency level of ``workload`` against ``url``; figures in node time.
 
@@ -212,9 +213,9 @@ async def run_sweep(
     target = base_url(url) + ("/v1/chat/completions" if chat else "/v1/completions")
     connections = max_connections or max(workload.concurrency)
     emit = progress or (lambda _event: None)
-    headers = _headers()
+    headers = request_headers(api_key)
     async with contextlib.AsyncExitStack() as stack:
-        probe = await stack.enter_async_context(httpx.AsyncClient(trust_env=False))
+        probe = await stack.enter_async_context(httpx.AsyncClient(trust_env=False, headers=headers))
         scale = time_scale if time_scale is not None else await probe_time_scale(probe, url)
         model_name = model or await probe_model(probe, url)
         preopen: Callable[[int], Awaitable[None]] = _nothing

@@ -78,7 +78,9 @@ class RunningServer:
         status = self.executor.poll(self.handle)
         if status is None:
             return None
-        return classify(status, self.log_excerpt(TRIAGE_LINES), phase="load", extra_rules=self._extra_rules)
+        failure = classify(status, self.log_excerpt(TRIAGE_LINES), phase="load", extra_rules=self._extra_rules)
+        failure.log_path = self.request.log_path
+        return failure
 
     def log_excerpt(self, lines: int = 50) -> list[str]:
         """The last log lines, secrets masked: safe to store as an artifact."""
@@ -144,6 +146,9 @@ class ServerLauncher:
             self._wait_until_serving(server)
             up = True
             return server
+        except LaunchFailed as exc:  # every failure of a started server names its log
+            exc.failure.log_path = req.log_path
+            raise
         finally:
             if not up:
                 _stop_despite_interrupts(server)

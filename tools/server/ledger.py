@@ -129,7 +129,9 @@ class ProcessLedger:
 
     def _rewrite(self, events: list[dict]) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
+        tmp.unlink(missing_ok=True)  # a killed rewrite's: never write into a file found there
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             for event in events:
                 f.write(json.dumps(event, separators=(",", ":")) + "\n")
             f.flush()

@@ -190,9 +190,33 @@ class Routes:
         return resp
 
 
+#: the server's own API key (as `--api-key` of SGLang and vLLM): when set, generation
+#: requests without `Authorization: Bearer <key>` are refused with 401 and counted in the log.
+API_KEY_ENV = "SIMNODE_API_KEY"
+
+
+def _key_middleware() -> Any:
+    import hmac
+    import os
+    import sys
+
+    want = os.environ.get(API_KEY_ENV, "")
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+        if want and request.method == "POST":
+            got = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(got.encode(), f"Bearer {want}".encode()):
+                print(f"simnode: refused {request.path}: no valid API key", file=sys.stderr, flush=True)
+                return web.json_response({"object": "error", "message": "invalid API key", "code": 401}, status=401)
+        return await handler(request)
+
+    return middleware
+
+
 def build_app(node: SimNode) -> web.Application:
     r = Routes(node)
-    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[outage_middleware(node)])
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[outage_middleware(node), _key_middleware()])
     app.router.add_get("/health", r.health)
     app.router.add_get("/health_generate", r.health)
     app.router.add_get("/v1/models", r.models)

@@ -14,6 +14,7 @@ import hashlib
 import os
 import posixpath
 import re
+import secrets
 import tempfile
 from pathlib import Path
 
@@ -73,9 +74,10 @@ class GitTree:
             raise RuntimeError(f"git {what} failed in {self.repo}: {redact_text(res.stderr.strip())[-400:]}")
         return res.stdout
 
-    def _put_patch(self, patch: str) -> tuple[str, str]:
+    def _put_patch(self, patch: str, rules: PatchRules) -> tuple[str, str]:
         """Copy a patch to the node: (node path, sha256 of its bytes).  `patch` is a
-        file (a playbook's) or the diff itself (a planner's proposal)."""
+        file (a playbook's) or the diff itself (a planner's proposal).  One over
+        `rules.max_patch_bytes` is refused before it is copied or read by git."""
         if "\n" in patch:
             data = (patch if patch.endswith("\n") else patch + "\n").encode()
         else:
@@ -83,6 +85,10 @@ class GitTree:
                 data = Path(patch).read_bytes()
             except OSError as exc:
                 raise UserError(f"{patch}: cannot read the patch: {exc.strerror} (fix: check the path)") from None
+        if len(data) > rules.max_patch_bytes:
+            summary = (f"patch {_name(patch)} is {len(data)} bytes, over the limit of {rules.max_patch_bytes} "
+                       "(fix: a smaller patch, or raise server.source.max_patch_bytes)")
+            raise PatchFailed(FailureClass.patch_refused, summary, [summary])
         digest = patch_file_sha(data)
         remote = f"{self.workdir}/patches/{digest}.diff"
         self.executor.run(["mkdir", "-p", f"{self.workdir}/patches"], timeout=60)
@@ -126,7 +132,10 @@ class GitTree:
 
     def check(self, patch_text: str, rules: PatchRules) -> list[str]:
         """Judge a proposed patch against the base `HEAD`, in a throwaway worktree."""
-        remote, digest = self._put_patch(patch_text if "\n" in patch_text else patch_text + "\n")
+        try:
+            remote, digest = self._put_patch(patch_text if "\n" in patch_text else patch_text + "\n", rules)
+        except PatchFailed as exc:
+            return [exc.failure.summary.removeprefix("patch proposed diff ")]
         base = self.resolve("HEAD")
         wt = self.checkout(base, f"check/{digest[:16]}")
         try:
@@ -135,7 +144,7 @@ class GitTree:
             self.remove(wt)
 
     def commit(self, base: str, patches: list[str], branch: str, rules: PatchRules) -> PatchRecord:
-        copied = [self._put_patch(p) for p in patches]
+        copied = [self._put_patch(p, rules) for p in patches]
         wt = self.checkout(base, "commit/" + hashlib.sha256(branch.encode()).hexdigest()[:16])
         try:
             for i, (local, (remote, _d)) in enumerate(zip(patches, copied)):
@@ -161,7 +170,12 @@ class GitTree:
 
     # -- internals --------------------------------------------------------------------
     def _problems(self, wt: str, remote: str, rules: PatchRules, applied: int = 0) -> list[str]:
-        problems = rule_problems(inspect_patch(self.git, wt, remote), rules)
+        scratch = f"{remote}.{secrets.token_hex(6)}.index"  # two checks of one patch may overlap
+        try:
+            written = inspect_patch(self.git, wt, remote, scratch)
+        finally:
+            self.executor.run(["rm", "-f", scratch], timeout=60)
+        problems = rule_problems(written, rules)
         if problems:
             return problems
         res = self.git(["-C", wt, "apply", "--check", "-v", remote])
@@ -169,6 +183,8 @@ class GitTree:
             lines = [ln for ln in res.stderr.splitlines() if ln.strip() and not ln.startswith("Checking patch")]
             where = "the patches before it" if applied else "the base"
             return [f"does not apply to {where}: " + "; ".join(lines)[:300]]
+        if not written.judged:  # fail closed: what git would write is unknown
+            return ["could not be judged: git applies it to the worktree but not to a scratch index"]
         return []
 
     def _keep_branch(self, branch: str, sha: str) -> str:

@@ -48,3 +48,27 @@ def test_redact_argv() -> None:
     assert "--max-num-batched-tokens 8192" in out
     assert "--api-key '***'" in out and "'--hf-token=***'" in out and "'HF_TOKEN=***'" in out
     assert "'m x'" in out
+
+
+@pytest.mark.parametrize("token", [
+    "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "AKIAIOSFODNN7EXAMPLE",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+])
+def test_known_token_shapes_are_masked_and_flagged(token: str) -> None:
+    from campaign.domain.redact import token_shape
+
+    assert token_shape(token) and token not in redact_text(f"echo {token} done")
+
+
+def test_a_url_password_is_masked_and_the_rest_kept() -> None:
+    assert redact_text("dsn=postgres://app:db58secret@db:5432/app") == "dsn=postgres://***@db:5432/app"
+    assert redact_text("see https://example.com/a:b/c@d") == "see https://example.com/a:b/c@d"
+
+
+def test_a_remembered_value_is_masked_whatever_its_name() -> None:
+    from campaign.domain.redact import expand_env_refs
+
+    value = "plain-looking-" + "v" * 10
+    assert redact_text(f"x={value}") == f"x={value}"
+    assert expand_env_refs({"DB_DSN": "${SOME_VAR}"}, {"SOME_VAR": value}) == {"DB_DSN": value}
+    assert redact_text(f"x={value}") == "x=***"

@@ -374,6 +374,31 @@ def test_an_index_that_cannot_be_opened_is_named_in_one_line(tmp_path: Path) -> 
     assert "fix:" in lines[0] and not (tmp_path / "j.md").exists()
 
 
+def test_a_note_saved_while_the_journal_is_rendered_is_kept(campaign, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The render reads the file, renders for a while, then replaces it: a note a person
+    saved in between is read again and kept, not overwritten with the older text."""
+    store, cid = campaign
+    journal = tmp_path / "scale.md"
+    publish_journal(store, cid, journal, plots=False)
+    real = incremental.render_main
+    saved: list[bool] = []
+
+    def slow_render(*args, **kwargs):  # type: ignore[no-untyped-def]
+        text = real(*args, **kwargs)
+        if not saved:  # the person's editor saves while the first render runs
+            current = journal.read_text()
+            journal.write_text(current.replace("<!-- notes:campaign -->\n",
+                                               "<!-- notes:campaign -->\nsaved mid-render\n", 1))
+            saved.append(True)
+        return text
+
+    monkeypatch.setattr(incremental, "render_main", slow_render)
+    add_one(store, cid)
+    publish_journal(store, cid, journal, plots=False)
+    assert saved and "saved mid-render" in journal.read_text()
+
+
 def test_the_main_file_lists_the_latest_dead_ends_and_a_page_lists_every_one(tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The main file's dead-end table is bounded like its scoreboard: the latest

@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from campaign.domain.errors import UserError
 from campaign.planner import NO_ENDPOINT, QueuePlanner, resolve_endpoint, select_planner
 from campaign.planner.base import Planner
 from campaign.planner.llm import LlmPlanner
@@ -43,10 +46,27 @@ def test_select_planner() -> None:
     assert isinstance(planner, QueuePlanner)
 
 
-def test_resolve_endpoint_prefers_the_playbook() -> None:
-    spec = make_playbook(base_url="http://gpu-box:8000/v1").planner
-    assert resolve_endpoint(spec, {"OPENAI_BASE_URL": "http://other/v1", "OPENAI_API_KEY": "k"}) == (
-        "http://gpu-box:8000/v1", "k")
+def test_resolve_endpoint_prefers_the_playbook_but_keeps_the_environments_key_for_its_own_endpoint() -> None:
+    spec = make_playbook(base_url="https://gpu-box:8000/v1").planner
+    env = {"OPENAI_BASE_URL": "https://other/v1", "OPENAI_API_KEY": "k"}
+    assert resolve_endpoint(spec, env) == ("https://gpu-box:8000/v1", None)
+    assert resolve_endpoint(spec, {**env, "OPENAI_BASE_URL": "https://gpu-box:8000/v1/"}) == (
+        "https://gpu-box:8000/v1", "k")
+    named = spec.model_copy(update={"api_key_env": "GPU_BOX_KEY"})
+    assert resolve_endpoint(named, {**env, "GPU_BOX_KEY": "g"}) == ("https://gpu-box:8000/v1", "g")
+    with pytest.raises(UserError, match=r"planner.api_key_env: GPU_BOX_KEY is not set \(fix: export GPU_BOX_KEY="):
+        resolve_endpoint(named, env)
+
+
+@pytest.mark.parametrize("url", ["http://gpu-box:8000/v1", "http://10.0.0.7/v1"])
+def test_a_key_is_never_sent_in_clear_text_off_this_machine(url: str) -> None:
+    spec = make_playbook(base_url=url, api_key_env="OPENAI_API_KEY").planner
+    with pytest.raises(UserError, match=r"planner.base_url: http://.* would get the planner's API key in clear text"):
+        resolve_endpoint(spec, {"OPENAI_API_KEY": "k"})
+    with pytest.raises(UserError, match=r"^OPENAI_BASE_URL: http://"):
+        resolve_endpoint(make_playbook().planner, {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "k"})
+    for here in ("http://127.0.0.1:9/v1", "http://localhost:9/v1", "http://[::1]:9/v1"):
+        assert resolve_endpoint(make_playbook().planner, {"OPENAI_BASE_URL": here, "OPENAI_API_KEY": "k"})[1] == "k"
 
 
 def test_a_keyless_local_endpoint_works(server: FakeOpenAI) -> None:
@@ -62,3 +82,19 @@ def test_importing_the_package_does_not_import_openai() -> None:
     code = "import sys, campaign.planner; print('openai' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_run_and_validate_refuse_a_clear_text_key_before_anything_is_recorded(tmp_path, monkeypatch) -> None:
+    from tests.campaign.sim_playbook import campaign_cli, tiny_playbook, write_playbook
+
+    data = tiny_playbook(tmp_path, "planner-http", [])
+    data["planner"] = {"kind": "llm", "base_url": "http://gpu-box:8000/v1", "api_key_env": "GPU_BOX_KEY"}
+    pb = write_playbook(tmp_path / "pb.yaml", data)
+    monkeypatch.setenv("GPU_BOX_KEY", "sk-" + "z" * 24)
+    for command in ("validate", "run"):
+        res = campaign_cli(tmp_path, command, str(pb), timeout=120)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert "planner.base_url: http://gpu-box would get the planner's API key in clear text" in line
+        assert "z" * 24 not in res.stdout + res.stderr
+    assert not (tmp_path / "state").exists()

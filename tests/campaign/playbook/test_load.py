@@ -145,6 +145,14 @@ def test_base_env_entries_name_variables_and_never_a_secret():
     assert parse_playbook_text(GOOD).server.base_env is None  # the default list applies
 
 
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "PYTHONPATH", "LD_LIBRARY_PATH", "PATH", "NODE_OPTIONS"])
+def test_a_variable_that_picks_loaded_code_is_never_a_planner_knob(name: str) -> None:
+    (line,) = _problems(GOOD + f"knobs:\n  env:\n    NCCL_ALGO: {{type: str}}\n    {name}: {{type: str}}\n")
+    assert line.startswith("pb.yaml:") and f"knobs.env.{name}: {name} chooses the code a process loads" in line
+    assert "(fix: remove the knob" in line
+    parse_playbook_text(GOOD + "knobs:\n  env:\n    NCCL_ALGO: {type: str}\n", "pb.yaml")  # others stay knobs
+
+
 def test_a_slurm_node_asking_for_parallel_jobs_is_refused_with_one_line():
     """A slurm node runs one job at a time; a value it would ignore is refused."""
     slurm = "node: {kind: slurm, partition: gpu, max_parallel_jobs: 4}\n"

@@ -9,6 +9,7 @@ import pytest
 from campaign.domain.errors import UserError
 from campaign.domain.models import EffectiveConfig
 from tools.engines import ENGINES, engine_profile, read_vllm_setup
+from tools.engines.launch_spec import build_launch
 
 NGRAM = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}'
 
@@ -25,33 +26,60 @@ def test_registry_knows_every_shipped_playbook_engine() -> None:
         engine_profile("trt")
 
 
-def test_vllm_command_renders_one_argv_item_per_value() -> None:
+def _argv(engine: str, cfg: EffectiveConfig, **kw: object) -> list[str]:
+    fill = {"host": kw.pop("host", "127.0.0.1"), "python": "python3"}
+    return build_launch(engine_profile(engine), cfg, model=str(kw.pop("model", "m")), port=kw.pop("port", 8000),  # type: ignore[arg-type]
+                        fill=fill, **kw).argv  # type: ignore[arg-type]
+
+
+def test_vllm_launches_as_its_documentation_does_with_no_machine_settings() -> None:
     cfg = EffectiveConfig(flags={"max-num-seqs": 4, "speculative-config": NGRAM, "enable-chunked-prefill": True,
                                  "enforce-eager": False})
-    argv = engine_profile("vllm").argv(cfg, python="/venv/bin/python", model="/m/medium llama", port=8123)
-    assert argv[:3] == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
-    assert argv[argv.index("--model") + 1] == "/m/medium llama"
-    assert argv[argv.index("--port") + 1] == "8123" and argv[argv.index("--dtype") + 1] == "float32"
+    argv = _argv("vllm", cfg, model="/m/medium llama", port=8123)
+    assert argv[:3] == ["vllm", "serve", "/m/medium llama"]
+    assert argv[argv.index("--port") + 1] == "8123" and "--dtype" not in argv
     assert argv[argv.index("--speculative-config") + 1] == NGRAM
     assert "--enable-chunked-prefill" in argv and "--enforce-eager" not in argv
     assert argv[argv.index("--max-num-seqs") + 1] == "4"
+    launch = build_launch(engine_profile("vllm"), cfg, model="m", port=1, fill={"host": "h"})
+    assert launch.env == {}  # no hidden HF_HUB_OFFLINE, VLLM_CPU_KVCACHE_SPACE, ...
+
+
+def test_a_named_interpreter_runs_the_same_server_module() -> None:
+    argv = _argv("vllm", EffectiveConfig(flags={"dtype": "float32"}), python="/venv/bin/python", model="mdl")
+    assert argv[:6] == ["/venv/bin/python", "-m", "vllm.entrypoints.cli.main", "serve", "mdl", "--host"]
+    assert argv[-2:] == ["--dtype", "float32"]
+    # the playbook's own command wins over both forms
+    assert _argv("vllm", EffectiveConfig(), python="/p", command="{python} -m x --port {port}") == \
+        ["/p", "-m", "x", "--port", "8000"]
 
 
 def test_sglang_command() -> None:
-    argv = engine_profile("sglang").argv(EffectiveConfig(flags={"tp": 8}), python="python3", model="glm",
-                                         port=30000, host="0.0.0.0")
+    argv = _argv("sglang", EffectiveConfig(flags={"tp": 8}), model="glm", port=30000, host="0.0.0.0")
     assert argv == ["python3", "-m", "sglang.launch_server", "--model-path", "glm", "--host", "0.0.0.0",
                     "--port", "30000", "--tp", "8"]
+    assert build_launch(engine_profile("sglang"), EffectiveConfig(), model="m", port=1, fill={"host": "h",
+                        "python": "python3"}).env == {}
 
 
-def test_launch_request_expects_the_model_and_layers_env() -> None:
-    cfg = EffectiveConfig(env={"VLLM_CPU_KVCACHE_SPACE": "2"})
-    req = engine_profile("vllm").launch_request(cfg, python="py", model="mdl", port=9000, log_path="/tmp/x.log",
-                                                env={"VLLM_CACHE_ROOT": "/c", "VLLM_CPU_KVCACHE_SPACE": "8"})
-    assert req.expect_model == "mdl" and req.health_path == "/health" and req.port == 9000
-    assert req.env["VLLM_CPU_KVCACHE_SPACE"] == "2"  # the config under test wins
-    assert req.env["VLLM_CACHE_ROOT"] == "/c" and req.env["HF_HUB_OFFLINE"] == "1"
-    assert req.env["VLLM_HOST_IP"] == "127.0.0.1"
+def test_launch_env_is_the_profile_defaults_then_the_config_with_secrets_filled_in(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = engine_profile("vllm").model_copy(update={"env_defaults": {"A": "1", "B": "1"}})
+    monkeypatch.setenv("MY_HF_TOKEN", "hf_abcdefghijklmnop")
+    cfg = EffectiveConfig(env={"B": "2", "HF_TOKEN": "${MY_HF_TOKEN}"})
+    launch = build_launch(profile, cfg, model="mdl", port=9000, fill={"host": "h", "python": "py"})
+    assert launch.env == {"A": "1", "B": "2", "HF_TOKEN": "hf_abcdefghijklmnop"}
+    assert launch.expect_model == "mdl" and launch.health_path == "/health"
+    assert "VLLM_*" in launch.base_env  # the engine's own variables are inherited from the node
+    req = launch.request(port=9000, log_path="/tmp/x.log")
+    assert req.port == 9000 and req.env == launch.env
+    _cmd, env = launch.shown()
+    assert env["HF_TOKEN"] == "***"
+    planned = build_launch(profile, cfg, model="mdl", port="<port>", fill={"host": "h"}, expand_secrets=False)
+    assert planned.env["HF_TOKEN"] == "${MY_HF_TOKEN}" and "<port>" in planned.argv
+    monkeypatch.delenv("MY_HF_TOKEN")
+    with pytest.raises(UserError, match=r"env: HF_TOKEN: \$\{MY_HF_TOKEN\} is not set"):
+        build_launch(profile, cfg, model="mdl", port=9000, fill={"host": "h"})
 
 
 def test_read_vllm_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,3 +117,14 @@ def test_reported_config_in_the_command_lines_spelling_with_secrets_masked() -> 
     assert rep.env == {"HF_TOKEN": "***", "NCCL_ALGO": "Tree"}
     assert rep.derived_from["speculative-num-steps"] == ["speculative-algorithm"]
     assert SIM.reported_config(EngineMetrics(engine="simulated")) is None  # nothing reported: no claim
+
+
+def test_the_cpu_builds_settings_are_the_ones_its_playbook_shows() -> None:
+    """The planner model and the real-engine tests launch the CPU build with
+    tools.engines.setup_env's settings; playbooks/vllm_cpu.yaml writes the same out."""
+    from campaign.playbook.load import load_playbook
+    from tools.engines.setup_env import CPU_ENV, CPU_FLAGS
+
+    pb = load_playbook(str(Path(__file__).resolve().parents[3] / "playbooks" / "vllm_cpu.yaml"))
+    assert {k: v for k, v in pb.baseline.env.items() if k != "VLLM_CACHE_ROOT"} == CPU_ENV
+    assert all(f"--{flag} {value}" in (pb.server.command or "") for flag, value in CPU_FLAGS.items())

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.engines.startup_log import parse_keywords, read_startup
+from tools.engines import engine_profile
+from tools.engines.startup_log import parse_keywords
 
 HERE = Path(__file__).parent / "real_formats" / "startup"
 
@@ -17,7 +18,7 @@ def log(name: str) -> list[str]:
 
 
 def test_vllm_032_non_default_args_and_engine_config() -> None:
-    cfg = read_startup("vllm", log("vllm-0.32.0-startup.log"))
+    cfg = engine_profile("vllm").startup_config(log("vllm-0.32.0-startup.log"))
     assert cfg.version == "0.32.0"
     assert cfg.args == {"host": "127.0.0.1", "port": 18771, "model": cfg.args["model"], "dtype": "float32",
                         "max_model_len": 512}
@@ -30,7 +31,7 @@ def test_vllm_032_non_default_args_and_engine_config() -> None:
 
 
 def test_vllm_019_non_default_args() -> None:
-    cfg = read_startup("vllm", log("vllm-0.19.0-startup.log"))
+    cfg = engine_profile("vllm").startup_config(log("vllm-0.19.0-startup.log"))
     assert cfg.args["max_model_len"] == 262144 and cfg.args["tool_call_parser"] == "qwen3_xml"
     assert cfg.args["trust_remote_code"] is True
 
@@ -40,14 +41,14 @@ def test_vllm_019_non_default_args() -> None:
     ("vllm-0.7.1-startup.log", "0.7.1", "model_tag", "/mnt/cpn-pod/models/deepseek-ai/DeepSeek-R1"),
 ])
 def test_vllm_07_namespace_args_cut_mid_line(name: str, version: str, key: str, value: object) -> None:
-    cfg = read_startup("vllm", log(name))
+    cfg = engine_profile("vllm").startup_config(log(name))
     assert cfg.version == version and cfg.args[key] == value
     assert cfg.args["allowed_origins"] == ["*"] and cfg.args["api_key"] is None
     assert "guided_decoding_backend" not in cfg.args and "tool_call" not in cfg.args  # the cut field is dropped
 
 
 def test_vllm_054_v0_engine_line_cut_mid_line() -> None:
-    cfg = read_startup("vllm", log("vllm-0.5.4-startup.log"))
+    cfg = engine_profile("vllm").startup_config(log("vllm-0.5.4-startup.log"))
     assert cfg.version == "0.5.4"
     assert cfg.resolved == {"model": "/opt/apps/models/miniCPM-v2.6/v1", "speculative_config": None,
                             "tokenizer": "/opt/apps/models/miniCPM-v2.6/v1", "skip_tokenizer_init": False}
@@ -58,7 +59,7 @@ def test_vllm_054_v0_engine_line_cut_mid_line() -> None:
     ("sglang-2025-07-startup.log", 0.874, 30000),
 ])
 def test_sglang_server_args(name: str, mem: float, port: int) -> None:
-    cfg = read_startup("sglang", log(name))
+    cfg = engine_profile("sglang").startup_config(log(name))
     r = cfg.resolved
     assert (r["mem_fraction_static"], r["port"], r["tp_size"], r["chunked_prefill_size"]) == (mem, port, 1, 8192)
     assert r["quantization"] is None and r["device"] == "cuda" and r["schedule_policy"] == "fcfs"
@@ -70,8 +71,8 @@ def test_quotes_and_brackets_keep_commas_inside_values() -> None:
 
 
 def test_an_engine_without_a_reader_or_a_log_without_the_lines() -> None:
-    assert read_startup("simulated", ["anything"]).resolved == {}
-    assert read_startup("vllm", ["INFO: Started server process"]).version is None
+    assert engine_profile("simulated").startup_config(["anything"]).resolved == {}
+    assert engine_profile("vllm").startup_config(["INFO: Started server process"]).version is None
 
 
 def test_the_engine_profile_reads_its_own_startup_log() -> None:

@@ -23,7 +23,7 @@ def test_each_kind_gets_its_executor(tmp_path: Path) -> None:
     ssh = build_executor(SshNodeSpec(kind="ssh", host="gpu-7", user="me", port=2200, identity_file=str(key),
                                      ssh_options=["-J", "bastion"], workdir="/scratch/c", python="python3.11"))
     assert isinstance(ssh, SshExecutor) and isinstance(ssh, Executor)
-    assert (ssh.target, ssh.user, ssh.port, ssh.identity_file, ssh.workdir, ssh.python) == (
+    assert (ssh.target, ssh.user, ssh.port, ssh.identity_file, ssh.workdir_setting, ssh.python) == (
         "gpu-7", "me", 2200, str(key), "/scratch/c", "python3.11")
     assert ssh.ssh_argv()[-1] == "gpu-7" and "-J" in ssh.ssh_argv()
     slurm = build_executor(SlurmNodeSpec(kind="slurm", partition="h100", gres="gpu:4", time_limit="02:00:00",

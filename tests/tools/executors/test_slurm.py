@@ -115,3 +115,23 @@ def test_scontrol_parsing_and_status_rules() -> None:
     assert status_from_job({"JobState": "FAILED", "ExitCode": "0:9"}) == -9
     assert status_from_job({"JobState": "CANCELLED", "ExitCode": "0:0"}) == -15
     assert status_from_job({"JobState": "COMPLETED", "ExitCode": "0:0"}) == 0
+
+
+def test_the_stop_step_runs_without_the_controllers_credentials(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`srun --overlap kill` inherits its caller's environment: the `kill` it runs (a
+    wrapper first on PATH that records its environment) sees no controller secret."""
+    seen = tmp_path / "kill-env"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "kill").write_text(f"#!/bin/sh\nenv > {seen}\nexec /bin/kill \"$@\"\n")
+    (bin_dir / "kill").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-controller-" + "k" * 20)
+    monkeypatch.setenv("WANDB_API_KEY", "wandb-controller-secret")
+    ex = slurm(tmp_path, gres="gpu:1", exclusive=False)
+    handle = ex.start(["sleep", "300"], log_path="stop-env.log")
+    assert ex.stop(handle, grace_s=2) == -15
+    recorded = seen.read_text()
+    assert f"PATH={bin_dir}:" in recorded, recorded  # the wrapper really ran as the stop step
+    assert "sk-controller-" not in recorded and "wandb-controller-secret" not in recorded

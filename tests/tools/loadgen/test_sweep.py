@@ -33,7 +33,7 @@ def make_app(
     model: str = "test-model",
 ) -> web.Application:
     """A streaming completions server; ``misbehave(n)`` -> "500", "break", "hang" or ""."""
-    state: dict = {"n": 0, "bodies": [], "in_flight": 0, "peak": 0, "peers": set()}
+    state: dict = {"n": 0, "bodies": [], "in_flight": 0, "peak": 0, "peers": set(), "auth": set()}
 
     async def completions(request: web.Request) -> web.StreamResponse:
         state["in_flight"] += 1
@@ -46,6 +46,7 @@ def make_app(
     async def stream(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         state["bodies"].append(body)
+        state["auth"].add(request.headers.get("Authorization"))
         state["peers"].add(request.transport.get_extra_info("peername") if request.transport else None)
         state["n"] += 1
         mode = misbehave(state["n"])
@@ -135,6 +136,17 @@ def test_levels_follow_the_server_timing(http_client: str) -> None:
     assert result.levels[1].output_tokens_per_s > 1.5 * result.levels[0].output_tokens_per_s
     body = app[STATE]["bodies"][0]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True} and body["ignore_eos"] is True
+
+
+@pytest.mark.parametrize("http_client", ["asyncio", "aiohttp", "httpx"])
+def test_a_server_gets_its_own_key_and_never_the_controllers(http_client: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-controller-" + "c" * 24)
+    app = make_app()
+    with_server(app, lambda url: run_sweep(url, workload(), http_client=http_client))
+    assert app[STATE]["auth"] == {None}  # undeclared: no credential at all
+    app = make_app()
+    with_server(app, lambda url: run_sweep(url, workload(), http_client=http_client, api_key="server-own-key"))
+    assert app[STATE]["auth"] == {"Bearer server-own-key"}
 
 
 def test_chunks_are_counted_without_usage_and_multi_token_chunks_are_one_itl_sample() -> None:

@@ -79,6 +79,19 @@ UNSAFE = {
     "binary": (("diff --git a/kernels/blob.bin b/kernels/blob.bin\nnew file mode 100644\nindex 0000000..e69de29\n"
                "GIT binary patch\nliteral 3\nKcmZ>Y%K!iX0s#O4\n\nliteral 0\nHcmV?d00001\n\n"),
                "binary patch"),
+    # renames and copies: git's numstat names only the new side; both sides are judged
+    "rename-out": ("diff --git a/setup.py b/kernels/moved.py\nsimilarity index 100%\nrename from setup.py\n"
+                   "rename to kernels/moved.py\n", "deletes 'setup.py', outside the allowed paths"),
+    "copy-in": ("diff --git a/setup.py b/kernels/copied.py\nsimilarity index 100%\ncopy from setup.py\n"
+                "copy to kernels/copied.py\n", "copies from 'setup.py', outside the allowed paths"),
+    "rename-link": ("diff --git a/kernels/link b/kernels/link2\nsimilarity index 100%\nrename from kernels/link\n"
+                    "rename to kernels/link2\n", "symlink"),
+    "copy-exec": ("diff --git a/kernels/attn.py b/kernels/run.py\nold mode 100644\nnew mode 100755\n"
+                  "similarity index 100%\ncopy from kernels/attn.py\ncopy to kernels/run.py\n",
+                  "makes an executable: 'kernels/run.py'"),
+    "rename-exec": ("diff --git a/kernels/attn.py b/kernels/run.py\nold mode 100644\nnew mode 100755\n"
+                    "similarity index 100%\nrename from kernels/attn.py\nrename to kernels/run.py\n",
+                    "makes an executable: 'kernels/run.py'"),
 }
 
 
@@ -103,6 +116,18 @@ def test_every_unsafe_shape_is_refused_with_its_reason(tree: GitTree, tmp_path: 
     assert snapshot(repo) == before
     assert f"campaign/c1/{shape}" not in git(repo, "branch", "--list")
     assert git(repo, "worktree", "list").count("\n") == 1
+
+
+def test_a_patch_over_the_size_limit_is_refused_with_its_size(tree: GitTree, tmp_path: Path) -> None:
+    big = GOOD + "".join(f"+pad {i}\n" for i in range(200))  # the header's line count is wrong: git never reads it
+    problems = tree.check(big, PatchRules(allowed_paths=["kernels/"], max_patch_bytes=1000))
+    assert problems == [f"is {len(big)} bytes, over the limit of 1000 (fix: a smaller patch, or raise "
+                        "server.source.max_patch_bytes)"]
+    with pytest.raises(PatchFailed, match=f"is {len(big)} bytes, over the limit of 1000") as exc:
+        tree.commit(tree.resolve("HEAD"), [write(tmp_path, "big.diff", big)], "campaign/c1/big",
+                    PatchRules(max_patch_bytes=1000))
+    assert exc.value.failure.failure_class == FailureClass.patch_refused
+    assert not list(Path(tree.workdir).glob("patches/*")), "the refused patch was copied to the node"
 
 
 def test_an_allowed_shape_passes_when_the_playbook_says_so(tree: GitTree) -> None:
@@ -163,3 +188,29 @@ def test_a_proposed_diff_text_is_committed_like_a_file(tree: GitTree) -> None:
     rec = tree.commit(base, [GOOD], "campaign/c1/proposed", PatchRules(allowed_paths=["kernels/"]))
     assert rec.patches == ["proposed diff"] and rec.files == ["kernels/attn.py"]
     assert rec.patch_sha256 == [hashlib.sha256(GOOD.encode()).hexdigest()]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("kind", ["ssh", "slurm"])
+def test_rename_and_copy_shapes_are_refused_on_remote_nodes(tmp_path: Path, kind: str) -> None:
+    """The same check where git runs through the node's executor: the loopback sshd (as
+    the node's user) and the Slurm submit host."""
+    from tests.tools.executors.conftest import make_slurm, make_ssh
+
+    ex = make_ssh(tmp_path) if kind == "ssh" else make_slurm(tmp_path)
+    repo = f"{ex.workdir}/engine"
+    try:
+        script = (f"mkdir -p {repo}/kernels && cd {repo} && printf 'root = 1\\n' > setup.py && "
+                  "printf 'BLOCK = 16\\nSPLIT = 1\\n' > kernels/attn.py && ln -s attn.py kernels/link && "
+                  "git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm init")
+        made = ex.run(["sh", "-c", script], timeout=60)
+        assert made.returncode == 0, made.stderr
+        tree = GitTree(ex, repo, f"{ex.workdir}/src")
+        for shape in ("rename-out", "copy-in", "rename-link", "copy-exec", "rename-exec"):
+            text, reason = UNSAFE[shape]
+            problems = tree.check(text, PatchRules(allowed_paths=["kernels/"]))
+            assert problems and reason in problems[0], (shape, problems)
+        assert tree.check(GOOD, PatchRules(allowed_paths=["kernels/"])) == []
+    finally:
+        ex.run(["rm", "-rf", repo, f"{ex.workdir}/src"], timeout=60)
+        ex.close()
