@@ -213,7 +213,7 @@ def test_secrets_on_the_node(kind: str, tmp_path: Path, monkeypatch: pytest.Monk
     pb = Playbook.model_validate(data)
     runtime = node_runtime_for(pb, pb.node, workdir=tmp_path / "node")
     runtime.executor = recorder = _Recording(runtime.executor)
-    base = runtime.base_env
+    base = runtime.profile.base_env_for(runtime.base_env)  # what the launch gets: the playbook's list, else the profile's
     seen: dict[str, object] = {}
 
     def on_ready(event: str, info: dict) -> None:
