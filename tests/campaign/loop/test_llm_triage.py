@@ -59,11 +59,8 @@ def test_without_an_llm_planner_nothing_is_asked_or_recorded(tmp_path: Path) -> 
     assert deps.store.planner_calls(cid) == []
 
 
-def test_a_campaign_asks_the_model_about_a_crash_no_rule_knows(tmp_path: Path, monkeypatch) -> None:
-    """Through the loop on the simulated node: the model proposes tp-size 16 on 8 GPUs,
-    which dies with a CUDA error no rule knows; the model is asked about that log once,
-    its answer is in show --json and the journal as a suggestion, and the experiment's
-    class stays the rules' `exited`."""
+def _campaign(tmp_path: Path, server: FakeOpenAI, recursion_limit: int, **playbook: object):
+    """A simulated campaign with the scripted model as planner, run through the real graph."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from campaign.cli.wiring import build_deps
@@ -71,18 +68,28 @@ def test_a_campaign_asks_the_model_about_a_crash_no_rule_knows(tmp_path: Path, m
     from campaign.playbook.load import load_playbook
     from tests.campaign.sim_playbook import sim_playbook
 
+    pb = load_playbook(sim_playbook(
+        tmp_path, [], planner={"kind": "llm", "model": "fake-model", "base_url": server.url, "timeout_s": 10,
+                               "max_retries": 0, "max_proposals": 1, "analyze": False}, **playbook))
+    store = Store(tmp_path / "campaign.db")
+    cid = store.create_campaign(pb.name, playbook=pb).id
+    deps = build_deps(pb, store, db_path=tmp_path / "campaign.db", events=None)
+    graph = build_graph(deps).compile(checkpointer=InMemorySaver())
+    graph.invoke({"campaign_id": cid}, {"configurable": {"thread_id": cid}, "recursion_limit": recursion_limit})
+    return pb, store, cid
+
+
+def test_a_campaign_asks_the_model_about_a_crash_no_rule_knows(tmp_path: Path, monkeypatch) -> None:
+    """Through the loop on the simulated node: the model proposes tp-size 16 on 8 GPUs,
+    which dies with a CUDA error no rule knows; the model is asked about that log once,
+    its answer is in show --json and the journal as a suggestion, and the experiment's
+    class stays the rules' `exited`."""
+
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-NEVER-RECORD-THIS-0123456789")
     with FakeOpenAI() as server:
         server.script(proposal("tp-16", flags={"tp-size": 16}), answer({"failure_class": "nccl_error"}))
-        pb = load_playbook(sim_playbook(
-            tmp_path, [], knobs={"flags": {"tp-size": {"type": "int", "min": 1, "max": 16}}},
-            planner={"kind": "llm", "model": "fake-model", "base_url": server.url, "timeout_s": 10,
-                     "max_retries": 0, "max_proposals": 1, "analyze": False}))
-        store = Store(tmp_path / "campaign.db")
-        cid = store.create_campaign(pb.name, playbook=pb).id
-        deps = build_deps(pb, store, db_path=tmp_path / "campaign.db", events=None)
-        graph = build_graph(deps).compile(checkpointer=InMemorySaver())
-        graph.invoke({"campaign_id": cid}, {"configurable": {"thread_id": cid}, "recursion_limit": 200})
+        pb, store, cid = _campaign(tmp_path, server, 200,
+                                   knobs={"flags": {"tp-size": {"type": "int", "min": 1, "max": 16}}})
         asked = server.chat_requests()
     assert len(asked) == 2 and "invalid device ordinal" in asked[1].prompt_text()
     (exp,) = [e for e in store.show_json(cid)["experiments"] if e["hypothesis"] == "tp-16"]
@@ -94,25 +101,11 @@ def test_a_campaign_asks_the_model_about_a_crash_no_rule_knows(tmp_path: Path, m
 def test_a_baseline_that_dies_unknown_carries_the_suggestion_in_the_halt_reason(tmp_path: Path, monkeypatch) -> None:
     """The baseline itself dies with a log no rule knows: the campaign fails, and the one
     line the user reads says what the model suggests, marked as a guess."""
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from campaign.cli.wiring import build_deps
-    from campaign.loop.graph import build_graph
-    from campaign.playbook.load import load_playbook
-    from tests.campaign.sim_playbook import sim_playbook
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-NEVER-RECORD-THIS-0123456789")
     with FakeOpenAI() as server:
         server.script(answer({"failure_class": "environment"}))
-        pb = load_playbook(sim_playbook(
-            tmp_path, [], baseline={"flags": {"tp-size": 16}},
-            planner={"kind": "llm", "model": "fake-model", "base_url": server.url, "timeout_s": 10,
-                     "max_retries": 0, "max_proposals": 1, "analyze": False}))
-        store = Store(tmp_path / "campaign.db")
-        cid = store.create_campaign(pb.name, playbook=pb).id
-        deps = build_deps(pb, store, db_path=tmp_path / "campaign.db", events=None)
-        graph = build_graph(deps).compile(checkpointer=InMemorySaver())
-        graph.invoke({"campaign_id": cid}, {"configurable": {"thread_id": cid}, "recursion_limit": 50})
+        _pb, store, cid = _campaign(tmp_path, server, 50, baseline={"flags": {"tp-size": 16}})
         asked = server.chat_requests()
     assert len(asked) == 1 and "invalid device ordinal" in asked[0].prompt_text()
     reason = store.show_json(cid)["halt_reason"]
