@@ -150,7 +150,8 @@ class NodeRuntime:
         out = Measurement(command=redact_argv(spec.argv))
         t0 = time.monotonic()
         self.progress("launch", {"label": label, "node": self.name, "command": out.command})
-        launcher = ServerLauncher(self.executor, ledger=self.ledger, extra_rules=self.extra_rules)
+        launcher = ServerLauncher(self.executor, ledger=self.ledger, extra_rules=self.extra_rules,
+                                  api_key=self._api_key)
         try:
             server = launcher.launch(req)
         except LaunchFailed as exc:

@@ -191,7 +191,8 @@ class Routes:
 
 
 #: the server's own API key (as `--api-key` of SGLang and vLLM): when set, generation
-#: requests without `Authorization: Bearer <key>` are refused with 401 and counted in the log.
+#: requests and every /v1/ request (/v1/models included, as vLLM does) without
+#: `Authorization: Bearer <key>` are refused with 401 and counted in the log.
 API_KEY_ENV = "SIMNODE_API_KEY"
 
 
@@ -204,7 +205,7 @@ def _key_middleware() -> Any:
 
     @web.middleware
     async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-        if want and request.method == "POST":
+        if want and (request.method == "POST" or request.path.startswith("/v1/")):
             got = request.headers.get("Authorization", "")
             if not hmac.compare_digest(got.encode(), f"Bearer {want}".encode()):
                 print(f"simnode: refused {request.path}: no valid API key", file=sys.stderr, flush=True)
