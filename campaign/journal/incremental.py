@@ -87,7 +87,7 @@ def _stat(path: Path | str) -> list[int] | None:
 def _page(view: CampaignView, number: int, body: str, notes: str | None, key: str, main_name: str,
           plot_rel: str) -> str:
     back = f"[{mdsafe.text(view.name)}](../{quote(main_name)})"
-    where = notes_part(key, notes or "") if notes is not None else \
+    where = notes_part(key, notes or "", view.id) if notes is not None else \
         f"_Notes on this experiment are in the main journal ({back}) while it is among the latest._\n"
     return (f"# {mdsafe.text(view.name)}: experiment {number}\n\nPart of the journal {back}; "
             f"edit only inside notes blocks, everything else is regenerated.\n\n"
@@ -200,7 +200,7 @@ def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, d
     recent = ids[-RECENT:]
     existing = _read(target)
     check_owner(target, existing, campaign_id)
-    main_notes = parse_notes(existing) if existing else {}
+    main_notes = parse_notes(existing, campaign_id) if existing else {}
     if verify or whole:  # a killed writer's temp files: listing thousands of pages is not the loop's job
         _remove_stale_temp_files(pages, plot_dir)
 
@@ -239,11 +239,11 @@ def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, d
         page = pages / f"{key}.md"
         if exp_id in edited:
             text = _read(page)  # a human edited the page: its notes block is theirs
-            entry["notes"] = parse_notes(text).get(key, "") if text else entry.get("notes")
+            entry["notes"] = parse_notes(text, campaign_id).get(key, "") if text else entry.get("notes")
             entry["page_stat"] = None
         if entry.get("in_main") is None and entry.get("notes") is None:  # first render: notes from anywhere
             text = _read(page)
-            entry["notes"] = (parse_notes(text).get(key, "") if text else "") or main_notes.get(key, "")
+            entry["notes"] = (parse_notes(text, campaign_id).get(key, "") if text else "") or main_notes.get(key, "")
         elif entry.get("in_main"):
             entry["notes"] = main_notes.get(key, "")
         in_main = exp_id in in_recent
@@ -294,8 +294,8 @@ def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, d
         latest = _read(target)
         if latest == existing:
             break
-        before = parse_notes(existing) if existing else {}
-        after = parse_notes(latest) if latest else {}
+        before = parse_notes(existing, campaign_id) if existing else {}
+        after = parse_notes(latest, campaign_id) if latest else {}
         main_notes.update({k: v for k, v in after.items() if before.get(k) != v})
         existing = latest
         text = render_main(view, existing, parts, overview_plot=overview, db_label=db_label, notes=main_notes)
