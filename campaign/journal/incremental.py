@@ -53,6 +53,7 @@ from campaign.journal.render import (
     experiment_body,
     experiment_key,
     experiment_keys,
+    foreign_part,
     notes_part,
     parse_notes,
     render_main,
@@ -250,8 +251,9 @@ def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, d
         if in_main:
             main_notes[key] = entry["notes"] or ""
         if entry.pop("dirty", False) or entry.get("page_stat") is None or entry.get("in_main") != in_main:
+            kept = foreign_part(_read(page), campaign_id)  # another campaign's notes there are not ours to drop
             _write_page(page, _page(view, entry["number"], entry["body"], None if in_main else entry["notes"],
-                                      key, target.name, plot_rel))
+                                      key, target.name, plot_rel) + kept)
             entry["page_stat"] = _stat(page)
         entry["in_main"] = in_main
         if not in_main:

@@ -46,6 +46,7 @@ __all__ = [
     "experiment_key",
     "experiment_keys",
     "foreign_notes",
+    "foreign_part",
     "notes_block",
     "notes_part",
     "parse_notes",
@@ -127,6 +128,16 @@ def foreign_notes(text: str, campaign_id: str) -> dict[tuple[str, str], str]:
         if owner is not None and owner != campaign_id:
             found[(key, owner)] = f"{found[(key, owner)]}\n\n{content}" if (key, owner) in found else content
     return found
+
+
+def foreign_part(text: str | None, campaign_id: str) -> str:
+    """Another campaign's notes blocks found in `text`, as a section to append to what
+    replaces it: they stay under their own id, never read as `campaign_id`'s."""
+    found = foreign_notes(text, campaign_id) if text and " campaign:" in text else {}
+    parts = [f"\n### from section {k} of campaign {mdsafe.text(owner)}\n\n{notes_block(k, v, owner)}\n"
+             for (k, owner), v in found.items()]
+    return "\n## Orphaned notes\n\nThese notes belong to another campaign; they are kept here so nothing is lost.\n" \
+        + "".join(parts) if parts else ""
 
 
 def notes_block(key: str, content: str, campaign_id: str) -> Md:

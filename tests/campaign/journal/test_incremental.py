@@ -311,6 +311,27 @@ def test_the_loop_update_keeps_a_note_on_an_old_page_it_rewrites(campaign, tmp_p
     assert ("WIN (adopted)" in text) == (not first.adopted) or "WIN" not in text
 
 
+def test_another_campaigns_notes_on_a_page_stay_under_its_id(campaign, tmp_path: Path) -> None:
+    """A page holding a notes block marked with another campaign's id (a journal directory
+    two campaigns wrote): rewritten, the page keeps that block under that id, and it never
+    becomes this campaign's note."""
+    store, cid = campaign
+    journal = tmp_path / "scale.md"
+    publish_journal(store, cid, journal, plots=False)
+    first = store.list_experiments(cid, role="candidate")[0]
+    key = render.experiment_key(store.view(cid), first.id)
+    page = tmp_path / "scale.d" / f"{key}.md"
+    theirs = f"<!-- notes:{key} campaign:other-1a2b3c -->\nTHEIR NOTE\n<!-- /notes:{key} -->\n"
+    page.write_text(page.read_text() + "\n" + theirs)
+    for verify in (False, True):
+        store.set_adopted(first.id, not store.list_experiments(cid, role="candidate")[0].adopted)
+        publish_journal(store, cid, journal, plots=False, verify=verify)
+        text = page.read_text()
+        assert text.count("THEIR NOTE") == 1 and theirs in text, text[-400:]
+        assert render.parse_notes(text, cid).get(key, "") == ""
+        assert "THEIR NOTE" not in journal.read_text()
+
+
 def test_a_journal_without_plots_never_imports_matplotlib(tmp_path: Path) -> None:
     """`--no-plots` renders and the controller's updates stay free of matplotlib (1 s of
     imports and ~30 MB: the plots are drawn by worker processes)."""
