@@ -294,15 +294,20 @@ def test_a_database_restored_from_an_older_copy_redraws_the_journal(campaign, tm
     older.close()
 
 
-def test_the_loop_update_keeps_a_note_on_an_old_page_it_rewrites(campaign, tmp_path: Path) -> None:
-    """The loop's update does not look at every page, but one it is about to rewrite (its
-    experiment changed) is read first: the person's note survives."""
-    store, cid = campaign
+def _first_page(store: Store, cid: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The journal published, and the first candidate with its key and its page."""
     journal = tmp_path / "scale.md"
     publish_journal(store, cid, journal, plots=False)
     first = store.list_experiments(cid, role="candidate")[0]
     key = render.experiment_key(store.view(cid), first.id)
-    page = tmp_path / "scale.d" / f"{key}.md"
+    return journal, first, key, tmp_path / "scale.d" / f"{key}.md"
+
+
+def test_the_loop_update_keeps_a_note_on_an_old_page_it_rewrites(campaign, tmp_path: Path) -> None:
+    """The loop's update does not look at every page, but one it is about to rewrite (its
+    experiment changed) is read first: the person's note survives."""
+    store, cid = campaign
+    journal, first, key, page = _first_page(store, cid, tmp_path)
     page.write_text(page.read_text().replace(f"<!-- notes:{key} campaign:{cid} -->\n", f"<!-- notes:{key} campaign:{cid} -->\nwritten on the page\n"))
     store.set_adopted(first.id, not first.adopted)
     publish_journal(store, cid, journal, plots=False, verify=False)
@@ -316,11 +321,7 @@ def test_another_campaigns_notes_on_a_page_stay_under_its_id(campaign, tmp_path:
     two campaigns wrote): rewritten, the page keeps that block under that id, and it never
     becomes this campaign's note."""
     store, cid = campaign
-    journal = tmp_path / "scale.md"
-    publish_journal(store, cid, journal, plots=False)
-    first = store.list_experiments(cid, role="candidate")[0]
-    key = render.experiment_key(store.view(cid), first.id)
-    page = tmp_path / "scale.d" / f"{key}.md"
+    journal, first, key, page = _first_page(store, cid, tmp_path)
     theirs = f"<!-- notes:{key} campaign:other-1a2b3c -->\nTHEIR NOTE\n<!-- /notes:{key} -->\n"
     page.write_text(page.read_text() + "\n" + theirs)
     for verify in (False, True):
