@@ -29,6 +29,7 @@ from campaign.store.convert import campaign_record, canonical, fingerprint_id, h
 from campaign.store.db import BUSY_TIMEOUT_MS, driver_connection, open_engine, read_session, write_session
 from campaign.store.experiments import ExperimentsMixin
 from campaign.store.export import LevelMeasurement, level_measurements
+from campaign.store.location import is_url
 from campaign.store.loopreads import LoopReadsMixin
 from campaign.store.memo import ParseMemo
 from campaign.store.models import CampaignRow, FingerprintRow, HypothesisRow, RunLockRow
@@ -57,11 +58,14 @@ class Store(ExperimentsMixin, ReviewLogMixin, LoopReadsMixin):
     """All reads and writes of the campaign database (see module docstring)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
-        self.path = Path(path)
-        self._engine = open_engine(self.path, busy_timeout_ms=busy_timeout_ms)
+        #: the file path, or the PostgreSQL URL (no password in it): what `Store(...)` reopens
+        self.location = str(path)
+        self.path = Path(path)  # the SQLite file (meaningless for a URL)
+        self._engine = open_engine(self.location if is_url(self.location) else self.path, busy_timeout_ms=busy_timeout_ms)
         self._memo = ParseMemo()  # records decoded before: the journal's update reads them again after every verdict
 
     def close(self) -> None:
+        store_lock.release_all(self._engine)
         self._engine.dispose()
 
     def __enter__(self) -> Store:
