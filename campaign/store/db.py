@@ -7,7 +7,7 @@ waiting.  Writers therefore take `BEGIN IMMEDIATE` (they queue on busy_timeout),
 readers take a plain `BEGIN` (a WAL snapshot that never blocks the writer).
 PostgreSQL takes its own transactions (MVCC: readers never block the writer either);
 its URL carries no password (libpq reads PGPASSWORD or the .pgpass), see
-campaign.store.location.
+campaign.domain.location.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, create_engine
 
+from campaign.domain import location
 from campaign.domain.errors import UserError
 from campaign.domain.private import private_file
-from campaign.store import changes, location, showcache, tally
+from campaign.store import changes, showcache, tally
 from campaign.store.dialect import PgConn, translate
 from campaign.store.models import SCHEMA_VERSION, TABLES, MetaRow
 

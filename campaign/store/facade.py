@@ -21,6 +21,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from campaign.domain.errors import UserError
+from campaign.domain.location import is_url
 from campaign.domain.models import Fingerprint
 from campaign.domain.records import CampaignStatus, CampaignView, DeadEnd
 from campaign.playbook.schema import HypothesisSpec, Playbook
@@ -29,7 +30,6 @@ from campaign.store.convert import campaign_record, canonical, fingerprint_id, h
 from campaign.store.db import BUSY_TIMEOUT_MS, driver_connection, open_engine, read_session, write_session
 from campaign.store.experiments import ExperimentsMixin
 from campaign.store.export import LevelMeasurement, level_measurements
-from campaign.store.location import is_url
 from campaign.store.loopreads import LoopReadsMixin
 from campaign.store.memo import ParseMemo
 from campaign.store.models import CampaignRow, FingerprintRow, HypothesisRow, RunLockRow
