@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from campaign.cli import init_cmd, schema_cmd
+from campaign.cli import copy_cmd, init_cmd, schema_cmd
 from campaign.cli.common import DB_OPT
 from campaign.cli.common import fail as _fail
 from campaign.cli.common import open_store as _store
@@ -328,6 +328,7 @@ app.command()(export)
 app.command()(compare)
 init_cmd.register(app)
 schema_cmd.register(app)
+copy_cmd.register(app)
 
 
 @app.command()

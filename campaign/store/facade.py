@@ -326,6 +326,12 @@ class Store(ExperimentsMixin, ReviewLogMixin, LoopReadsMixin):
         except DBAPIError:
             pass
 
+    def copy_campaigns_to(self, dst: Store, campaign_ids: list[str] | None = None) -> list[str]:
+        """Copy campaigns' records into another database (campaign.store.transfer)."""
+        from campaign.store.transfer import copy_campaigns
+
+        return copy_campaigns(self._engine, dst._engine, campaign_ids)
+
     # ----------------------------------------------------------------- run lock
     def acquire_run_lock(self, campaign_id: str, owner: str, *, force: bool = False) -> None:
         """Raise CampaignLocked when another live process runs this campaign; a holder
