@@ -277,15 +277,12 @@ def serve(db: str | None = DB_OPT,
     from pathlib import Path
 
     from campaign.cli.web.serve import serve as run_server
-    from campaign.domain.location import is_url, resolve
+    from campaign.domain.location import is_url, redact, resolve
 
     try:
         where = resolve(db)
-        if is_url(where):  # its readers are SQLite's read-only connections
-            raise UserError(f"{where}: campaign serve reads a SQLite file, not a PostgreSQL database yet "
-                            f"(fix: campaign copy --from {where} --to sqlite:///served.db, then serve --db served.db)")
         _store(db).close()  # the path exists and is a campaign database (migrated as every command does)
-        run_server(Path(where), host=host, port=port, db_label=where)
+        run_server(where if is_url(where) else Path(where), host=host, port=port, db_label=redact(where))
     except UserError as exc:
         _fail(exc)
 

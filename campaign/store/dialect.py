@@ -4,7 +4,7 @@ Why a translation and not two copies of each query: the plain readers
 (campaign.store.plain and the modules on it) take sqlite3's `execute(sql, params)`
 with `?` and `:name` placeholders, and most of their SQL is standard.  What differs is
 rewritten here, in one place: psycopg's placeholders, `json_each` (a list of ids as
-one parameter), `group_concat`, BLOB and REAL, `IS ?`, and the table catalogue.  Everything else is written
+one parameter), `group_concat`, BLOB and REAL, `IS ?`, a reader's `BEGIN`, and the table catalogue.  Everything else is written
 to run on both (ON CONFLICT upserts, CASE instead of summed booleans, TRUE/FALSE).
 """
 
@@ -25,6 +25,7 @@ _REWRITES = (
     (re.compile(r"\bBLOB\b"), "BYTEA"),
     (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),  # PostgreSQL's REAL is 4 bytes
     (re.compile(r"\bIS \?"), "IS NOT DISTINCT FROM ?"),  # SQLite's null-safe equality
+    (re.compile(r"^BEGIN$"), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),  # a reader's snapshot
 )
 
 
