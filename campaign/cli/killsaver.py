@@ -45,6 +45,8 @@ def postgres_saver(url: str, *, kill_points: bool = False) -> Iterator[Any]:
     from psycopg import Connection
     from psycopg.rows import dict_row
 
+    from campaign.store.db import SCHEMA_LOCK_KEY
+
     class KillPointPostgresSaver(_KillPoint, PostgresSaver):
         pass
 
@@ -52,5 +54,9 @@ def postgres_saver(url: str, *, kill_points: bool = False) -> Iterator[Any]:
     conninfo = "postgresql://" + url.partition("://")[2]  # libpq's scheme (the store's may name the driver)
     with Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
         saver = saver_cls(conn)
-        saver.setup()
+        conn.execute(f"SELECT pg_advisory_lock({SCHEMA_LOCK_KEY})")  # two controllers on a new database:
+        try:                                                          # the tables are created once
+            saver.setup()
+        finally:
+            conn.execute(f"SELECT pg_advisory_unlock({SCHEMA_LOCK_KEY})")
         yield saver

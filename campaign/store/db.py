@@ -33,6 +33,8 @@ from campaign.store.models import SCHEMA_VERSION, TABLES, MetaRow
 MIGRATABLE = frozenset({"1", "2"})  # versions campaign.store.migrate brings up to date
 
 BUSY_TIMEOUT_MS = 10_000
+#: the PostgreSQL advisory lock that serialises creating the schema and the checkpointer's tables
+SCHEMA_LOCK_KEY = 0x63616D706169676E  # "campaign" in ASCII
 _BEGIN_OPTION = "campaign_sqlite_begin"
 
 
@@ -125,6 +127,8 @@ def _ensure_schema(engine: Engine, shown: str) -> None:
         found = _schema_version(session)
     if found is None:
         with write_session(engine) as session:
+            if is_postgres(engine):  # BEGIN IMMEDIATE's part: one creator at a time, the others wait
+                session.connection().exec_driver_sql(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK_KEY})")
             found = _schema_version(session)  # another process may have just created it
             if found is None:
                 conn = session.connection()

@@ -37,3 +37,29 @@ def test_without_a_server_a_developer_skips_and_ci_fails(monkeypatch: pytest.Mon
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="may not be skipped in CI"):
         server_url()
+
+
+def test_processes_opening_a_new_database_at_once_create_the_schema_once() -> None:
+    """SQLite's BEGIN IMMEDIATE queues the creators; on PostgreSQL an advisory lock does
+    (without it two of four openers failed on a duplicate type, every time)."""
+    import threading
+
+    from campaign.store import Store
+
+    with fresh_database() as url:
+        errors: list[str] = []
+        start = threading.Barrier(4)
+
+        def open_it() -> None:
+            start.wait()
+            try:
+                Store(url).close()
+            except Exception as exc:  # the assertion below shows it
+                errors.append(str(exc))
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
