@@ -1,10 +1,11 @@
-"""The campaign record: one SQLite file (WAL) holding everything a campaign measured.
+"""The campaign record: one SQLite file (WAL), or a PostgreSQL database, holding everything
+a campaign measured.
 
 Semantics follow Optuna's storage: every write is an idempotent upsert keyed so a
 graph node resumed after an interrupt writes nothing twice, finished experiments and
 verdicts are immutable (same content again: no-op; different: ImmutableRecordError),
-and readers (`campaign status`, the journal) read WAL snapshots that never block the
-writer.  One engine per Store; sessions are short and thread-safe to open.
+and readers (`campaign status`, the journal) read snapshots (WAL, or PostgreSQL's
+REPEATABLE READ) that never block the writer.  One engine per Store; sessions are short and thread-safe to open.
 """
 
 from __future__ import annotations
