@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.pgdb import backend_db  # noqa: F401  (a fixture: SQLite and PostgreSQL, every test that asks)
+
 # the tests whose assertions read the machine's speed: a real vLLM server (its verdicts
 # and timeouts) and the load generator's timing checks.  Under pytest-xdist they hold the
 # CPU alone (`_cpu_turn`).

@@ -94,7 +94,8 @@ def server_api_key(pb: Playbook) -> str | None:
     return value
 
 
-def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | None) -> Deps:
+def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | None, db_label: str = "") -> Deps:
+    """`db_path`: where this controller's local state lives (campaign.domain.location.state_anchor)."""
     workdir = db_path.parent / "nodes"
     ledger = ProcessLedger(ledger_path(db_path))
     nodes = [node_runtime_for(pb, spec, workdir=workdir / (spec.name or "node"), ledger=ledger, events=events)
@@ -107,7 +108,7 @@ def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | N
     trees = [source_tree_for(pb, spec, node.executor, workdir=workdir / (spec.name or "node"))
              for spec, node in zip(pb.all_nodes(), nodes)] if pb.server.source is not None else []
     return Deps(playbook=pb, store=store, nodes=list(nodes), planner=planner, journal_path=Path(pb.journal),
-                db_label=str(db_path), events=events or (lambda k, d: None), source=local_source_tree,
+                db_label=db_label or str(db_path), events=events or (lambda k, d: None), source=local_source_tree,
                 trees=list[SourceTree](trees))
 
 

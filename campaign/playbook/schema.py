@@ -12,6 +12,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from campaign.domain.errors import UserError
 from campaign.domain.models import Fingerprint, WorkloadSpec
 from campaign.domain.request_count import count_error
 from campaign.domain.source import PatchRules, Unsafe
@@ -509,7 +510,8 @@ class Playbook(_Strict):
     description: str = Field(default="", description="what the campaign is after; shown in the journal")
     journal: str = Field(default="journal/{name}.md", description="the living journal's path, relative to "
                          "the working directory")
-    database: str = Field(default=".campaign/campaign.db", description="the SQLite record; `--db` overrides it")
+    database: str = Field(default=".campaign/campaign.db", description="the record: a SQLite file, or a postgresql://user@host/dbname URL "
+                          "(no password: PGPASSWORD or a .pgpass); `--db` and CAMPAIGN_DATABASE_URL override it")
     node: NodeSpec = Field(default_factory=SimulatedNodeSpec, description="where the server runs, chosen by `kind`")
     nodes: list[NodeSpec] = Field(default_factory=list, description=(
         "several nodes: independent hypotheses run in parallel, each compared with its own node's baseline"))
@@ -525,20 +527,16 @@ class Playbook(_Strict):
 
     @field_validator("database")
     @classmethod
-    def _database_is_a_file(cls, v: str) -> str:
-        """A URL is refused before anything is written: the playbook is stored with the
-        campaign, so a password in it would reach the database, and this version keeps
-        campaigns in a SQLite file only (no silent file named after the URL)."""
-        scheme, sep, rest = v.partition("://")
-        if not sep:
-            return v
-        netloc = rest.split("/", 1)[0]
-        if ":" in netloc.split("@", 1)[0] and "@" in netloc:
-            # the value is not repeated: it holds the password
-            raise ValueError("a password is written in the URL, and the playbook is stored with the campaign "
-                             "(fix: remove it from the URL and change that password)")
-        raise ValueError(f"{scheme}:// URLs are not supported: campaigns are kept in a SQLite file "
-                         "(fix: set `database:` to a file path, e.g. .campaign/campaign.db)")
+    def _database_is_a_file_or_postgres(cls, v: str) -> str:
+        """A file path or a postgresql:// URL, checked before anything is written: the
+        playbook is stored with the campaign, so a password in it would reach the database
+        (the value is then not repeated)."""
+        from campaign.domain.location import check
+
+        try:
+            return check(v, "database")
+        except UserError as exc:
+            raise ValueError(str(exc).removeprefix("database: ")) from None
 
     @field_validator("name")
     @classmethod
