@@ -160,8 +160,7 @@ class NodeRuntime:
                                             "summary": exc.failure.summary, "lines": exc.failure.evidence,
                                             "log_path": exc.failure.log_path})
             return out
-        queue_wait = getattr(self.executor, "queue_wait_s", None)
-        out.queue_seconds = float((queue_wait(server.handle) if callable(queue_wait) else None) or 0.0)
+        out.queue_seconds = self.executor.queue_wait_s(server.handle) or 0.0
         with server:
             info = self._metrics(server.url)
             out.time_scale = float((info.server_args.get("time_scale") if info else None) or 1.0)

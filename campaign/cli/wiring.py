@@ -22,10 +22,13 @@ from tools.engines import engine_profile
 from tools.executors.base import Executor, NodeError
 from tools.executors.local import LocalExecutor
 from tools.executors.project_code import WithProjectCode
-from tools.executors.registry import build_executor
+from tools.executors.registry import build_executor, install_node_kinds
 from tools.node_runtime import NodeRuntime
 from tools.server.ledger import ProcessLedger
 from tools.source.git_tree import GitTree
+
+# the playbook's `node:` kinds are the executor registry's: set before any playbook is read
+install_node_kinds()
 
 __all__ = ["build_deps", "check_adapters", "ledger_path", "node_runtime_for", "reap_leftovers"]
 

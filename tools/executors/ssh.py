@@ -23,11 +23,15 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import PurePosixPath
+from typing import ClassVar, Literal
+
+from pydantic import Field
 
 from campaign.domain.errors import UserError
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv, redact_text
-from tools.executors.base import NodeError
+from campaign.playbook.nodes import NodeSpecBase, SimulatedNodeSpec
+from tools.executors.base import LAUNCH_TOKEN_ENV, NodeError
 from tools.executors.remote_shell import (
     KILLED,
     MAX_LOG_CHUNK,
@@ -47,6 +51,44 @@ from tools.executors.remote_shell import (
 #: shell functions: is a pid / a process group alive (zombies are not), via procps `ps`.
 _ALIVE = ("alive() { ps -o stat= -p \"$1\" 2>/dev/null | grep -qv '^Z'; }; "
           "galive() { ps -e -o pgid=,stat= | awk -v g=\"$1\" '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}'; };")
+
+
+class SshNodeSpec(NodeSpecBase):
+    remote: ClassVar[bool] = True
+    kind: Literal["ssh"] = Field(description="another machine, reached with the system OpenSSH client",
+                                 examples=["ssh"])
+    name: str = Field(default="", description="the node's name (default: its host); needed to tell two "
+                      "nodes on one host apart")
+    host: str = Field(description="host name or ~/.ssh/config alias", examples=["gpu-1"])
+    user: str | None = Field(default=None, description="login user (default: ssh's own choice)",
+                             examples=["bench"])
+    port: int | None = Field(default=None, description="ssh port (default: ssh's own choice)", examples=[2222])
+    identity_file: str | None = Field(default=None, description="private key file passed as `-i`",
+                                      examples=["~/.ssh/id_ed25519"])
+    ssh_options: list[str] = Field(default_factory=list, description="extra `-o` options for ssh",
+                                   examples=[["StrictHostKeyChecking=accept-new"]])
+    workdir: str = Field(default="~/.cache/campaign-node", description="the node's working directory: logs, "
+                         "ledger, the environment file of a launch; `~/` is the node user's home; made 0700, "
+                         "refused when another user's or writable by others")
+    python: str = Field(default="python3", description="the interpreter on the node that runs campaign's node "
+                        "helpers (and the engine, unless server.python says otherwise)")
+    sweep_on: Literal["node", "controller"] = Field(default="node", description=(
+        "where the load generator runs: next to the server (`campaign bench` on the node) or on this machine"))
+    simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node on that host "
+                                                "instead of a real engine")
+
+    def simulated_node(self) -> SimulatedNodeSpec | None:
+        return self.simulated
+
+    def sweep_location(self) -> str:
+        return self.sweep_on
+
+    def describe(self) -> str:
+        return f"ssh {self.host}"
+
+    def where(self) -> str:
+        return (f"ssh: the command below runs on {self.host} over ssh, in {self.workdir} "
+                f"(its env through the channel's stdin, never on a command line)")
 
 
 class SshError(NodeError):
@@ -71,6 +113,18 @@ class SshExecutor:
         self.control_path = os.path.join(self._control_dir, "m")
         self._address: str | None = None
         self._tunnels: dict[int, int] = {}
+
+    @classmethod
+    def from_spec(cls, spec: SshNodeSpec) -> SshExecutor:
+        """The registry's builder; UserError for a key file or port that cannot work."""
+        identity = os.path.expanduser(spec.identity_file) if spec.identity_file else None
+        if identity and not os.path.isfile(identity):
+            raise UserError(f"playbook: node.identity_file: no such file '{spec.identity_file}' "
+                            f"(fix: point it at the private key, or remove it to use ~/.ssh/config and the agent)")
+        if spec.port is not None and not 0 < spec.port < 65536:
+            raise UserError(f"playbook: node.port: {spec.port} is not a TCP port (fix: 1-65535, usually 22)")
+        return cls(spec.host, user=spec.user, port=spec.port, identity_file=identity,
+                   ssh_options=spec.ssh_options, workdir=spec.workdir, python=spec.python)
 
     # ----------------------------------------------------------------- transport
     def _common(self) -> list[str]:
@@ -315,6 +369,23 @@ class SshExecutor:
             raise SshError(f"ssh {self.target}: cannot forward {spec}: {proc.stderr.decode(errors='replace').strip()}")
         self._tunnels[remote_port] = local_port
         return local_port
+
+    def queue_wait_s(self, handle: ProcessHandle) -> float | None:
+        return None  # a process over ssh starts at once
+
+    def find_by_token(self, token: str, *, log_path: str, host: str, command: str = "") -> list[ProcessHandle]:
+        """The /proc scan of `procinfo.groups_with_env`, run on the node by its own `sh`
+        (no Python needed there)."""
+        entry = f"{LAUNCH_TOKEN_ENV}={token}"
+        script = ("for d in /proc/[0-9]*; do "
+                  f"if tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qxF {shlex.quote(entry)}; then "
+                  "ps -o pgid= -p \"${d#/proc/}\"; fi; done; true")
+        res = self.run(["sh", "-c", script], timeout=60)
+        if res.returncode != 0:
+            raise SshError(f"token scan on {self.target} failed: {res.stderr.strip()[:200]}")
+        groups = sorted({int(w) for w in res.stdout.split() if w.isdigit()})
+        return [ProcessHandle(executor=self.kind, host=host, log_path=log_path, command=command, pid=g, pgid=g,
+                              started_at=0.0) for g in groups]
 
     def close(self) -> None:
         """Stop the master (and with it every tunnel); processes on the node keep running."""

@@ -20,9 +20,8 @@ from pydantic import BaseModel, Field
 from campaign.domain import killpoint
 from campaign.domain.models import Failure, FailureClass, ProcessHandle
 from campaign.domain.redact import redact_argv, redact_text
-from tools.executors.base import Executor
+from tools.executors.base import LAUNCH_TOKEN_ENV, Executor
 from tools.server.ledger import ProcessLedger
-from tools.server.orphans import LAUNCH_TOKEN_ENV
 from tools.server.triage import Phase, TriageRule, classify
 
 TRIAGE_LINES = 300  # log lines given to triage

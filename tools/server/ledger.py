@@ -20,7 +20,6 @@ from pathlib import Path
 from campaign.domain.models import ProcessHandle
 from tools.executors.base import Executor
 from tools.executors.procinfo import start_ticks
-from tools.server.orphans import find_by_token
 
 
 def handle_key(handle: ProcessHandle) -> str:
@@ -91,8 +90,8 @@ class ProcessLedger:
                 continue
             try:
                 executor = executor_for(handle)
-                found = [handle] if event["op"] == "start" else find_by_token(
-                    executor, event["token"], log_path=handle.log_path, host=handle.host, command=handle.command)
+                found = [handle] if event["op"] == "start" else executor.find_by_token(
+                    event["token"], log_path=handle.log_path, host=handle.host, command=handle.command)
                 for h in found:
                     executor.stop(h, grace_s=grace_s)
             except Exception:  # an unreachable node: keep the entry, try again next time
