@@ -266,8 +266,6 @@ class KnobSpace(_Strict):
 
     flags: dict[str, KnobSpec] = Field(default_factory=dict, description="flags the planner may set, by name")
     env: dict[str, KnobSpec] = Field(default_factory=dict, description="environment variables the planner may set")
-    patch_files: list[str] = Field(default_factory=list, description="patch files the planner may propose",
-                                   examples=[["playbooks/patches/simnode-faster-steps.diff"]])
     patches: PatchPolicy | None = Field(default=None, description="allow model-written patches, within these paths")
 
     @field_validator("env")

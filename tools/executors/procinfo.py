@@ -47,7 +47,9 @@ def is_running(pid: int) -> bool:
     if not _PROC.is_dir():
         return any(p == pid and not stat.startswith("Z") for p, _g, stat in _ps_table())
     fields = stat_fields(pid)
-    return bool(fields) and fields[0] not in ("Z", "X")
+    if not fields:
+        return False
+    return fields[0] not in ("Z", "X")
 
 
 def start_time(pid: int) -> float | None:

@@ -130,7 +130,8 @@ class SlurmExecutor:
                  queue_timeout_s: float = 3600.0, run_mode: Literal["local", "srun"] = "local") -> None:
         self.partition, self.gres, self.gpus = partition, gres, gpus
         self.time_limit, self.exclusive = time_limit, exclusive
-        self.workdir_setting, self._workdir = os.path.expanduser(workdir), None
+        self.workdir_setting = os.path.expanduser(workdir)
+        self._workdir: str | None = None  # checked on first use
         self.python, self.job_name_prefix = python, job_name_prefix
         self.queue_timeout_s, self.run_mode = queue_timeout_s, run_mode
         # every Slurm client call (srun steps included: Slurm copies the caller's environment
@@ -294,10 +295,12 @@ class SlurmExecutor:
         (whole seconds) for a handle another executor started."""
         if handle.job_id in self._queue_wait:
             return self._queue_wait[handle.job_id]
-        fields = self.job_info(handle.job_id or "") if handle.job_id else None
+        fields = self.job_info(handle.job_id) if handle.job_id else None
+        if fields is None:
+            return None
         try:
-            return (datetime.fromisoformat(fields["StartTime"]) - datetime.fromisoformat(fields["SubmitTime"])).total_seconds()  # type: ignore[index]
-        except (TypeError, KeyError, ValueError):
+            return (datetime.fromisoformat(fields["StartTime"]) - datetime.fromisoformat(fields["SubmitTime"])).total_seconds()
+        except (KeyError, ValueError):
             return None
 
     def poll(self, handle: ProcessHandle) -> int | None:

@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import ClassVar, Literal
+from typing import IO, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -107,7 +107,8 @@ class SshExecutor:
         self.target = host
         self.user, self.port, self.identity_file = user, port, identity_file
         self.ssh_options = list(ssh_options)
-        self.workdir_setting, self._workdir, self.python = workdir, None, python
+        self.workdir_setting, self.python = workdir, python
+        self._workdir: str | None = None  # resolved and checked on first use
         self.connect_timeout_s = connect_timeout_s
         self._control_dir = f"/tmp/cmp-ssh-{os.getuid()}-{secrets.token_hex(4)}"  # made by connect()
         self.control_path = os.path.join(self._control_dir, "m")
@@ -168,11 +169,11 @@ class SshExecutor:
                 message = redact_text(f.read().decode(errors="replace").strip())
             raise SshError(f"ssh {self.target}: cannot connect (exit {proc.returncode}): {message}")
 
-    def _ssh(self, script: str, *, timeout: float, stdin: bytes | int | None = None) -> subprocess.CompletedProcess[bytes]:
+    def _ssh(self, script: str, *, timeout: float, stdin: bytes | int | IO[bytes] | None = None) -> subprocess.CompletedProcess[bytes]:
         """Run a shell script on the node; bytes out.  Raises SshError on transport failure."""
         self.connect()
         argv = self.ssh_argv("-T") + ["--", script]
-        kw: dict = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin if stdin is not None else subprocess.DEVNULL}
+        kw: dict[str, Any] = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin if stdin is not None else subprocess.DEVNULL}
         proc = subprocess.run(argv, capture_output=True, timeout=timeout, **kw)
         if proc.returncode == 255:
             raise SshError(f"ssh {self.target}: {redact_text(proc.stderr.decode(errors='replace').strip())}")
@@ -310,10 +311,11 @@ class SshExecutor:
         dest = shlex.quote(self._abs(remote_path))
         if os.path.isdir(local_path):
             tar = subprocess.Popen(["tar", "-C", local_path, "-cf", "-", "."], stdout=subprocess.PIPE)
+            assert tar.stdout is not None  # stdout=PIPE
             try:
                 proc = self._ssh(f"mkdir -p {dest} && tar -C {dest} -xf -", timeout=600, stdin=tar.stdout)
             finally:
-                tar.stdout.close()  # type: ignore[union-attr]
+                tar.stdout.close()
                 tar.wait()
         elif os.path.isfile(local_path):
             with open(local_path, "rb") as f:
@@ -342,7 +344,7 @@ class SshExecutor:
             self._copy_out(f"cat {src}", f, remote_path)
         os.replace(tmp, local_path)
 
-    def _copy_out(self, script: str, out, remote_path: str) -> None:
+    def _copy_out(self, script: str, out: IO[bytes], remote_path: str) -> None:
         self.connect()
         proc = subprocess.run(self.ssh_argv("-T") + ["--", script], stdin=subprocess.DEVNULL, stdout=out,
                               stderr=subprocess.PIPE, timeout=600)
@@ -361,7 +363,7 @@ class SshExecutor:
         self.connect()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            local_port = s.getsockname()[1]
+            local_port: int = s.getsockname()[1]
         spec = f"127.0.0.1:{local_port}:{remote_host}:{remote_port}"
         proc = subprocess.run(["ssh", *self._common(), "-O", "forward", "-L", spec, self.target],
                               capture_output=True, timeout=30)

@@ -97,8 +97,8 @@ class RunningServer:
     def __enter__(self) -> RunningServer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, _exc_type: type[BaseException] | None, _exc: BaseException | None,
+                 _tb: TracebackType | None) -> None:
         self.stop()
 
 
