@@ -99,7 +99,7 @@ class SseTimer:
             raise ValueError(f"not a JSON object: {payload[:60]!r}")
         node_t = 0.0
         # events up to the first content one say whether the server stamps its clock: a real
-        # engine's later events are never searched (its hot path stays as it was)
+        # engine's later events are never searched (its hot path stays one parse per event)
         clock = _NODE_CLOCK.search(payload) if self.node_events or not (self.chunks or self.usage) else None
         if clock is not None:
             self.node_events += 1

@@ -12,9 +12,9 @@ the next request index until N are sent.  Prompts are handed out in the set's or
 cursor that runs on across the sweep's levels (warm-ups included), and a generated
 "diverse" set is as long as the sweep, so no prompt is sent twice in a sweep (a JSONL
 file shorter than the sweep goes round again): with a prefix cache (SGLang's radix cache,
-vLLM's prefix caching) a re-sent prompt skips its prefill, and a level that re-served
-the levels before it read up to 47% fast (measured on the simulated node when the cursor came in:
-this file's git log).  Every request streams with
+vLLM's prefix caching) a re-sent prompt skips its prefill, and a level that re-serves
+the prompts of the levels before it reads up to 47% fast (measured on the simulated
+node).  Every request streams with
 ``stream_options: {include_usage: true}`` and ``ignore_eos`` so it yields exactly
 ``output_tokens`` tokens.
 
