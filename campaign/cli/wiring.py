@@ -74,7 +74,7 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
     progress = (lambda kind, data: events(kind, {**data, "node": spec.name})) if events else None
     profile = engine_profile(pb.server.engine)  # the one source of the engine's launch knowledge
     return NodeRuntime(
-        spec.name or getattr(spec, "host", "node"), executor, profile=profile, command=pb.server.command,
+        spec.node_name(), executor, profile=profile, command=pb.server.command,
         python=pb.server.python, model=pb.server.model, health=pb.server.health,
         startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
         workdir=node_dir or str(workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
@@ -125,7 +125,7 @@ def remote_workdir(spec: Any, executor: Executor) -> str:
     try:
         return str(getattr(executor, "workdir", path))
     except NodeError as exc:
-        name = spec.name or getattr(spec, "host", "node")
+        name = spec.node_name()
         raise UserError(f"node {name}: {exc} (fix: check that the node is reachable, or give node.workdir "
                         "as an absolute path, then run again)") from None
 

@@ -34,6 +34,10 @@ class NodeSpecBase(BaseModel):
         """The simulated node this spec runs (itself, or the one it hosts), None for a real engine."""
         return None
 
+    def node_name(self) -> str:
+        """The node's name in the record, the journal and messages (a kind may default it)."""
+        return self.name or self.kind
+
     def node_time_scale(self) -> float:
         """Node seconds per wall second: the simulated node's clock, 1 for real hardware."""
         sim = self.simulated_node()

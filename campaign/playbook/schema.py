@@ -432,7 +432,7 @@ class Playbook(_Strict):
                             f"hypothesis '{h.name}' sets flag '{flag}' that server.allowed_flags does not list"
                         )
         if len(self.nodes) > 1:
-            names = [n.name or getattr(n, "host", "") for n in self.nodes]
+            names = [n.node_name() for n in self.nodes]
             if len(set(names)) < len(names):
                 raise ValueError(f"nodes: names {names} repeat: give every node its own `name`")
             if not self.verdict.interleave:

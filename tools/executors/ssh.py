@@ -83,6 +83,9 @@ class SshNodeSpec(NodeSpecBase):
     def sweep_location(self) -> str:
         return self.sweep_on
 
+    def node_name(self) -> str:
+        return self.name or self.host
+
     def describe(self) -> str:
         return f"ssh {self.host}"
 
