@@ -5,9 +5,7 @@ project names it): the playbook's `node:` union, its errors and its JSON Schema 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -21,6 +19,7 @@ from campaign.cli.schema_cmd import schema_text
 from campaign.domain.errors import UserError
 from campaign.playbook.load import load_playbook
 from tests.campaign.sim_playbook import tiny_playbook, write_playbook
+from tests.module_file import import_module_file
 from tools.executors.registry import NODE_KINDS, NodeKind, build_executor, install_node_kinds
 
 #: the whole node kind: what its `node:` entry holds, and the executor built from it (this
@@ -67,13 +66,7 @@ class ToyExecutor(LocalExecutor):
 
 @pytest.fixture
 def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    path = tmp_path / "toy_node.py"
-    path.write_text(TOY)
-    spec = importlib.util.spec_from_file_location("toy_node", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "toy_node", module)
-    spec.loader.exec_module(module)
+    module = import_module_file(tmp_path, "toy_node", TOY, monkeypatch)
     NODE_KINDS["toy"] = NodeKind(module.ToyNodeSpec, module.ToyExecutor.from_spec)  # the registry entry
     install_node_kinds()  # what the composition root does at start
     try:
