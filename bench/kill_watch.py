@@ -269,8 +269,8 @@ def _environ(pid: int) -> dict[str, str]:
 def unledgered_servers(trial_dir: Path, ledger: Path) -> list[int]:
     """Live servers of the trial that the ledger knows neither by pid nor by launch token:
     a kill between the spawn and the ledger write, nothing could ever reap them."""
+    from tools.executors.base import LAUNCH_TOKEN_ENV
     from tools.server.ledger import ProcessLedger
-    from tools.server.orphans import LAUNCH_TOKEN_ENV
 
     book = ProcessLedger(ledger)
     pids = {h.pid for h in book.live()}

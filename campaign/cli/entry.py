@@ -56,7 +56,7 @@ def _quick_file(db: str | None) -> Path | None:
 
 def _quick_show(cid: str, db: str | None, as_json: bool = True) -> bool:
     """`campaign show ID [--json]` from the stored text of every piece, without sqlmodel
-    (its summary too: importing typer and sqlmodel was half of it at 1,000 experiments);
+    (its summary too: importing typer and sqlmodel is half of its time at 1,000 experiments);
     False (nothing printed) when anything must be built (the full path then stores it)."""
     import io
 

@@ -22,9 +22,13 @@ from campaign.cli.compare import compare
 from campaign.cli.entry import print_status
 from campaign.cli.export import export
 from campaign.domain.errors import UserError
+from tools.executors.registry import install_node_kinds
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands
     from campaign.cli.runner import RunOutcome
+
+# the composition root: the playbook's `node:` kinds are the executor registry's
+install_node_kinds()
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]},

@@ -167,7 +167,7 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
         pb = apply_overrides(pb, existing.overrides)
     else:
         node = ", ".join(_describe_node(n) for n in pb.all_nodes())
-        scale = getattr(pb.node, "time_scale", 1.0)
+        scale = pb.node.node_time_scale()
         cid = store.create_campaign(pb.name, playbook=pb, playbook_path=str(Path(playbook_path).resolve()),
                                     node=node, time_scale=scale).id
         for pos, h in enumerate(pb.hypotheses):
@@ -193,7 +193,7 @@ def _announce(events: EventFn | None, pb: Playbook, store: Any, cid: str) -> Non
     the node time already recorded (a resumed campaign)."""
     if events is not None:
         events("campaign", {"id": cid, "max_rounds": pb.verdict.repeats.max, "max_hours": pb.budget.max_hours,
-                            "time_scale": float(getattr(pb.node, "time_scale", 1.0) or 1.0),
+                            "time_scale": pb.node.node_time_scale(),
                             "node_seconds": sum(e.node_seconds for e in store.list_experiments(cid))})
 
 

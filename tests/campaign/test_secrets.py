@@ -207,7 +207,7 @@ def test_secrets_on_the_node(kind: str, tmp_path: Path, monkeypatch: pytest.Monk
         environ = seen["environ"]
         assert environ.get("HF_TOKEN") == hf_token and environ.get("NCCL_MIN_NCHANNELS") == "4", sorted(environ)
         assert api_key not in "\0".join(environ.values()), "an unreferenced controller secret reached the server"
-        # the launch token names this launch for the reaper (tools/server/orphans.py): an id, not a secret
+        # the launch token names this launch for the reaper (Executor.find_by_token): an id, not a secret
         extra = sorted(k for k in environ if k not in config.env
                        and k not in {TOKEN_ENV, LAUNCH_TOKEN_ENV, "PYTHONPATH", "PWD", "SHLVL", "_"}
                        and not matches(k, base))

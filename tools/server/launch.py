@@ -20,9 +20,8 @@ from pydantic import BaseModel, Field
 from campaign.domain import killpoint
 from campaign.domain.models import Failure, FailureClass, ProcessHandle
 from campaign.domain.redact import redact_argv, redact_text
-from tools.executors.base import Executor
+from tools.executors.base import LAUNCH_TOKEN_ENV, Executor
 from tools.server.ledger import ProcessLedger
-from tools.server.orphans import LAUNCH_TOKEN_ENV
 from tools.server.triage import Phase, TriageRule, classify
 
 TRIAGE_LINES = 300  # log lines given to triage
@@ -98,8 +97,8 @@ class RunningServer:
     def __enter__(self) -> RunningServer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, _exc_type: type[BaseException] | None, _exc: BaseException | None,
+                 _tb: TracebackType | None) -> None:
         self.stop()
 
 
