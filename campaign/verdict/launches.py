@@ -19,7 +19,10 @@ Per workload:
   (`sides.Var`): the rows mean square on launches (R - 1 per table, the node's and the
   side's), the jitter on launches x levels; the common effect's df are the rows' alone.
 The no-loss bound of every level (the intersection-union half of a WIN) is the level's
-one-sided bound at the playbook's confidence: its own where the levels differ, the
+one-sided bound at the playbook's confidence, spent over the looks as the win tests'
+level is (`multiplicity.one_sided_confidence`: the adaptive policy re-tests it at every
+look, and an unspent bound let a WIN that truly loses just beyond m through at twice
+the oracle's rate): its own where the levels differ, the
 common effect's where they do not (the model's effect at every level is then the
 common one; a level losing on its own is what the heterogeneity test looks for).
 Multiplicity over the tests that can declare a winner: one per homogeneous workload, and
@@ -45,7 +48,14 @@ from campaign.domain.models import LevelResult
 from campaign.domain.records import LevelComparison, LevelSamples, WorkloadEffect
 from campaign.playbook.schema import VerdictSpec
 from campaign.verdict.baseline_level import low_workloads
-from campaign.verdict.multiplicity import Unit, effective_tests, holm, look_alpha, shared_launch_factor
+from campaign.verdict.multiplicity import (
+    Unit,
+    effective_tests,
+    holm,
+    look_alpha,
+    one_sided_confidence,
+    shared_launch_factor,
+)
 from campaign.verdict.noise import (
     NodeNoise,
     WorkloadNoise,
@@ -243,7 +253,6 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
     for w in works:
         if homogeneous is not None and w.name in homogeneous:
             w.p_differ = None if homogeneous[w.name] else 0.0
-    one_sided = max(0.5, 1.0 - 2.0 * (1.0 - spec.confidence))
     now_se: dict[str, float] = {}
     level_se: dict[tuple[str, int], float] = {}
     if shift_se and project_to:
@@ -265,7 +274,9 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
             units[(w.name, s.concurrency)] = Unit(lc + shift_se * level_se.get((w.name, s.concurrency), lse),
                                                    lse, ldf, weight)
     _shared_launches(works, units, noise)
-    holm(units, look_alpha(spec, project_to or max(len(s.candidate) for s in samples)), m)
+    look = project_to or max(len(s.candidate) for s in samples)
+    holm(units, look_alpha(spec, look), m)
+    one_sided = one_sided_confidence(spec, look)
     comparisons, effects = [], []
     for w in works:
         centre, se, df = w.common()

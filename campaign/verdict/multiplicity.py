@@ -14,7 +14,9 @@ experiment takes, and the level each test is drawn at.
   Bonferroni level over all of them, each decided test freeing its share for the rest.
 * `look_alpha`: the adaptive policy looks after every round from repeats.min to
   repeats.max, so the looks share the family's level by an error-spending function
-  (Lan-DeMets boundaries, `spending_levels`, shaped by `SPENDING_GAMMA`).
+  (Lan-DeMets boundaries, `spending_levels`, shaped by `SPENDING_GAMMA`); the no-loss
+  half of a WIN is re-tested at the same looks and spends its one-sided level the same
+  way (`one_sided_confidence`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "holm",
     "hsd_spent",
     "look_alpha",
+    "one_sided_confidence",
     "p_decisive",
     "spending_levels",
 ]
@@ -66,7 +69,23 @@ def look_alpha(spec: VerdictSpec, look: int) -> float:
     the looks share the family's alpha as `spending_levels` spends it (`look` is clamped
     to those rounds; a projection to repeats.max uses the last look's level); the fixed
     policy looks once."""
+    return _spent_level(spec, look, 1.0 - spec.confidence)
+
+
+def one_sided_confidence(spec: VerdictSpec, look: int | None = None) -> float:
+    """The two-sided confidence whose interval's lower end is the no-loss test's
+    one-sided bound (the intersection-union half of a WIN) at this look.  One look
+    (`look` None, or the fixed policy): the one-sided bound at `spec.confidence`.  The
+    adaptive policy re-tests the no-loss half at every look it could stop at, so that
+    test spends its error across the looks as the win tests do: one-sided boundaries
+    at alpha are the two-sided ones of the same spending at 2 alpha."""
     alpha = 1.0 - spec.confidence
+    level = 2.0 * alpha if look is None else _spent_level(spec, look, 2.0 * alpha)
+    return max(0.5, 1.0 - level)
+
+
+def _spent_level(spec: VerdictSpec, look: int, alpha: float) -> float:
+    """This look's nominal two-sided level when the looks share `alpha` (`look_alpha`)."""
     if spec.policy == "fixed" or spec.repeats.max <= spec.repeats.min:
         return alpha
     looks = tuple(range(max(1, spec.repeats.min), spec.repeats.max + 1))

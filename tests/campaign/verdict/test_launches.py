@@ -193,3 +193,32 @@ def test_a_levels_figures_are_those_the_comparison_used_when_a_stall_was_screene
         kept = [r.output_tokens_per_s for ls in samples if (ls.workload, ls.concurrency) == (lc.workload, lc.concurrency)
                 for r in ls.baseline[1:]]
         assert min(kept) <= lc.baseline_mean <= max(kept), lc
+
+
+def test_the_no_loss_test_holds_its_level_over_the_adaptive_looks():
+    """The no-loss half of a WIN is re-tested at every look the adaptive policy could
+    stop at (rounds 2..6): its one-sided bound, read back from each look's comparisons,
+    must be drawn so that a null path crosses it at some look with probability at most
+    the playbook's one-sided alpha (Lan-DeMets: `multiplicity.crossed`), not alpha at
+    every look (a WIN that truly loses just beyond m then slipped through at twice the
+    oracle's rate in the verdict lab)."""
+    from scipy import stats
+
+    from campaign.verdict.launches import analyze
+    from campaign.verdict.multiplicity import crossed
+    from campaign.verdict.stats import quantile
+
+    rng = random.Random(43)
+    noise = _history(rng)
+    looks = tuple(range(SPEC.repeats.min, SPEC.repeats.max + 1))
+    zs = []
+    for rounds in looks:
+        a = analyze(_samples(random.Random(rounds), rounds, lambda c: 0.0), SPEC, noise)
+        assert a is not None
+        c = a.comparisons[0]
+        se = (math.log1p(c.ci_high_pct / 100) - math.log1p(c.ci_low_pct / 100)) / (2 * quantile(c.level_confidence, c.df))
+        q = (math.log1p(c.delta_pct / 100) - math.log1p(c.loss_bound_pct / 100)) / se
+        zs.append(float(stats.norm.isf(stats.t.sf(q, c.df))))  # the bound's one-sided level, as a z
+    one_sided_alpha = 1 - SPEC.confidence
+    assert crossed(looks, tuple(zs)) / 2 <= one_sided_alpha * 1.02
+    assert zs[0] > zs[-1] > stats.norm.isf(one_sided_alpha)  # the first look spends least
