@@ -212,18 +212,19 @@ def p_decisive(u: Unit, m: float) -> float:
     return float(2.0 * _scipy_stats.t.sf(stat, min(u.df, 1e6)))
 
 
-def holm(units: dict[tuple[str, int | None], Unit], alpha: float, m: float) -> None:
+def holm(units: dict[tuple[str, int | None], Unit], alpha: float, m: float, step_down: bool = True) -> None:
     """Holm's step-down over the units (Holm 1979), on the effective count: in order of
     p, a unit is decided when p <= alpha / (the weight of the units not yet decided);
     the first that is not stops the procedure, and it and the rest are drawn at that
     step's level.  The first step is the Bonferroni level over the effective number of
     tests; every decided unit frees its share, so one clear loss across a sweep does not
-    make a smaller single-stream win pay for eight tests.  Sets each unit's `conf`."""
+    make a smaller single-stream win pay for eight tests.  Sets each unit's `conf`.
+    `step_down` False: Bonferroni, every unit at the first step's level."""
     order = sorted(units.values(), key=lambda u: p_decisive(u, m))
     left = math.fsum(u.weight for u in order)
     for i, u in enumerate(order):
         level = alpha / max(left, 1.0)
-        if p_decisive(u, m) <= level:
+        if step_down and p_decisive(u, m) <= level:
             u.conf = 1.0 - level
             left -= u.weight
             continue
