@@ -292,12 +292,12 @@ def print_strata(rows: list[dict], pols: list[str], draws: list[int]) -> None:
             print(f"| {st} | {p} | " + " | ".join(cells) + " |")
 
 
-def print_ablation(rows: list[dict], draws: list[int]) -> None:
+def print_ablation(rows: list[dict], draws: list[int], left_out: list[str]) -> None:
     """The adaptive rule with each component left out in turn, over every structure."""
     print("| left out | " + " | ".join(f"wrong [{d}] | near-margin wrong [{d}] | missed / owed [{d}] | "
                                         f"missed strong [{d}] | rounds [{d}]" for d in draws) + " |")
     print("|---|" + "---:|---:|---:|---:|---:|" * len(draws))
-    for left in ("", *COMPONENTS):
+    for left in ("", *left_out):
         cells = []
         for d in draws:
             sc = score(r for r in rows if r["left_out"] == left and r["draw"] == d)
@@ -319,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--structures", default=",".join(STRUCTURES))
     ap.add_argument("--policies", default="adaptive,fixed-3,fixed-6,oracle-6",
                     help="oracle-6: the floor for any rule keeping the per-level no-loss test (bench/lab_oracle.py)")
-    ap.add_argument("--ablate", action="store_true",
-                    help="the adaptive rule (direct driver) with each statistical component left out in turn")
+    ap.add_argument("--ablate", nargs="?", const=",".join(COMPONENTS), metavar="COMPONENTS",
+                    help="the adaptive rule (direct driver) with each statistical component left out in turn "
+                         f"(default all: {', '.join(COMPONENTS)})")
     ap.add_argument("--driver", choices=["auto", "direct", "graph"], default="auto")
     ap.add_argument("--offset-pct", type=float, help="fix the per-launch offset (default: 0.5-3%% per node)")
     ap.add_argument("--workers", type=int, default=2)
@@ -330,7 +331,10 @@ def main(argv: list[str] | None = None) -> int:
 
     structures, pols = args.structures.split(","), args.policies.split(",")
     draws = [int(d) for d in args.draws.split(",")] if args.draws else [args.first_campaign]
-    variants = ("", *COMPONENTS) if args.ablate else ("",)
+    left_out = args.ablate.split(",") if args.ablate else []
+    if unknown := set(left_out) - set(COMPONENTS):
+        ap.error(f"--ablate: unknown component(s) {', '.join(sorted(unknown))} (choose from {', '.join(COMPONENTS)})")
+    variants = ("", *left_out)
     if args.ablate:
         pols = ["adaptive"]
     jobs: list[Job] = [(s, i, args.cases, p, "direct" if args.ablate else args.driver, args.playbook, args.offset_pct,
@@ -348,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'direct' if args.ablate else args.driver}, {args.workers} workers); {len(draws)} draw(s) x "
           f"{args.campaigns} nodes x {args.cases} cases per structure and policy")
     if args.ablate:
-        print_ablation(rows, draws)
+        print_ablation(rows, draws, left_out)
         ok = True
     else:
         ok = print_table(rows, structures, pols, draws, args.campaigns)

@@ -236,3 +236,16 @@ def test_the_lab_prints_two_draws_side_by_side(capsys):
     header = next(line for line in out.splitlines() if line.startswith("| structure"))
     assert "wrong [0]" in header and "wrong [1000]" in header
     assert "| near_margin | oracle-6 |" in out and "campaigns 1000-1000" in out
+
+
+def test_the_ablation_prints_each_part_left_out_beside_the_shipped_rule_for_both_draws(capsys):
+    from bench.verdict_lab import main
+
+    main(["--ablate", "holm,stall_screen", "--campaigns", "1", "--cases", "2", "--structures", "heavy_tail",
+          "--draws", "0,1000", "--workers", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split(" | ")[0] for line in lines if line.startswith("| ") and "---" not in line]
+    assert rows == ["| left out", "| nothing (shipped)", "| holm", "| stall_screen"]
+    assert "rounds [1000]" in lines[1]
+    with pytest.raises(SystemExit):
+        main(["--ablate", "no_such_part"])
