@@ -284,6 +284,8 @@ def print_strata(rows: list[dict], pols: list[str], draws: list[int]) -> None:
           + " |")
     print("|---|---|" + "---:|---:|---:|" * len(draws))
     for st in STRATA:
+        if not any(r["stratum"] == st for r in rows):
+            continue  # e.g. < 0.5x m: only near-margin cases are drawn there
         for p in pols:
             cells = []
             for d in draws:
