@@ -230,7 +230,7 @@ def test_noise_is_the_noisier_sides_at_the_deciding_level():
 def test_the_lab_prints_two_draws_side_by_side(capsys):
     from bench.verdict_lab import main
 
-    main(["--campaigns", "1", "--cases", "3", "--structures", "offset", "--policies", "oracle-6",
+    main(["--campaigns", "1", "--cases", "25", "--structures", "offset", "--policies", "oracle-6",
           "--draws", "0,1000", "--workers", "1"])
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.startswith("| structure"))
