@@ -3,7 +3,9 @@
 
 A lab campaign is one node: a baseline throughput curve, one noise structure with its
 own per-launch offset (0.5-3%), and a list of cases (hypotheses), each with a true
-effect per (workload, concurrency).  A launch of a config draws
+effect per (workload, concurrency); about one case in eight is a near-margin case (it
+wins somewhere and loses 1.0-1.5x the minimum effect at C=1: only the no-loss test,
+near its margin, tells that a WIN is wrong).  A launch of a config draws
 
     figure = truth * exp(offset + drift(t) + slow + jitter_l)
 
@@ -34,8 +36,8 @@ from campaign.domain.prompts import build_prompt_set
 from campaign.domain.work import MEASUREMENT_PROTOCOL
 from tools.loadgen.stats import requests_for_level
 
-__all__ = ["STRUCTURES", "Case", "LabNode", "Structure", "draw_case", "truth_label", "verdict_is_owed",
-           "verdict_is_wrong"]
+__all__ = ["NEAR_MARGIN_SHARE", "STRUCTURES", "Case", "LabNode", "Structure", "deciding", "draw_case", "draw_cases",
+           "launch_var", "near_margin_case", "stratum", "truth_label", "verdict_is_owed", "verdict_is_wrong"]
 
 Level = tuple[str, int]
 CASE_FLAG = "lab-case"
@@ -72,7 +74,7 @@ class Structure:
 
 @dataclass
 class Case:
-    kind: str  # null | uniform | split | growing | gray
+    kind: str  # null | uniform | split | growing | gray | near_margin
     effects: dict[Level, float] = field(default_factory=dict)  # true delta, percent
 
 
@@ -95,6 +97,61 @@ def draw_case(rng: random.Random, levels: list[Level], m: float) -> Case:
         g = rng.uniform(1.5, 4.0)
         eff = {lv: sign * g * m * math.log(lv[1]) / math.log(top) for lv in levels}
     return Case(kind, {lv: round(v, 6) for lv, v in eff.items()})
+
+
+#: share of a campaign's cases redrawn as near-margin cases (`near_margin_case`).
+NEAR_MARGIN_SHARE = 0.12
+
+
+def near_margin_case(rng: random.Random, levels: list[Level], m: float) -> Case:
+    """Wins 1.5..4x m from C = 10, 30 or 70 up, loses 1.0..1.5x m at C <= 1, 2 or 5
+    (C=1 always): a WIN is wrong, and only the no-loss test, near its margin, says so;
+    the levels between move by nothing."""
+    lose, win = rng.choice([1, 2, 5]), rng.choice([10, 30, 70])
+    a, b = rng.uniform(1.5, 4.0), rng.uniform(1.0, 1.5)
+    eff = {lv: (a * m if lv[1] >= win else -b * m if lv[1] <= lose else 0.0) for lv in levels}
+    return Case("near_margin", {lv: round(v, 6) for lv, v in eff.items()})
+
+
+def draw_cases(rng: random.Random, levels: list[Level], m: float, n: int, seed: str,
+               near_share: float = NEAR_MARGIN_SHARE) -> list[Case]:
+    """`n` cases from `draw_case`, about `near_share` of them redrawn as near-margin cases
+    from their own RNG (seeded by `seed` and the case), so the other cases are those an
+    earlier lab drew for the same campaign, case for case (`near_share` 0: all of them,
+    for replaying a case found then)."""
+    out = []
+    for i in range(n):
+        case = draw_case(rng, levels, m)
+        near = random.Random(f"{seed}:near:{i}")
+        out.append(near_margin_case(near, levels, m) if near.random() < near_share else case)
+    return out
+
+
+def deciding(case: Case, m: float) -> tuple[float, Level] | None:
+    """The test that decides the truth's verdict, as (its distance to its margin in units
+    of m, its level); None where no verdict is owed (null, gray).  A true DEAD END: the
+    loss test at the worst level, |loss| - m.  A true WIN: both halves must be shown, so
+    the nearer of the win test at the best level (gain - m) and the no-loss test at the
+    worst level (its effect + m): an effect growing from 0 at C=1 is decided by the
+    no-loss test, 1x m from its margin, whatever its top."""
+    if case.kind == "gray" or not verdict_is_owed(case, m):
+        return None
+    worst = min(case.effects, key=lambda lv: case.effects[lv])
+    best = max(case.effects, key=lambda lv: case.effects[lv])
+    if case.effects[worst] <= -m:
+        return (-case.effects[worst] - m) / m, worst
+    win, no_loss = (case.effects[best] - m) / m, (case.effects[worst] + m) / m
+    return (win, best) if win <= no_loss else (no_loss, worst)
+
+
+def stratum(case: Case, m: float) -> str:
+    """The row a case is reported in: its kind for near-margin, null and gray cases, else
+    the deciding test's distance to its margin (`deciding`)."""
+    got = deciding(case, m)
+    if case.kind in ("near_margin", "gray") or got is None:
+        return case.kind
+    d = got[0]
+    return "< 0.5x m" if d < 0.5 else "0.5-1x m" if d < 1.0 else ">= 1x m"
 
 
 def verdict_is_wrong(case: Case, kind: str, m: float) -> bool:
@@ -127,6 +184,18 @@ def truth_label(case: Case, m: float) -> str:
     return "dead_end" if lo <= -m else "win" if hi >= m else "null"
 
 
+def launch_var(s: Structure, requests: int, candidate: bool) -> float:
+    """One launch's true variance (log scale) at a level with `requests` requests: offset
+    + jitter (+ the heavy tail's mixture), a candidate's scaled (`LabNode.draw`)."""
+    scale = s.candidate_scale if candidate else 1.0
+    j = (4.0 / math.sqrt(requests) if s.per_request else s.jitter_pct) / 100
+    var = ((s.offset_pct / 100) ** 2 + j * j) * scale * scale
+    if s.slow_every:
+        p = 1.0 / s.slow_every
+        var += p * (1 - p) * math.log1p(-s.slow_pct / 100) ** 2
+    return var
+
+
 class LabNode:
     """An in-process `campaign.ports.Node`: each `measure` is one launch of the generator."""
 
@@ -146,6 +215,10 @@ class LabNode:
                          for w in workloads for c in w.concurrency}
         # the prompt sets the playbook names: the graph reads only launches of today's work
         self.prompts = {w.name: build_prompt_set(w).hash for w in workloads}
+
+    def noise_pct(self, lv: Level) -> float:
+        """The noisier side's per-launch standard deviation at a level, percent."""
+        return 100 * math.sqrt(max(launch_var(self.structure, self.requests[lv], c) for c in (False, True)))
 
     def fingerprint(self) -> Fingerprint:
         return Fingerprint(gpu="lab", gpu_count=8, arch="lab", cuda="12.8", engine="lab")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from bench.lab_engine import Case, LabNode, Level
+from bench.lab_engine import Case, LabNode, Level, launch_var
 
 __all__ = ["ROUNDS", "oracle_units", "oracle_verdict", "run_oracle"]
 
@@ -39,14 +39,7 @@ ROUNDS = 6
 
 def _launch_var(node: LabNode, lv: Level, candidate: bool) -> float:
     """One launch's true variance (log scale) at a level: offset + jitter (+ heavy tail)."""
-    s = node.structure
-    scale = s.candidate_scale if candidate else 1.0
-    j = (4.0 / math.sqrt(node.requests[lv]) if s.per_request else s.jitter_pct) / 100
-    var = ((s.offset_pct / 100) ** 2 + j * j) * scale * scale
-    if s.slow_every:
-        p = 1.0 / s.slow_every
-        var += p * (1 - p) * math.log1p(-s.slow_pct / 100) ** 2
-    return var
+    return launch_var(node.structure, node.requests[lv], candidate)
 
 
 def _jitter_var(node: LabNode, lv: Level, candidate: bool) -> float:

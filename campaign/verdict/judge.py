@@ -39,6 +39,7 @@ from campaign.playbook.schema import VerdictSpec
 from campaign.verdict.launches import analyze
 from campaign.verdict.noise import NodeNoise
 from campaign.verdict.rule import compare_levels, decide
+from campaign.verdict.settings import SHIPPED, RuleSettings
 
 __all__ = ["RoundDecision", "judge", "noise_phrase", "round_decision", "rounds_story"]
 
@@ -83,13 +84,15 @@ def rounds_story(stopped: str, extra: Mapping[int, str]) -> str:
 def judge(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise | None, *,
           failure: Failure | None = None, confounded_by: Sequence[ConfigChange] = (),
           correctness: CorrectnessResult | None = None, revisit_on: Sequence[str] = (),
-          primary_workload: str | None = None, reported_diff: Sequence[ReportedChange] = ()) -> Verdict:
+          primary_workload: str | None = None, reported_diff: Sequence[ReportedChange] = (),
+          settings: RuleSettings = SHIPPED) -> Verdict:
     """`decide` on the launch-aware comparisons, with the noise used and the common
-    effects recorded on the verdict."""
+    effects recorded on the verdict; `settings`: the rule's components (the verdict
+    lab's ablation leaves one out)."""
     effects = []
     comparisons = []
     if failure is None and samples:
-        a = analyze(samples, spec, noise)
+        a = analyze(samples, spec, noise, settings=settings)
         if a is not None:
             comparisons, effects = a.comparisons, a.effects
         else:
@@ -121,8 +124,8 @@ def _decisive(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoi
 
 
 def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_done: int, *,
-                   confounded: bool, noise: NodeNoise | None) -> RoundDecision:
-    """Another interleaved round? (module doc)"""
+                   confounded: bool, noise: NodeNoise | None, settings: RuleSettings = SHIPPED) -> RoundDecision:
+    """Another interleaved round? (module doc; `settings` as in `judge`)"""
     n_min, n_max = spec.repeats.min, spec.repeats.max
     if confounded:
         return RoundDecision(more=rounds_done < n_min,
@@ -131,7 +134,7 @@ def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_do
         return RoundDecision(more=rounds_done < n_min, why=f"fixed policy: {n_min} rounds")
     if rounds_done < n_min:
         return RoundDecision(more=True, why=f"below repeats.min={n_min}")
-    a = analyze(samples, spec, noise)
+    a = analyze(samples, spec, noise, settings=settings)
     if a is None:
         return RoundDecision(more=rounds_done < n_max, why="no launch-level analysis possible: up to repeats.max",
                              because="no launch-level analysis was possible" if rounds_done < n_max else "")
@@ -151,7 +154,7 @@ def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_do
     if now == "dead_end" and rounds_done < n_max and not any(c.winner == "candidate" for c in a.comparisons):
         # slower where it was measured so far: could more rounds show where it wins?
         for shift in (0.0, PROJECTION_SHIFT_SE):
-            p = analyze(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog)
+            p = analyze(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog, settings=settings)
             if p is not None and any(c.winner == "candidate" for c in p.comparisons):
                 return RoundDecision(more=True, why=f"round {rounds_done + 1}: a DEAD END after {rounds}, but a "
                                                     f"regime where the candidate wins is within reach by round {n_max}",
@@ -162,7 +165,7 @@ def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_do
     if rounds_done >= n_max:
         return RoundDecision(more=False, why=f"repeats.max={n_max} reached without a decisive verdict")
     for shift in (0.0, PROJECTION_SHIFT_SE, -PROJECTION_SHIFT_SE):
-        if _decisive(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog):
+        if _decisive(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog, settings=settings):
             return RoundDecision(more=True, why=f"round {rounds_done + 1}: a verdict is within reach by round {n_max}",
                                  because=f"a verdict was within reach by round {n_max}")
     return RoundDecision(more=False, why=f"stopped after {rounds_done} of {n_max} rounds: even {n_max} rounds "

@@ -19,7 +19,10 @@ Per workload:
   (`sides.Var`): the rows mean square on launches (R - 1 per table, the node's and the
   side's), the jitter on launches x levels; the common effect's df are the rows' alone.
 The no-loss bound of every level (the intersection-union half of a WIN) is the level's
-one-sided bound at the playbook's confidence: its own where the levels differ, the
+one-sided bound at the playbook's confidence, spent over the looks as the win tests'
+level is (`multiplicity.one_sided_confidence`: the adaptive policy re-tests it at every
+look, and an unspent bound let a WIN that truly loses just beyond m through at twice
+the oracle's rate): its own where the levels differ, the
 common effect's where they do not (the model's effect at every level is then the
 common one; a level losing on its own is what the heterogeneity test looks for).
 Multiplicity over the tests that can declare a winner: one per homogeneous workload, and
@@ -45,11 +48,19 @@ from campaign.domain.models import LevelResult
 from campaign.domain.records import LevelComparison, LevelSamples, WorkloadEffect
 from campaign.playbook.schema import VerdictSpec
 from campaign.verdict.baseline_level import low_workloads
-from campaign.verdict.multiplicity import Unit, effective_tests, holm, look_alpha, shared_launch_factor
+from campaign.verdict.multiplicity import (
+    Unit,
+    effective_tests,
+    holm,
+    look_alpha,
+    one_sided_confidence,
+    shared_launch_factor,
+)
 from campaign.verdict.noise import (
     NodeNoise,
     WorkloadNoise,
 )
+from campaign.verdict.settings import SHIPPED, RuleSettings
 from campaign.verdict.sides import (
     CANDIDATE_PRIOR_DF,
     Side,
@@ -140,26 +151,28 @@ def _heterogeneity(b: Side, c: Side, vb: Var, vc: Var) -> float | None:
     return float(_scipy_stats.f.sf(q / (width - 1), width - 1, min(df2, 1e6)))
 
 
-def _sides(name: str, samples: list[LevelSamples], metric: str,
-           prior: WorkloadNoise | None, prior_df: float | None = None) -> tuple[Side, Side, int, int] | None:
+def _sides(name: str, samples: list[LevelSamples], metric: str, prior: WorkloadNoise | None,
+           prior_df: float | None, screened: bool) -> tuple[Side, Side, int, int] | None:
     """Both sides' screened tables, and the rounds each side measured."""
     rb = min(len(s.baseline) for s in samples)
     rc = min(len(s.candidate) for s in samples)
     if rb < 1 or rc < 1:
         return None
-    b = side_table([[float(getattr(s.baseline[i], metric)) for s in samples] for i in range(rb)], prior, prior_df)
+    b = side_table([[float(getattr(s.baseline[i], metric)) for s in samples] for i in range(rb)], prior, prior_df,
+                   screened=screened)
     c = side_table([[float(getattr(s.candidate[i], metric)) for s in samples] for i in range(rc)], prior, prior_df,
-                   candidate=True)
+                   candidate=True, screened=screened)
     return None if b is None or c is None else (b, c, rb, rc)
 
 
 def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeNoise | None,
-                 project_to: int | None) -> list[_Workload] | None:
+                 project_to: int | None, settings: RuleSettings) -> list[_Workload] | None:
     """Every workload's sides and variances; None when one cannot be analysed."""
     prior = {name: noise.get(name) if noise else None for name in by_wl}
     sides = {}
     for name, ss in by_wl.items():
-        got = _sides(name, ss, metric, prior[name], noise.prior_df if noise is not None else None)
+        got = _sides(name, ss, metric, prior[name], noise.prior_df if noise is not None else None,
+                     settings.stall_screen)
         if got is None:
             return None
         sides[name] = got
@@ -182,7 +195,8 @@ def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeN
             return None
         vb = vb or Var(vc.a, vc.e, vc.df_a, vc.df_e, True, vc.e_cols)  # type: ignore[union-attr]
         vc = vc or Var(vb.a, vb.e, vb.df_a, vb.df_e, True, vb.e_cols)
-        out.append(_Workload(name, by_wl[name], b, c, vb, vc, pb_, pc_, _heterogeneity(b, c, vb, vc)))
+        out.append(_Workload(name, by_wl[name], b, c, vb, vc, pb_, pc_,
+                             _heterogeneity(b, c, vb, vc) if settings.common_effect else 0.0))
     return out
 
 
@@ -224,11 +238,12 @@ def _pct(x: float) -> float:
 
 def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise | None, *,
             project_to: int | None = None, shift_se: float = 0.0,
-            homogeneous: dict[str, bool] | None = None) -> Analysis | None:
+            homogeneous: dict[str, bool] | None = None, settings: RuleSettings = SHIPPED) -> Analysis | None:
     """Every level's comparison (module doc).  `project_to`: as if each side had that
     many launches with the same estimates; `shift_se` moves every centre by that many
     of today's standard errors (the stopping rule's "could still decide");
-    `homogeneous` fixes the heterogeneity decision (today's, when projecting).
+    `homogeneous` fixes the heterogeneity decision (today's, when projecting);
+    `settings`: the components used (`campaign.verdict.settings`).
     None when some workload cannot be analysed this way (a zero figure, one launch
     and no prior): `rule.compare_levels` falls back to its per-level intervals."""
     from campaign.verdict.rule import level_winner
@@ -237,17 +252,16 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
     for s in samples:
         by_wl.setdefault(s.workload, []).append(s)
     by_wl = {name: sorted(ss, key=lambda s: s.concurrency) for name, ss in by_wl.items()}
-    works = _prepare_all(by_wl, spec.metric, noise, project_to)
+    works = _prepare_all(by_wl, spec.metric, noise, project_to, settings)
     if works is None:
         return None
     for w in works:
         if homogeneous is not None and w.name in homogeneous:
             w.p_differ = None if homogeneous[w.name] else 0.0
-    one_sided = max(0.5, 1.0 - 2.0 * (1.0 - spec.confidence))
     now_se: dict[str, float] = {}
     level_se: dict[tuple[str, int], float] = {}
     if shift_se and project_to:
-        today = _prepare_all(by_wl, spec.metric, noise, None) or []
+        today = _prepare_all(by_wl, spec.metric, noise, None, settings) or []
         now_se = {t.name: t.common()[1] for t in today}
         level_se = {(t.name, s.concurrency): t.level(j)[1] for t in today for j, s in enumerate(t.samples)}
     m = spec.min_effect_pct
@@ -259,13 +273,16 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
         if w.homogeneous:
             units[(w.name, None)] = Unit(centre, se, df, 1.0)
             continue
-        weight = w.effective_tests() / w.b.width
+        weight = w.effective_tests() / w.b.width if settings.cheverud_nyholt else 1.0
         for j, s in enumerate(w.samples):
             lc, lse, ldf = w.level(j)
             units[(w.name, s.concurrency)] = Unit(lc + shift_se * level_se.get((w.name, s.concurrency), lse),
                                                    lse, ldf, weight)
-    _shared_launches(works, units, noise)
-    holm(units, look_alpha(spec, project_to or max(len(s.candidate) for s in samples)), m)
+    if settings.cheverud_nyholt:
+        _shared_launches(works, units, noise)
+    look = project_to or max(len(s.candidate) for s in samples)
+    holm(units, look_alpha(spec, look) if settings.spending else 1.0 - spec.confidence, m, step_down=settings.holm)
+    one_sided = one_sided_confidence(spec, look if settings.spending else None)
     comparisons, effects = [], []
     for w in works:
         centre, se, df = w.common()
@@ -302,6 +319,7 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
                 n_baseline=len(s.baseline), n_candidate=len(s.candidate), winner=winner,
                 baseline_meets_limit=b_ok, candidate_meets_limit=c_ok, common=w.homogeneous,
             ))
-    low = low_workloads({w.name: w.b.logs for w in works}, noise.level, noise) if noise and noise.level and project_to is None else []
+    low = low_workloads({w.name: w.b.logs for w in works}, noise.level, noise) \
+        if noise and noise.level and project_to is None and settings.baseline_level else []
     return Analysis(comparisons, effects, [f"{w.name} ({side})" for w in works
                                             for side, sd in (("baseline", w.b), ("candidate", w.c)) if sd.undecided], low)

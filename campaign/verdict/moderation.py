@@ -32,7 +32,7 @@ class _SumOfSquares(Protocol):
     def df(self) -> int: ...
 
 
-def prior_df(groups: Sequence[Sequence[_SumOfSquares]]) -> float | None:
+def prior_df(groups: Sequence[Sequence[_SumOfSquares]], *, bartlett: bool = True) -> float | None:
     """How many df the node's pooled noise is worth for one experiment: the prior df d0 of
     an empirical-Bayes (moderated) variance, estimated from how much the tables' mean
     squares vary beyond what their own df explain (Smyth 2004, the moderated t of limma):
@@ -44,14 +44,15 @@ def prior_df(groups: Sequence[Sequence[_SumOfSquares]]) -> float | None:
     each experiment's own spread counts for more.  A few tables say little about how much
     their variances vary (the log of a 1-df mean square alone has variance 4.9), so d0 is
     estimated only where Bartlett's test finds the mean squares heterogeneous
-    (p < `HETEROGENEITY_P`, summed over the groups); otherwise None."""
+    (p < `HETEROGENEITY_P`, summed over the groups); otherwise None (`bartlett` False:
+    estimated whatever the test says, for the verdict lab's ablation)."""
     usable = [g for g in ([(c.ss / c.df, c.df) for c in group if c.df > 0 and c.ss > 0] for group in groups)
               if len(g) >= 2]
     # the log of a mean square with 1-3 df is mostly its own noise (variance 4.9 at 1 df):
     # where better-founded ones exist (residuals, tables of 5+ launches), they alone speak
     solid = [g for g in ([x for x in group if x[1] >= MIN_HETEROGENEITY_DF] for group in usable) if len(g) >= 2]
     usable = solid or usable
-    if not usable or _bartlett_p(usable) >= HETEROGENEITY_P:
+    if not usable or (bartlett and _bartlett_p(usable) >= HETEROGENEITY_P):
         return None
     excess, n = 0.0, 0
     for g in usable:

@@ -14,7 +14,9 @@ experiment takes, and the level each test is drawn at.
   Bonferroni level over all of them, each decided test freeing its share for the rest.
 * `look_alpha`: the adaptive policy looks after every round from repeats.min to
   repeats.max, so the looks share the family's level by an error-spending function
-  (Lan-DeMets boundaries, `spending_levels`, shaped by `SPENDING_GAMMA`).
+  (Lan-DeMets boundaries, `spending_levels`, shaped by `SPENDING_GAMMA`); the no-loss
+  half of a WIN is re-tested at the same looks and spends its one-sided level the same
+  way (`one_sided_confidence`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "holm",
     "hsd_spent",
     "look_alpha",
+    "one_sided_confidence",
     "p_decisive",
     "spending_levels",
 ]
@@ -66,7 +69,23 @@ def look_alpha(spec: VerdictSpec, look: int) -> float:
     the looks share the family's alpha as `spending_levels` spends it (`look` is clamped
     to those rounds; a projection to repeats.max uses the last look's level); the fixed
     policy looks once."""
+    return _spent_level(spec, look, 1.0 - spec.confidence)
+
+
+def one_sided_confidence(spec: VerdictSpec, look: int | None = None) -> float:
+    """The two-sided confidence whose interval's lower end is the no-loss test's
+    one-sided bound (the intersection-union half of a WIN) at this look.  One look
+    (`look` None, or the fixed policy): the one-sided bound at `spec.confidence`.  The
+    adaptive policy re-tests the no-loss half at every look it could stop at, so that
+    test spends its error across the looks as the win tests do: one-sided boundaries
+    at alpha are the two-sided ones of the same spending at 2 alpha."""
     alpha = 1.0 - spec.confidence
+    level = 2.0 * alpha if look is None else _spent_level(spec, look, 2.0 * alpha)
+    return max(0.5, 1.0 - level)
+
+
+def _spent_level(spec: VerdictSpec, look: int, alpha: float) -> float:
+    """This look's nominal two-sided level when the looks share `alpha` (`look_alpha`)."""
     if spec.policy == "fixed" or spec.repeats.max <= spec.repeats.min:
         return alpha
     looks = tuple(range(max(1, spec.repeats.min), spec.repeats.max + 1))
@@ -193,18 +212,19 @@ def p_decisive(u: Unit, m: float) -> float:
     return float(2.0 * _scipy_stats.t.sf(stat, min(u.df, 1e6)))
 
 
-def holm(units: dict[tuple[str, int | None], Unit], alpha: float, m: float) -> None:
+def holm(units: dict[tuple[str, int | None], Unit], alpha: float, m: float, step_down: bool = True) -> None:
     """Holm's step-down over the units (Holm 1979), on the effective count: in order of
     p, a unit is decided when p <= alpha / (the weight of the units not yet decided);
     the first that is not stops the procedure, and it and the rest are drawn at that
     step's level.  The first step is the Bonferroni level over the effective number of
     tests; every decided unit frees its share, so one clear loss across a sweep does not
-    make a smaller single-stream win pay for eight tests.  Sets each unit's `conf`."""
+    make a smaller single-stream win pay for eight tests.  Sets each unit's `conf`.
+    `step_down` False: Bonferroni, every unit at the first step's level."""
     order = sorted(units.values(), key=lambda u: p_decisive(u, m))
     left = math.fsum(u.weight for u in order)
     for i, u in enumerate(order):
         level = alpha / max(left, 1.0)
-        if p_decisive(u, m) <= level:
+        if step_down and p_decisive(u, m) <= level:
             u.conf = 1.0 - level
             left -= u.weight
             continue

@@ -45,6 +45,7 @@ from campaign.verdict.components import JITTER_SHRINK_DF, Component, Table, deco
 from campaign.verdict.moderation import prior_df
 from campaign.verdict.pair_jitter import MIN_DF, cross_products, pair_jitter
 from campaign.verdict.screen import Scale, robust_scale, screen
+from campaign.verdict.settings import SHIPPED, RuleSettings
 from campaign.verdict.shared_offsets import shared_offsets
 
 __all__ = ["LaunchLevel", "NodeNoise", "WorkloadNoise", "baseline_launches", "estimate", "prior_df", "prior_scale"]
@@ -166,13 +167,15 @@ def _outlier(rows: Component, pool: Component) -> bool:
     return float(_scipy_stats.f.sf(rows.ms / pool.ms, rows.df, pool.df)) < OUTLIER_P
 
 
-def estimate(groups: Iterable[Mapping[str, Table]], aligned: Sequence[bool] | None = None) -> NodeNoise:
+def estimate(groups: Iterable[Mapping[str, Table]], aligned: Sequence[bool] | None = None,
+             settings: RuleSettings = SHIPPED) -> NodeNoise:
     """Pool the tables of every group (one experiment's launches of one config: a dict
     workload -> R x L table of log values).  A workload keeps the level count it was
     first seen with; a table with another count (a changed workload) is skipped.
     `aligned`: per group, whether row i of every table is the same launch (default:
     yes); only such groups show how much of a launch's offset the workloads share
-    (`campaign.verdict.shared_offsets`)."""
+    (`campaign.verdict.shared_offsets`).  `settings`: the rule's components (the stall
+    screen, the pairwise jitter, the moderated prior and its Bartlett gate)."""
     tables: dict[str, list[Table]] = {}
     group_of: dict[str, list[int]] = {}
     levels: dict[str, int] = {}
@@ -192,9 +195,9 @@ def estimate(groups: Iterable[Mapping[str, Table]], aligned: Sequence[bool] | No
     for name, ts in tables.items():
         # the node's robust scale from every table (a median is not moved by a few stalls),
         # then its classical scale from the tables screened on that: the final screen
-        scale = prior_scale(_pool(ts, levels[name], robust_scale(ts)))
+        scale = prior_scale(_pool(ts, levels[name], robust_scale(ts), settings.stall_screen))
         for table, g in zip(ts, group_of[name]):
-            sc = screen(table, scale)
+            sc = screen(table, scale, on=settings.stall_screen)
             stalled_cells, stalled_launches = stalled_cells + sc.cells, stalled_launches + sc.launches
             if not sc.launches and (aligned is None or aligned[g]):
                 means.setdefault(g, {})[name] = [math.fsum(row) / len(row) for row in sc.table]
@@ -218,7 +221,7 @@ def estimate(groups: Iterable[Mapping[str, Table]], aligned: Sequence[bool] | No
             w.rows, w.res, w.launches = w.rows.plus(rows), w.res.plus(res), w.launches + n
             w.cols = [a + b for a, b in zip(w.cols, cols)]
             w.cross = [[x + y for x, y in zip(ra, rb)] for ra, rb in zip(w.cross, cross)]
-            w.cross_df += n - 1
+            w.cross_df += n - 1 if settings.pair_jitter else 0  # under pair_jitter.MIN_DF: the moment estimator
         out.workloads[name] = w
         launches = max(launches, w.launches)
     out.launches, out.tables = launches, sum(len(v) for v in parts.values()) // max(1, len(parts))
@@ -234,7 +237,7 @@ def estimate(groups: Iterable[Mapping[str, Table]], aligned: Sequence[bool] | No
         shared.append([rows for _, rows, _, _ in items])
         shared.append([Component(ss=math.fsum(c * wt for c, wt in zip(cols, weights)), df=res.df)
                        for _, _, res, cols in items])
-    out.prior_df = prior_df(shared)
+    out.prior_df = prior_df(shared, bartlett=settings.bartlett) if settings.moderated_prior else None
     out.shared = shared_offsets(list(means.values()),
                                 {name: w.offset_var() for name, w in out.workloads.items() if w.usable})
     return out
@@ -245,13 +248,13 @@ def _less_df(c: Component, cells: int) -> Component:
     return Component(ss=c.ss, df=max(0, c.df - cells))
 
 
-def _pool(tables: Sequence[Table], width: int, scale: Scale | None) -> WorkloadNoise:
+def _pool(tables: Sequence[Table], width: int, scale: Scale | None, on: bool = True) -> WorkloadNoise:
     """Every table's components summed, each table screened on `scale` (None: on its own).
     Its jitter is the moment estimator's (no cross products): the screening scale errs
     wide, so only a cell far outside it is called a stall."""
     w = WorkloadNoise(levels=width, cols=[0.0] * width)
     for table in tables:
-        sc = screen(table, scale)
+        sc = screen(table, scale, on=on)
         rows, res, cols = decompose_cols(sc.table)
         w.rows, w.res = w.rows.plus(rows), w.res.plus(_less_df(res, sc.cells))
         w.cols = [a + b for a, b in zip(w.cols, cols)]

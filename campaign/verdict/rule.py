@@ -98,6 +98,8 @@ def compare_level(
     """Candidate vs baseline at one level; `confidence` defaults to the spec's."""
     if not baseline or not candidate:
         raise ValueError(f"{workload} C={concurrency}: both sides need at least one repeat")
+    from campaign.verdict.multiplicity import one_sided_confidence  # scipy: the journal reads rules, not levels
+
     b = [float(getattr(r, spec.metric)) for r in baseline]
     c = [float(getattr(r, spec.metric)) for r in candidate]
     eff = relative_effect(
@@ -106,7 +108,7 @@ def compare_level(
     )
     winner = level_winner(eff.delta_pct, eff.low_pct, eff.high_pct, spec.min_effect_pct)
     one_sided = relative_effect(  # its lower end is the one-sided bound at spec.confidence
-        b, c, confidence=max(0.5, 1.0 - 2.0 * (1.0 - spec.confidence)), paired=paired,
+        b, c, confidence=one_sided_confidence(spec), paired=paired,
         noise_floor_pct=noise_floor_pct, noise_floor_df=noise_floor_df,
     )
     b_ok, c_ok = _meets_limit(baseline, spec), _meets_limit(candidate, spec)
@@ -275,7 +277,9 @@ def _worth_repeating(c: LevelComparison, spec: VerdictSpec, win_in_sight: bool) 
     bound = loss_bound(c)
     if bound <= -100:
         return True
-    one_sided = max(0.5, 1.0 - 2.0 * (1.0 - spec.confidence))
+    from campaign.verdict.multiplicity import one_sided_confidence  # scipy, as in `compare_level`
+
+    one_sided = one_sided_confidence(spec, n_max)
     b_half = (centre - math.log1p(bound / 100)) * math.sqrt(n / n_max) * _t_shrink(c, n_max - n, one_sided)
     return math.expm1(centre - b_half) * 100 >= -m  # max repeats could rule the loss out
 

@@ -224,12 +224,13 @@ def _loo(table: Sequence[Sequence[float]], rows: Sequence[float]) -> list[list[f
             for i in range(r)]
 
 
-def screen(table: Sequence[Sequence[float]], prior: Scale | None = None) -> Screened:
-    """Stalled cells replaced, then stalled launches dropped (module doc)."""
+def screen(table: Sequence[Sequence[float]], prior: Scale | None = None, *, on: bool = True) -> Screened:
+    """Stalled cells replaced, then stalled launches dropped (module doc); `on` False:
+    the table as measured (`RuleSettings.stall_screen`, for the verdict lab's ablation)."""
     rows_in = [list(row) for row in table]
     width = len(rows_in[0]) if rows_in else 0
     out = Screened(rows_in, per_level=[0] * width)
-    if len(rows_in) < 2:
+    if len(rows_in) < 2 or not on:
         return out
     if width > 1:
         _cells(rows_in, prior, out)

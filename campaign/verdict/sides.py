@@ -96,7 +96,7 @@ class Var:
 
 
 def side_table(rows: list[list[float]], prior: WorkloadNoise | None, prior_df: float | None = None,
-               candidate: bool = False) -> Side | None:
+               candidate: bool = False, screened: bool = True) -> Side | None:
     """One side's table, screened for stalls (`campaign.verdict.screen`) on the node's
     scale; a replaced cell costs the residual one df.  `prior_df`: what the node's noise
     is worth to one experiment where it moves between experiments (`NodeNoise.prior_df`);
@@ -123,7 +123,8 @@ def side_table(rows: list[list[float]], prior: WorkloadNoise | None, prior_df: f
     in none at 4 (a launch 8% slow on a node whose launches scatter by 1% is dropped at
     three launches one time in three, at four two times in three; 15% slow always).
     Whether a candidate's two launches disagree like a stall is still judged on the
-    node's scale: such a pair gets a third launch (`Analysis.undecided`)."""
+    node's scale: such a pair gets a third launch (`Analysis.undecided`).  `screened`
+    False: none of this (`RuleSettings.stall_screen`)."""
     logs = log_table(rows)
     if logs is None or not logs:
         return None
@@ -134,8 +135,8 @@ def side_table(rows: list[list[float]], prior: WorkloadNoise | None, prior_df: f
     if scale is not None and candidate:  # another config: the node's scale is a prior, not its scale
         scale = Scale(scale.jitter, scale.launch, min(scale.jitter_df, CANDIDATE_PRIOR_DF),
                       min(scale.launch_df, CANDIDATE_PRIOR_DF))
-    sc = screen(logs, scale)
-    if candidate:  # a pair far apart on the node's scale: a stall or a noisy config, more launches tell
+    sc = screen(logs, scale, on=screened)
+    if candidate and screened:  # a pair far apart on the node's scale: a stall or a noisy config, more launches tell
         sc.undecided = len(sc.table) == 2 and pair_disagrees(sc.table, node_scale)
     r, e, cols = decompose_cols(sc.table)
     return Side(sc.table, r, Component(ss=e.ss, df=max(0, e.df - sc.cells)), cols, sc.cells, sc.launches,

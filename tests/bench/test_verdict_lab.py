@@ -4,10 +4,13 @@ no verdict of a small lab run is wrong."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench.lab_engine import LabNode, verdict_is_owed, verdict_is_wrong
 from bench.verdict_lab import (
     PLAYBOOK,
     campaign_setup,
+    case_row,
     policies,
     run_direct,
     run_graph,
@@ -36,10 +39,11 @@ def test_no_wrong_verdict_at_one_percent_launch_noise():
     for structure in ("offset", "noisy_candidate"):
         for index in range(2):
             st, cases = campaign_setup(structure, index, 25, wl, spec.min_effect_pct, offset_pct=1.0)
-            for i, kind, rounds in run_direct(LabNode(f"{structure}{index}", st, cases, wl), spec, wl, 25):
+            node = LabNode(f"{structure}{index}", st, cases, wl)
+            for i, kind, rounds in run_direct(node, spec, wl, 25):
                 m = spec.min_effect_pct
                 rows.append({"kind": kind, "rounds": rounds, "wrong": verdict_is_wrong(cases[i], kind, m),
-                             "owed": verdict_is_owed(cases[i], m), "strength": 0.0, "offset_pct": 1.0})
+                             **case_row(node, cases[i], m)})
     sc = score(rows)
     assert sc["n"] == 100 and sc["wrong"] == 0
     assert sc["missed"] < sc["decisive"] / 2 and sc["rounds"] < 4
@@ -120,7 +124,7 @@ def test_a_null_level_is_not_called_a_loss_after_an_ordinary_launch_is_dropped()
     wl = [w.model_copy(update={"requests_per_level": found_with[w.name]}) for w in workloads_of(pb)]
     shipped = policies(pb.verdict)["adaptive"]
     spec = shipped.model_copy(update={"repeats": shipped.repeats.model_copy(update={"baseline": 2})})
-    st, cases = campaign_setup("jitter", 62, 25, wl, spec.min_effect_pct)
+    st, cases = campaign_setup("jitter", 62, 25, wl, spec.min_effect_pct, near_share=0.0)
     got = dict((i, kind) for i, kind, _ in run_direct(LabNode("jitter:62", st, cases, wl, draws="sequential"),
                                                      spec, wl, 16))
     assert not verdict_is_wrong(cases[15], got[15], spec.min_effect_pct), got[15]
@@ -135,7 +139,7 @@ def test_the_rounds_line_says_why_the_graph_measured_past_the_minimum():
     pb = load_playbook(str(PLAYBOOK))
     wl = workloads_of(pb)
     spec = policies(pb.verdict)["adaptive"]
-    st, cases = campaign_setup("heavy_tail", 47, 25, wl, spec.min_effect_pct)
+    st, cases = campaign_setup("heavy_tail", 47, 25, wl, spec.min_effect_pct, near_share=0.0)
     stopped: dict[int, str] = {}
     results = dict((i, (k, r)) for i, k, r in run_graph(LabNode("heavy_tail:47", st, cases[:13], wl), spec, pb, 13,
                                                          stopped))
@@ -152,3 +156,96 @@ def test_the_rounds_line_says_why_the_graph_measured_past_the_minimum():
         "decisive after 3 rounds; measured on for round 3: a verdict was within reach by round 6")
     assert results[9] == ("win", 4) and stopped[9] == (
         "decisive after 4 rounds; measured on for rounds 3-4: a verdict was within reach by round 6")
+
+
+def test_a_win_that_truly_loses_just_beyond_the_margin_at_one_stream_is_as_rare_as_the_oracles():
+    """The issue's case: +6% from C=30 on, -2.2% at C=1 (min effect 2%), so a WIN is
+    wrong.  The adaptive rule re-tests the no-loss half at every look; unspent, it let
+    8 of these 200 through where the oracle (6 rounds, true variances, one look) let 1."""
+    from bench.lab_engine import Case, Structure
+    from bench.lab_oracle import run_oracle
+
+    pb = load_playbook(str(PLAYBOOK))
+    wl = workloads_of(pb)
+    spec = policies(pb.verdict)["adaptive"]
+    eff = {(w.name, c): -2.2 if c == 1 else 6.0 if c >= 30 else 0.0 for w in wl for c in w.concurrency}
+    adaptive = oracle = 0
+    for camp in range(8):
+        cases = [Case("split", dict(eff)) for _ in range(25)]
+        assert all(verdict_is_wrong(c, "win", spec.min_effect_pct) for c in cases)
+        got = run_direct(LabNode(f"repro:{camp}", Structure("offset", 1.0), cases, wl), spec, wl, 25)
+        adaptive += sum(k == "win" for _, k, _ in got)
+        floor = run_oracle(LabNode(f"repro:{camp}", Structure("offset", 1.0), cases, wl), cases, spec.confidence,
+                           spec.min_effect_pct)
+        oracle += sum(k == "win" for _, k, _ in floor)
+    assert adaptive <= oracle
+
+
+def test_the_lab_draws_near_margin_cases_and_labels_each_case_by_the_test_that_decides_it():
+    """>= 10% of a lab's cases win >= 1.5x m somewhere and lose 1.0-1.5x m at C=1 (where
+    only the no-loss test tells that a WIN is wrong); the other cases are the earlier
+    lab's, case for case; strata go by the deciding test's distance to its margin."""
+    import random
+
+    from bench.lab_engine import Case, deciding, draw_case, draw_cases, stratum
+
+    pb = load_playbook(str(PLAYBOOK))
+    wl = workloads_of(pb)
+    m = pb.verdict.min_effect_pct
+    levels = [(w.name, c) for w in wl for c in w.concurrency]
+    cases = [c for i in range(80) for c in draw_cases(random.Random(f"t{i}"), levels, m, 25, f"t{i}")]
+    near = [c for c in cases if c.kind == "near_margin"]
+    assert len(near) >= 0.10 * len(cases)
+    for c in near:
+        at_one = [d for (_, conc), d in c.effects.items() if conc == 1]
+        assert all(-1.5 * m <= d <= -1.0 * m for d in at_one)
+        assert max(c.effects.values()) >= 1.5 * m and verdict_is_wrong(c, "win", m)
+        assert stratum(c, m) == "near_margin" and deciding(c, m)[0] < 0.5
+    rng = random.Random("t0")
+    before = [draw_case(rng, levels, m) for _ in range(25)]
+    now = draw_cases(random.Random("t0"), levels, m, 25, "t0")
+    assert all(a == b for a, b in zip(before, now) if b.kind != "near_margin")
+    # an effect growing from 0 at C=1 is decided by the no-loss test, 1x m from its margin
+    growing = Case("growing", {lv: (0.0 if lv[1] == 1 else 4 * m) for lv in levels})
+    assert deciding(growing, m) == (1.0, next(lv for lv in levels if lv[1] == 1))
+    assert stratum(growing, m) == ">= 1x m" and stratum(Case("uniform", dict.fromkeys(levels, 1.8 * m)), m) == "0.5-1x m"
+
+
+def test_noise_is_the_noisier_sides_at_the_deciding_level():
+    import math
+
+    from bench.lab_engine import Structure
+
+    pb = load_playbook(str(PLAYBOOK))
+    wl = workloads_of(pb)
+    lv = (wl[0].name, 1)
+    quiet = LabNode("n", Structure("offset", 1.0), [], wl).noise_pct(lv)
+    assert quiet == pytest.approx(math.hypot(1.0, 0.5))
+    assert LabNode("n", Structure("noisy_candidate", 1.0, candidate_scale=2.0), [], wl).noise_pct(lv) == \
+        pytest.approx(2 * quiet)
+    jitter = LabNode("n", Structure("jitter", 1.0, per_request=True), [], wl)
+    assert jitter.noise_pct(lv) == pytest.approx(math.hypot(1.0, 400 / math.sqrt(jitter.requests[lv]) / 100))
+
+
+def test_the_lab_prints_two_draws_side_by_side(capsys):
+    from bench.verdict_lab import main
+
+    main(["--campaigns", "1", "--cases", "25", "--structures", "offset", "--policies", "oracle-6",
+          "--draws", "0,1000", "--workers", "1"])
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("| structure"))
+    assert "wrong [0]" in header and "wrong [1000]" in header
+    assert "| near_margin | oracle-6 |" in out and "campaigns 1000-1000" in out
+
+
+def test_the_ablation_prints_each_part_left_out_beside_the_shipped_rule_for_both_draws(capsys):
+    from bench.verdict_lab import main
+
+    main(["--ablate", "holm,stall_screen", "--campaigns", "1", "--cases", "2", "--structures", "heavy_tail",
+          "--draws", "0,1000", "--workers", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split(" | ")[0] for line in lines if line.startswith("| ") and "---" not in line]
+    assert rows == ["| left out", "| nothing (shipped)", "| holm", "| stall_screen"]
+    assert "rounds [1000]" in lines[1]
+    with pytest.raises(SystemExit):
+        main(["--ablate", "no_such_part"])

@@ -193,3 +193,74 @@ def test_a_levels_figures_are_those_the_comparison_used_when_a_stall_was_screene
         kept = [r.output_tokens_per_s for ls in samples if (ls.workload, ls.concurrency) == (lc.workload, lc.concurrency)
                 for r in ls.baseline[1:]]
         assert min(kept) <= lc.baseline_mean <= max(kept), lc
+
+
+def test_the_no_loss_test_holds_its_level_over_the_adaptive_looks():
+    """The no-loss half of a WIN is re-tested at every look the adaptive policy could
+    stop at (rounds 2..6): its one-sided bound, read back from each look's comparisons,
+    must be drawn so that a null path crosses it at some look with probability at most
+    the playbook's one-sided alpha (Lan-DeMets: `multiplicity.crossed`), not alpha at
+    every look (a WIN that truly loses just beyond m then slipped through at twice the
+    oracle's rate in the verdict lab)."""
+    from scipy import stats
+
+    from campaign.verdict.launches import analyze
+    from campaign.verdict.multiplicity import crossed
+    from campaign.verdict.stats import quantile
+
+    rng = random.Random(43)
+    noise = _history(rng)
+    looks = tuple(range(SPEC.repeats.min, SPEC.repeats.max + 1))
+    zs = []
+    for rounds in looks:
+        a = analyze(_samples(random.Random(rounds), rounds, lambda c: 0.0), SPEC, noise)
+        assert a is not None
+        c = a.comparisons[0]
+        se = (math.log1p(c.ci_high_pct / 100) - math.log1p(c.ci_low_pct / 100)) / (2 * quantile(c.level_confidence, c.df))
+        q = (math.log1p(c.delta_pct / 100) - math.log1p(c.loss_bound_pct / 100)) / se
+        zs.append(float(stats.norm.isf(stats.t.sf(q, c.df))))  # the bound's one-sided level, as a z
+    one_sided_alpha = 1 - SPEC.confidence
+    assert crossed(looks, tuple(zs)) / 2 <= one_sided_alpha * 1.02
+    assert zs[0] > zs[-1] > stats.norm.isf(one_sided_alpha)  # the first look spends least
+
+
+def test_every_component_the_ablation_leaves_out_changes_what_the_rule_computes():
+    """`RuleSettings` is read where each component acts (the verdict lab's `--ablate`
+    passes it in): on a node whose noise moves between experiments, with a stalled
+    launch in its history, and a candidate whose baseline launches all sit low, leaving
+    any one component out changes the noise model or the comparisons."""
+    from pydantic import ValidationError
+
+    from campaign.verdict.baseline_level import recent_level
+    from campaign.verdict.launches import analyze
+    from campaign.verdict.settings import COMPONENTS, SHIPPED, RuleSettings
+
+    rng = random.Random(5)
+    groups = []
+    for g in range(30):
+        off = 0.005 if g % 2 else 0.03  # the node's noise moves between experiments
+        launches = [_launch(rng, offset=off, jitter=off / 3) for _ in range(3)]
+        if g == 7:
+            launches[1] = {k: v * 0.8 for k, v in launches[1].items()}  # a stalled launch
+        groups.append(_tables(launches))
+    calm_rng = random.Random(0)
+    calm = [_tables([_launch(calm_rng) for _ in range(3)]) for _ in range(30)]
+
+    def computed(settings):
+        noise = estimate(groups, settings=settings)
+        noise.level = recent_level(groups[-5:], noise)
+        samples = _samples(random.Random(9), 3, lambda c: 3.0, cand_offset=0.01, offset=0.01)
+        for s in samples:
+            for r in s.baseline:
+                r.output_tokens_per_s *= 0.85
+        a = analyze(samples, SPEC, noise, settings=settings)
+        return (noise.prior_df, estimate(calm, settings=settings).prior_df, noise.stalled_launches,
+                [w.jitter() for w in noise.workloads.values()],
+                [(c.loss_bound_pct, c.ci_low_pct, c.common) for c in a.comparisons], a.low_baseline)
+
+    shipped = computed(SHIPPED)
+    assert shipped[0] is not None and shipped[1] is None and shipped[2] and shipped[5]
+    for component in COMPONENTS:
+        assert computed(RuleSettings.model_validate({component: False})) != shipped, component
+    with pytest.raises(ValidationError):
+        SHIPPED.holm = False  # type: ignore[misc]  # frozen: nothing patches the rule at run time
