@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from campaign.cli.checks import identical_launches
 from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
@@ -28,8 +28,12 @@ from campaign.journal.render import clean_temp_files
 from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.load import apply_overrides, load_playbook
 from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.ports.store import LoopStore
 from campaign.store.view import halt_failure
 from tools.executors.base import NodeError
+
+if TYPE_CHECKING:  # sqlmodel is imported when a store is opened
+    from campaign.store.facade import Store
 
 
 @dataclass
@@ -97,13 +101,13 @@ def in_progress(snap: Any) -> bool:
     return bool(snap.next) or bool(snap.tasks)
 
 
-def open_store(db_path: Path) -> Any:
+def open_store(db_path: Path) -> Store:
     from campaign.store import Store
 
     return Store(db_path)
 
 
-def _drive(graph: Any, payload: Any, cid: str, store: Any, on_stop: Any = None) -> RunOutcome:
+def _drive(graph: Any, payload: Any, cid: str, store: LoopStore, on_stop: Any = None) -> RunOutcome:
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 10_000}
     try:
         with _signals_raise():
@@ -178,7 +182,7 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
     return out
 
 
-def _announce(events: EventFn | None, pb: Playbook, store: Any, cid: str) -> None:
+def _announce(events: EventFn | None, pb: Playbook, store: LoopStore, cid: str) -> None:
     """The live view's limits: rounds at most, the node-time budget, the time scale and
     the node time already recorded (a resumed campaign)."""
     if events is not None:
@@ -247,7 +251,7 @@ def _reap_worktrees(deps: Any, cid: str) -> list[str]:
     return [path for tree in deps.trees for path in tree.reap(cid)]
 
 
-def _mark_stale(graph: Any, store: Any, cid: str) -> list[str]:
+def _mark_stale(graph: Any, store: Store, cid: str) -> list[str]:
     """Experiments a dead run left `running` become stale (re-run as a new attempt),
     except the ones the checkpoint is in the middle of: the graph continues those.
 
@@ -276,7 +280,7 @@ def _mark_stale(graph: Any, store: Any, cid: str) -> list[str]:
     return stale
 
 
-def repair_journal(store: Any, cid: str, *, db_label: str) -> bool:
+def repair_journal(store: Store, cid: str, *, db_label: str) -> bool:
     """`status` and friends: re-render a journal older than the record (a kill between
     a record write and its render) unless a live run holds the campaign, whose next
     render will do it.  Best effort: a moved playbook or an unwritable journal is left
@@ -305,7 +309,7 @@ def _describe_node(spec: Any) -> str:
 
 
 
-def _load_added(path: str, pb: Playbook, store: Any, cid: str) -> list[HypothesisSpec]:
+def _load_added(path: str, pb: Playbook, store: LoopStore, cid: str) -> list[HypothesisSpec]:
     import yaml
     from pydantic import ValidationError
 
