@@ -188,7 +188,7 @@ def _announce(events: EventFn | None, pb: Playbook, store: LoopStore, cid: str) 
     if events is not None:
         events("campaign", {"id": cid, "max_rounds": pb.verdict.repeats.max, "max_hours": pb.budget.max_hours,
                             "time_scale": float(getattr(pb.node, "time_scale", 1.0) or 1.0),
-                            "node_seconds": sum(e.node_seconds for e in store.list_experiments(cid))})
+                            "node_seconds": store.loop_tally(cid).node_seconds})
 
 
 def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str = "",

@@ -21,6 +21,7 @@ from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.ports.store import LoopStore
 
 if TYPE_CHECKING:
+    from campaign.domain.records import CampaignView
     from campaign.loop.deps import Deps
     from campaign.planner import LlmCallRecord, PlannerContext
 
@@ -36,12 +37,13 @@ def make_llm_planner(pb: Playbook) -> Any | None:
     return None if notice or planner.kind != "llm" else planner
 
 
-def _context(deps: Deps, cid: str) -> PlannerContext:
+def _context(deps: Deps, cid: str, view: CampaignView | None = None) -> PlannerContext:
+    """What the model is told; `view`: the campaign's view when the caller has read it."""
     from campaign.planner import PlannerContext
 
     store = deps.store
     hyps = store.list_hypotheses(cid)
-    view = store.view(cid)
+    view = view or store.view(cid)
     return PlannerContext(
         playbook=deps.playbook, view=view,
         tried=[h.name for h in hyps if h.status != "queued"],
@@ -126,7 +128,7 @@ def analyze_with_planner(deps: Deps, cid: str, experiment_id: str) -> None:
     exp = next((e for e in view.experiments if e.id == experiment_id), None)
     if exp is None or deps.store.get_artifact(experiment_id, "analysis") is not None:
         return
-    outcome = deps.planner.analyze(_context(deps, cid), exp)
+    outcome = deps.planner.analyze(_context(deps, cid, view), exp)
     _record_calls(deps.store, cid, outcome.calls)
     if outcome.text:
         deps.store.record_artifact(experiment_id, "analysis", outcome.text)
