@@ -95,3 +95,18 @@ def test_the_stack_check_reads_its_wins_from_any_verdict_history(tmp_path: Path)
     wins = adopted_wins(store, cid)
     assert [(n, d) for n, d, _ in wins] == [("fast", 8.0), ("faster", 3.5)]
     assert adopted_wins(memory, cid) == wins
+
+
+def test_an_adopted_win_without_its_hypothesis_is_named(tmp_path: Path) -> None:
+    """The port says `get_hypothesis` may return None: the stack check names the record
+    that lacks it instead of failing on an attribute of None."""
+    import pytest
+
+    store = Store(tmp_path / "c.db")
+    cid = store.create_campaign("demo", playbook=PB, node="local").id
+    store.upsert_hypothesis(cid, HypothesisSpec(name="fast", flags={"fast": 1}))
+    e = store.start_experiment(cid, "fast", config=EffectiveConfig(flags={"fast": 1}, env={}))
+    store.set_adopted(e.id)
+    memory = _History(store.list_experiments(cid), {}, {})  # a history that lost the hypothesis
+    with pytest.raises(LookupError, match=f"experiment {e.id}: its hypothesis 'fast' is not in the record"):
+        adopted_wins(memory, cid)
