@@ -294,7 +294,7 @@ def _check_final(t: Trial, trial_dir: Path, db: Path, calib: dict) -> None:
         t.problems.append("journal missing")
     else:
         text = journal.read_text(encoding="utf-8")
-        parse_notes(text)
+        parse_notes(text, None)
         missing = [n for n in names if n not in text]
         if missing:
             t.problems.append(f"journal lacks {missing}")

@@ -14,6 +14,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 TAG_ENV = "KILL_ANYWHERE_TRIAL"
 
@@ -196,12 +197,24 @@ def ledger_live(path: Path) -> int:
     return len(ledger.live()) + len(ledger.intents())
 
 
-def finished_experiments(db: Path, names: list[str]) -> list[str]:
+def read_only(db: Path | str) -> Any:
+    """A connection with sqlite3's `execute` on the record: the file read-only, or a
+    PostgreSQL URL (campaign.store.dialect translates the SQL)."""
+    if "://" in str(db):
+        import psycopg
+
+        from campaign.store.dialect import PgConn
+
+        return PgConn(psycopg.connect(str(db), autocommit=True))
+    return sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+
+
+def finished_experiments(db: Path | str, names: list[str]) -> list[str]:
     """Problems with the final record: one finished experiment with a verdict per
     hypothesis, other attempts stale, no run twice, nothing left running."""
-    if not db.exists():
+    if isinstance(db, Path) and not db.exists():
         return ["no database"]
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    con = read_only(db)
     problems: list[str] = []
     try:
         camps = con.execute("SELECT id, status FROM campaigns").fetchall()
@@ -256,8 +269,8 @@ def _environ(pid: int) -> dict[str, str]:
 def unledgered_servers(trial_dir: Path, ledger: Path) -> list[int]:
     """Live servers of the trial that the ledger knows neither by pid nor by launch token:
     a kill between the spawn and the ledger write, nothing could ever reap them."""
+    from tools.executors.base import LAUNCH_TOKEN_ENV
     from tools.server.ledger import ProcessLedger
-    from tools.server.orphans import LAUNCH_TOKEN_ENV
 
     book = ProcessLedger(ledger)
     pids = {h.pid for h in book.live()}
@@ -269,10 +282,10 @@ def unledgered_servers(trial_dir: Path, ledger: Path) -> list[int]:
     return out
 
 
-def record_facts(db: Path) -> dict[str, int]:
+def record_facts(db: Path | str) -> dict[str, int]:
     """Review gates requested, stale experiments, and stale experiments holding a
     complete round (a finished round thrown away and measured again)."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    con = read_only(db)
     try:
         reviews = con.execute("SELECT count(*) FROM reviews").fetchone()[0]
         kinds = [k for (k,) in con.execute(

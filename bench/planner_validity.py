@@ -36,7 +36,9 @@ from campaign.domain.records import BaselineView, CampaignView
 from campaign.planner.base import PlannerContext
 from campaign.planner.llm import LlmPlanner
 from campaign.playbook.load import load_playbook
-from campaign.playbook.schema import Playbook, SimulatedNodeSpec
+from campaign.playbook.nodes import SimulatedNodeSpec
+from campaign.playbook.schema import Playbook
+from tools.executors.registry import install_node_kinds
 from tools.planner_model import serve
 from tools.simnode.config import EngineConfig
 from tools.simnode.perfmodel import expected_output_tps
@@ -109,6 +111,7 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=20, help="proposals asked for in each mode (default 20)")
     ap.add_argument("--playbook", default=str(ROOT / "playbooks/llm_planner_cpu.yaml"))
     args = ap.parse_args()
+    install_node_kinds()  # any node kind the playbook names, as the CLI knows them
     pb = load_playbook(args.playbook)
     t0 = time.monotonic()
     with endpoint(args) as base_url:

@@ -149,8 +149,8 @@ def add_experiment(store: Store, cid: str, rng: random.Random, n: int, fp: str, 
     return exp.id, adopted
 
 
-def build(db: Path, n: int, *, seed: int = 0) -> str:
-    """A campaign of `n` experiments in a new database at `db`; returns its id."""
+def build(db: Path | str, n: int, *, seed: int = 0) -> str:
+    """A campaign of `n` experiments in a new database at `db` (a file or a URL); returns its id."""
     rng = random.Random(seed)
     with Store(db) as store:
         cid = store.create_campaign("scale-bench", playbook=PLAYBOOK, node="gpu-node-1", campaign_id=f"scale-{n}").id

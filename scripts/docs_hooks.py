@@ -45,8 +45,16 @@ class Section:
         return self.model.__name__.lower()
 
 
+def _node_kinds(annotation: Any) -> Any:
+    """A `node:` entry is declared as the node spec base; it holds the registered kinds."""
+    from campaign.playbook.nodes import NODE_SPECS, NodeSpecBase
+
+    return typing.Union[tuple(NODE_SPECS.values())] if annotation is NodeSpecBase else annotation  # noqa: UP007
+
+
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
     """The pydantic models an annotation can hold (through unions, lists and dicts)."""
+    annotation = _node_kinds(annotation)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     out: list[type[BaseModel]] = []
@@ -122,6 +130,7 @@ _INTERNAL = {"stack_patches"}
 
 
 def _type_name(annotation: Any, sections: dict[type[BaseModel], Section]) -> str:
+    annotation = _node_kinds(annotation)
     origin = get_origin(annotation)
     args = get_args(annotation)
     if annotation is type(None):
@@ -213,7 +222,9 @@ def load_playbooks() -> list[tuple[str, dict[str, Any]]]:
 
 def reference_sections() -> tuple[list[Section], dict[type[BaseModel], Section]]:
     from campaign.playbook.schema import Playbook
+    from tools.executors.registry import install_node_kinds
 
+    install_node_kinds()  # the playbook's node kinds, as the composition root sets them
     secs = collect(Playbook, load_playbooks())
     return secs, {s.model: s for s in secs}
 
@@ -231,7 +242,7 @@ def reference_markdown() -> str:
             title += f" (kind: {kinds[0]})"
         out.append(f'## {title} {{#{sec.anchor}}}\n')
         doc = (sec.model.__doc__ or "").strip()
-        if doc and sec.model.__module__.startswith("campaign."):
+        if doc and sec.model.__module__.startswith(("campaign.", "tools.")):
             out.append(_cell(doc) + "\n")
         out.append(f"Where: {where}. Model: `{sec.model.__module__}.{sec.model.__name__}`.\n")
         out.append("| field | type | default | description | example |\n|---|---|---|---|---|")

@@ -11,6 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.pgdb import backend_db  # noqa: F401  (a fixture: SQLite and PostgreSQL, every test that asks)
+from tools.executors.registry import install_node_kinds
+
+# tests are a composition root too: a playbook read without the CLI knows every node kind
+install_node_kinds()
+
 # the tests whose assertions read the machine's speed: a real vLLM server (its verdicts
 # and timeouts) and the load generator's timing checks.  Under pytest-xdist they hold the
 # CPU alone (`_cpu_turn`).

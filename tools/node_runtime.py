@@ -18,6 +18,7 @@ import uuid
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from campaign.domain.errors import UserError
 from campaign.domain.measurement import Measurement
@@ -38,8 +39,9 @@ from tools.engines.simulated import PROFILE as SIMULATED
 from tools.engines.version_probe import parse_version, version_argv
 from tools.executors.base import Executor, NodeError
 from tools.server.launch import LaunchFailed, RunningServer, ServerLauncher
+from tools.server.ledger import ProcessLedger
 
-ProgressFn = Callable[[str, dict], None]
+ProgressFn = Callable[[str, dict[str, Any]], None]
 #: how much of a server's log is read for its start-up config (vLLM logs ~100 lines before
 #: it serves; a tail this long holds them on any healthy start)
 STARTUP_LOG_LINES = 5000
@@ -62,7 +64,7 @@ class NodeRuntime:
     def __init__(self, name: str, executor: Executor, *, model: str, fmt: dict[str, object], workdir: str,
                  profile: EngineProfile = SIMULATED, command: str | None = None, python: str | None = None,
                  health: str | None = None, startup_timeout_s: float | None = None,
-                 fingerprint_argv: list[str] | None = None, ledger=None, progress: ProgressFn | None = None,
+                 fingerprint_argv: list[str] | None = None, ledger: ProcessLedger | None = None, progress: ProgressFn | None = None,
                  sweep_on: str = "controller", base_env: list[str] | None = None, api_key: str | None = None) -> None:
         # the engine profile is the one source of the launch command, env defaults, health path,
         # start-up time, triage rules and metrics reader; the playbook's `server:` may override
@@ -150,7 +152,8 @@ class NodeRuntime:
         out = Measurement(command=redact_argv(spec.argv))
         t0 = time.monotonic()
         self.progress("launch", {"label": label, "node": self.name, "command": out.command})
-        launcher = ServerLauncher(self.executor, ledger=self.ledger, extra_rules=self.extra_rules)
+        launcher = ServerLauncher(self.executor, ledger=self.ledger, extra_rules=self.extra_rules,
+                                  api_key=self._api_key)
         try:
             server = launcher.launch(req)
         except LaunchFailed as exc:
@@ -160,8 +163,7 @@ class NodeRuntime:
                                             "summary": exc.failure.summary, "lines": exc.failure.evidence,
                                             "log_path": exc.failure.log_path})
             return out
-        queue_wait = getattr(self.executor, "queue_wait_s", None)
-        out.queue_seconds = float((queue_wait(server.handle) if callable(queue_wait) else None) or 0.0)
+        out.queue_seconds = self.executor.queue_wait_s(server.handle) or 0.0
         with server:
             info = self._metrics(server.url)
             out.time_scale = float((info.server_args.get("time_scale") if info else None) or 1.0)

@@ -35,7 +35,6 @@ MAX_MODEL_LEN = 2048
 
 
 class PlannerModelSetup(BaseModel):
-    env_file: str
     model_dir: str
     served_name: str
     gguf: str = ""
@@ -54,7 +53,7 @@ def read_planner_model_setup(root: str | Path = ".") -> PlannerModelSetup | None
         return None
     v = read_env_file(path)
     try:
-        setup = PlannerModelSetup(env_file=str(path), model_dir=v["CAMPAIGN_PLANNER_MODEL_DIR"],
+        setup = PlannerModelSetup(model_dir=v["CAMPAIGN_PLANNER_MODEL_DIR"],
                                   served_name=v["CAMPAIGN_PLANNER_MODEL_NAME"], gguf=v.get("CAMPAIGN_PLANNER_MODEL_GGUF", ""))
     except KeyError:
         return None

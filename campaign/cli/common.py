@@ -27,9 +27,13 @@ def fail(exc: UserError) -> NoReturn:
 def open_store(db: str | None) -> Store:
     from pathlib import Path
 
+    from campaign.domain.location import is_url, resolve
     from campaign.store import Store
 
-    path = Path(db or ".campaign/campaign.db")
+    where = resolve(db)
+    if is_url(where):
+        return Store(where)
+    path = Path(where)
     if not path.exists():
         raise UserError(f"{path}: no campaign database (fix: run a campaign first or pass --db PATH)")
     return Store(path)

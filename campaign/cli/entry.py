@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 __all__ = ["main", "print_status"]
@@ -40,19 +41,31 @@ def _fast_args(argv: list[str]) -> tuple[str, str | None, str | None, bool] | No
     return argv[0], cid, db, as_json
 
 
+def _quick_file(db: str | None) -> Path | None:
+    """The SQLite file the quick paths read; None for a server database (or a location the
+    full path refuses, naming the fix)."""
+    from campaign.domain.errors import UserError
+    from campaign.domain.location import is_url, resolve
+
+    try:
+        where = resolve(db)
+    except UserError:
+        return None
+    return None if is_url(where) else Path(where)
+
+
 def _quick_show(cid: str, db: str | None, as_json: bool = True) -> bool:
     """`campaign show ID [--json]` from the stored text of every piece, without sqlmodel
-    (its summary too: importing typer and sqlmodel was half of it at 1,000 experiments);
+    (its summary too: importing typer and sqlmodel is half of its time at 1,000 experiments);
     False (nothing printed) when anything must be built (the full path then stores it)."""
     import io
-    from pathlib import Path
 
     from campaign.store.quick import SCHEMA_VERSION
     from campaign.store.showcache import quick_show
 
-    path = Path(db or ".campaign/campaign.db")
+    path = _quick_file(db)
     buf = io.StringIO()  # the summary is printed from the whole document
-    if not (path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout if as_json else buf)):
+    if not (path is not None and path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout if as_json else buf)):
         return False
     if not as_json:
         from campaign.cli.plain import console
@@ -66,13 +79,12 @@ def _quick_status(db: str | None, as_json: bool) -> bool:
     """`campaign status` without importing typer, sqlmodel or langgraph: a status line must
     be instant at any campaign size.  False when the full path must answer (no database
     yet, an older schema to migrate, a journal to repair)."""
-    from pathlib import Path
 
     from campaign.store.quick import campaign_list, stale_journals
 
-    path = Path(db or ".campaign/campaign.db")
-    items = campaign_list(path) if path.is_file() else None
-    if items is None or stale_journals(path) != set():
+    path = _quick_file(db)
+    items = campaign_list(path) if path is not None and path.is_file() else None
+    if path is None or items is None or stale_journals(path) != set():
         return False
     print_status(items, as_json)
     return True

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from campaign.domain.errors import UserError
+from campaign.domain.location import is_url, resolve
 
 
 def _ids(path: Path) -> list[str] | None:
@@ -25,10 +26,16 @@ def _ids(path: Path) -> list[str] | None:
 def resolve_id(given: str, db: str | None) -> str:
     """The id `given` names: itself when it is an id (or no database is there: the command
     says so), the one id it is a prefix of, or one line listing the ids it could mean."""
-    path = Path(db or ".campaign/campaign.db")
-    if not path.is_file():
+    where = resolve(db)
+    if is_url(where):
+        from campaign.store import Store
+
+        with Store(where) as store:
+            ids = [r.id for r in store.list_campaigns()]
+    elif not Path(where).is_file():
         return given
-    ids = _ids(path) or []
+    else:
+        ids = _ids(Path(where)) or []
     if given in ids:
         return given
     matches = [i for i in ids if i.startswith(given)]

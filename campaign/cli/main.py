@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from campaign.cli import init_cmd, schema_cmd
+from campaign.cli import copy_cmd, init_cmd, schema_cmd
 from campaign.cli.common import DB_OPT
 from campaign.cli.common import fail as _fail
 from campaign.cli.common import open_store as _store
@@ -22,9 +22,13 @@ from campaign.cli.compare import compare
 from campaign.cli.entry import print_status
 from campaign.cli.export import export
 from campaign.domain.errors import UserError
+from tools.executors.registry import install_node_kinds
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands
     from campaign.cli.runner import RunOutcome
+
+# the composition root: the playbook's `node:` kinds are the executor registry's
+install_node_kinds()
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]},
@@ -146,10 +150,15 @@ def status(db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"
     """Every campaign in the database: id, name, status."""
     from pathlib import Path
 
+    from campaign.domain.location import is_url, redact, resolve
     from campaign.store.quick import campaign_list, stale_journals
 
-    path = Path(db or ".campaign/campaign.db")
-    items = campaign_list(path) if path.is_file() else None  # plain sqlite3: no sqlmodel import
+    try:
+        where = resolve(db)
+    except UserError as exc:
+        _fail(exc)
+    path = Path(where)
+    items = campaign_list(path) if not is_url(where) and path.is_file() else None  # plain sqlite3: no sqlmodel import
     stale = stale_journals(path) if items is not None else None
     if items is None or stale:  # a journal a kill left older than its record is rendered again
         try:
@@ -161,7 +170,7 @@ def status(db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"
 
         for r in rows:
             if stale is None or r.id in stale:
-                repair_journal(store, r.id, db_label=str(db or ".campaign/campaign.db"))
+                repair_journal(store, r.id, db_label=redact(where))
         items = [{"id": r.id, "name": r.name, "status": r.status, "halt_reason": r.halt_reason} for r in rows]
     print_status(items, as_json)
 
@@ -210,6 +219,7 @@ def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
     from pathlib import Path
 
     from campaign.cli.ids import resolve_id
+    from campaign.domain.location import is_url, redact, resolve
     from campaign.journal.owner import claim_journal
     from campaign.journal.publish import publish_journal
     from campaign.playbook.load import load_playbook
@@ -217,11 +227,12 @@ def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
 
     try:  # the plain-sqlite3 reader when it can (no sqlmodel import), else the Store (migrates, names the fix)
         campaign_id = resolve_id(campaign_id, db)
-        store = open_reader(Path(db or ".campaign/campaign.db")) or _store(db)
+        where = resolve(db)
+        store = (None if is_url(where) else open_reader(Path(where))) or _store(db)
         row = store.get_campaign(campaign_id)
         path = Path(out) if out else claim_journal(Path(load_playbook(row.playbook_path).journal), campaign_id,
                                                    row.name)
-        publish_journal(store, campaign_id, path, db_label=str(db or ".campaign/campaign.db"))
+        publish_journal(store, campaign_id, path, db_label=redact(where))
         _wait_for_plots()
     except UserError as exc:
         _fail(exc)
@@ -270,11 +281,12 @@ def serve(db: str | None = DB_OPT,
     from pathlib import Path
 
     from campaign.cli.web.serve import serve as run_server
+    from campaign.domain.location import is_url, redact, resolve
 
     try:
+        where = resolve(db)
         _store(db).close()  # the path exists and is a campaign database (migrated as every command does)
-        run_server(Path(db or ".campaign/campaign.db"), host=host, port=port,
-                   db_label=str(db or ".campaign/campaign.db"))
+        run_server(where if is_url(where) else Path(where), host=host, port=port, db_label=redact(where))
     except UserError as exc:
         _fail(exc)
 
@@ -317,6 +329,7 @@ app.command()(export)
 app.command()(compare)
 init_cmd.register(app)
 schema_cmd.register(app)
+copy_cmd.register(app)
 
 
 @app.command()

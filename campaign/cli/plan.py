@@ -18,11 +18,11 @@ from campaign.cli.wiring import node_runtime_for
 from campaign.domain.models import EffectiveConfig
 from campaign.domain.request_count import requests_for_level
 from campaign.loop.experiment import hypothesis_config, workloads_of
+from campaign.playbook.nodes import NodeSpecBase
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.verdict.noise import NodeNoise, baseline_launches
 from tools.engines.launch_spec import PORT_PLACEHOLDER
 from tools.executors.registry import build_executor
-from tools.executors.slurm import SlurmExecutor
 from tools.node_runtime import NodeRuntime
 
 WORKTREE = "<worktree>"
@@ -101,20 +101,11 @@ def _launch(pb: Playbook, node: NodeRuntime, name: str, config: EffectiveConfig,
     return PlannedLaunch(name=name, node=node.name, command=command, env=env, inherits=spec.base_env, source=source)
 
 
-def _where(spec: Any) -> str:
-    """Where a node's commands run, in words; for Slurm, the submit line that wraps them."""
-    kind, executor = spec.kind, build_executor(spec)  # (a remote simulated node's is wrapped in the runtime)
-    if isinstance(executor, SlurmExecutor):
-        submit = " ".join(executor.submit_argv("<log>.sbatch", log_path="<log>", job_name="campaign-<label>",
-                                               cwd=executor.workdir))
-        return (f"slurm: each launch is one batch job, `{submit}`; the job script runs the command below "
-                f"on the node Slurm picks (its env in a private file, never on a command line)")
-    if kind == "ssh":
-        return (f"ssh: the command below runs on {spec.host} over ssh, in {spec.workdir} "
-                f"(its env through the channel's stdin, never on a command line)")
-    if kind == "simulated":
-        return "simulated: the simulated node's server runs on this machine"
-    return f"{kind}: the command below runs on this machine"
+def _where(spec: NodeSpecBase) -> str:
+    """Where a node's commands run, in words (the spec's own; for Slurm, the submit line
+    that wraps them); a spec its executor refuses is refused here too."""
+    build_executor(spec)  # (a remote simulated node's is wrapped in the runtime)
+    return spec.where()
 
 
 def render_plan(plan: Plan) -> list[str]:

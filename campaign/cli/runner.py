@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from campaign.cli.checks import identical_launches
 from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
 from campaign.domain.errors import UserError
+from campaign.domain.location import is_url, redact, resolve, state_anchor
 from campaign.domain.models import Failure
 from campaign.domain.redact import redact_text
 from campaign.journal.owner import claim_journal
@@ -77,18 +78,26 @@ def _signals_raise() -> Iterator[None]:
 
 
 @contextmanager
-def compiled_graph(deps: Deps, db_path: Path) -> Iterator[Any]:
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
+def compiled_graph(deps: Deps, db: str) -> Iterator[Any]:
+    """The graph with its checkpointer: PostgresSaver in the same PostgreSQL database as
+    the store, else a SQLite file next to the store's."""
     from campaign.domain import killpoint
     from campaign.loop.graph import build_graph
+
+    if is_url(db):
+        from campaign.cli.killsaver import postgres_saver
+
+        with postgres_saver(db, kill_points=killpoint.active()) as saver:
+            yield build_graph(deps).compile(checkpointer=saver)
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
 
     saver_cls = SqliteSaver
     if killpoint.active():
         from campaign.cli.killsaver import KillPointSaver as saver_cls
     from campaign.domain.private import private_file
 
-    with saver_cls.from_conn_string(str(private_file(checkpoint_path(db_path)))) as saver:
+    with saver_cls.from_conn_string(str(private_file(checkpoint_path(Path(db))))) as saver:
         saver.conn.execute("PRAGMA journal_mode=WAL")
         yield build_graph(deps).compile(checkpointer=saver)
 
@@ -101,10 +110,10 @@ def in_progress(snap: Any) -> bool:
     return bool(snap.next) or bool(snap.tasks)
 
 
-def open_store(db_path: Path) -> Store:
+def open_store(db: str) -> Store:
     from campaign.store import Store
 
-    return Store(db_path)
+    return Store(db)
 
 
 def _drive(graph: Any, payload: Any, cid: str, store: LoopStore, on_stop: Any = None) -> RunOutcome:
@@ -147,37 +156,38 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
                    new: bool = False) -> RunOutcome:
     pb = load_playbook(playbook_path)
     check_adapters(pb, playbook_path)
-    db_path = Path(db or pb.database)
+    db = resolve(db, pb.database)
+    local = state_anchor(db)
     _check_journal_writable(pb, playbook_path)
-    store = open_store(db_path)
+    store = open_store(db)
     existing = None if new else next((c for c in store.list_campaigns(pb.name)
                                       if c.status in ("running", "awaiting_review")), None)
     if existing is not None and existing.status == "awaiting_review":
         raise UserError(f"{playbook_path}: campaign '{existing.id}' is awaiting review: {existing.halt_reason} "
                         f"(fix: campaign resume {existing.id} --approve | --reject)")
-    reap_leftovers(db_path, pb)
+    reap_leftovers(local, pb)
     if existing is not None:
         cid = existing.id
         pb = apply_overrides(pb, existing.overrides)
     else:
         node = ", ".join(_describe_node(n) for n in pb.all_nodes())
-        scale = getattr(pb.node, "time_scale", 1.0)
+        scale = pb.node.node_time_scale()
         cid = store.create_campaign(pb.name, playbook=pb, playbook_path=str(Path(playbook_path).resolve()),
                                     node=node, time_scale=scale).id
         for pos, h in enumerate(pb.hypotheses):
             store.upsert_hypothesis(cid, h, source="playbook", position=pos)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         pb = own_journal(pb, cid)
-        deps = build_deps(pb, store, db_path=db_path, events=events)
+        deps = build_deps(pb, store, db_path=local, db_label=redact(db), events=events)
         _announce(events, pb, store, cid)
         _reap_worktrees(deps, cid)
-        with compiled_graph(deps, db_path) as graph:
+        with compiled_graph(deps, db) as graph:
             _mark_stale(graph, store, cid)
             clean_temp_files(Path(pb.journal))
             started = graph.get_state({"configurable": {"thread_id": cid}}).values
             payload = None if started else {"campaign_id": cid, "no_win_streak": 0, "dead_end_streak": 0,
                                              "experiments_done": 0, "baseline_config": None}
-            out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
+            out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(local, pb))
     out.journal = pb.journal
     return out
 
@@ -187,7 +197,7 @@ def _announce(events: EventFn | None, pb: Playbook, store: LoopStore, cid: str) 
     the node time already recorded (a resumed campaign)."""
     if events is not None:
         events("campaign", {"id": cid, "max_rounds": pb.verdict.repeats.max, "max_hours": pb.budget.max_hours,
-                            "time_scale": float(getattr(pb.node, "time_scale", 1.0) or 1.0),
+                            "time_scale": pb.node.node_time_scale(),
                             "node_seconds": store.loop_tally(cid).node_seconds})
 
 
@@ -196,10 +206,11 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
                     playbook_path: str | None = None, events: EventFn | None = None) -> RunOutcome:
     from langgraph.types import Command
 
-    db_path = Path(db or ".campaign/campaign.db")
-    if not db_path.exists():
-        raise UserError(f"{db_path}: no campaign database here (fix: pass --db PATH, as given to campaign run)")
-    store = open_store(db_path)
+    db = resolve(db)
+    local = state_anchor(db)
+    if not is_url(db) and not local.exists():
+        raise UserError(f"{db}: no campaign database here (fix: pass --db PATH, as given to campaign run)")
+    store = open_store(db)
     row = store.get_campaign(cid)
     pb = load_playbook(playbook_path or row.playbook_path)
     check_adapters(pb, playbook_path or row.playbook_path)
@@ -212,13 +223,13 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
     node_text = ", ".join(_describe_node(n) for n in pb.all_nodes())
     if merged != row.overrides or node_text != row.node:
         store.update_campaign(cid, overrides=merged, node=node_text)
-    reap_leftovers(db_path, pb)
+    reap_leftovers(local, pb)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
         pb = own_journal(pb, cid)
-        deps = build_deps(pb, store, db_path=db_path, events=events)
+        deps = build_deps(pb, store, db_path=local, db_label=redact(db), events=events)
         _announce(events, pb, store, cid)
         _reap_worktrees(deps, cid)
-        with compiled_graph(deps, db_path) as graph:
+        with compiled_graph(deps, db) as graph:
             _mark_stale(graph, store, cid)
             clean_temp_files(Path(pb.journal))
             snap = graph.get_state({"configurable": {"thread_id": cid}})
@@ -229,14 +240,14 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
                 payload: Any = Command(resume={"decision": decision, "note": note, "add_hypotheses": added,
                                                "overrides": overrides or {}, "at": time.time()})
             elif not in_progress(snap) and store.get_campaign(cid).status == "finished":
-                refresh_journal(store, cid, Path(pb.journal), db_label=str(db_path))
+                refresh_journal(store, cid, Path(pb.journal), db_label=redact(db))
                 raise UserError(f"campaign {cid} is finished (fix: start a new one with campaign run PLAYBOOK)")
             else:
                 for h in added:
                     store.upsert_hypothesis(cid, HypothesisSpec.model_validate(h), source="review")
                 # from the checkpoint with its saved writes; a fresh input only once the graph ended
                 payload = None if in_progress(snap) else {"campaign_id": cid}
-            out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(db_path, pb))
+            out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(local, pb))
     out.journal = pb.journal
     return out
 

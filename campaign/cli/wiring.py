@@ -23,10 +23,13 @@ from tools.engines import engine_profile
 from tools.executors.base import Executor, NodeError
 from tools.executors.local import LocalExecutor
 from tools.executors.project_code import WithProjectCode
-from tools.executors.registry import build_executor
+from tools.executors.registry import build_executor, install_node_kinds
 from tools.node_runtime import NodeRuntime
 from tools.server.ledger import ProcessLedger
 from tools.source.git_tree import GitTree
+
+# the playbook's `node:` kinds are the executor registry's: set before any playbook is read
+install_node_kinds()
 
 __all__ = ["build_deps", "check_adapters", "ledger_path", "node_runtime_for", "reap_leftovers"]
 
@@ -80,7 +83,7 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
     progress = (lambda kind, data: events(kind, {**data, "node": spec.name})) if events else None
     profile = engine_profile(pb.server.engine)  # the one source of the engine's launch knowledge
     return NodeRuntime(
-        spec.name or getattr(spec, "host", "node"), executor, profile=profile, command=pb.server.command,
+        spec.node_name(), executor, profile=profile, command=pb.server.command,
         python=pb.server.python, model=pb.server.model, health=pb.server.health,
         startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
         workdir=node_dir or str(workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
@@ -103,7 +106,8 @@ def server_api_key(pb: Playbook) -> str | None:
     return value
 
 
-def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | None) -> Deps:
+def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | None, db_label: str = "") -> Deps:
+    """`db_path`: where this controller's local state lives (campaign.domain.location.state_anchor)."""
     workdir = db_path.parent / "nodes"
     ledger = ProcessLedger(ledger_path(db_path))
     nodes = [node_runtime_for(pb, spec, workdir=workdir / (spec.name or "node"), ledger=ledger, events=events)
@@ -116,7 +120,7 @@ def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | N
     trees = [source_tree_for(pb, spec, node.executor, workdir=workdir / (spec.name or "node"))
              for spec, node in zip(pb.all_nodes(), nodes)] if pb.server.source is not None else []
     return Deps(playbook=pb, store=store, nodes=list(nodes), planner=planner, journal_path=Path(pb.journal),
-                db_label=str(db_path), events=events or (lambda k, d: None), source=local_source_tree,
+                db_label=db_label or str(db_path), events=events or (lambda k, d: None), source=local_source_tree,
                 trees=list[SourceTree](trees))
 
 
@@ -131,7 +135,7 @@ def remote_workdir(spec: Any, executor: Executor) -> str:
     try:
         return str(getattr(executor, "workdir", path))
     except NodeError as exc:
-        name = spec.name or getattr(spec, "host", "node")
+        name = spec.node_name()
         raise UserError(f"node {name}: {exc} (fix: check that the node is reachable, or give node.workdir "
                         "as an absolute path, then run again)") from None
 

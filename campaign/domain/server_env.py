@@ -1,11 +1,11 @@
 """The base environment a launched server starts from: named variables only.
 
-A server used to inherit the controller's whole environment, `OPENAI_API_KEY` and
-every other credential of the person running the campaign included (readable in
-`/proc/PID/environ` on the node for the server's lifetime).  Now it gets the node
-environment's variables whose names match the base list (what a process needs to
-run: PATH, HOME, locale, the GPUs it was given), the engine's own variables, the
-playbook's env and the secrets that env references, and nothing else.
+Why a list, not the controller's environment: a server's environment is readable in
+`/proc/PID/environ` on the node for the server's whole lifetime, and the controller's
+holds `OPENAI_API_KEY` and every other credential of the person running the campaign.
+So a server gets the node environment's variables whose names match the base list (what
+a process needs to run: PATH, HOME, locale, the GPUs it was given), the engine's own
+variables, the playbook's env and the secrets that env references, and nothing else.
 
 The list is `server.base_env` in a playbook (it replaces the default, engine
 variables included).  Entries are names or `PREFIX*` patterns.  A secret-named

@@ -43,11 +43,6 @@ class PatchRecord(BaseModel):
     content: list[str] = Field(default_factory=list)  # `normalized_patch_sha` of each: duplicates by content
     diff: str = ""  # `git diff base sha`, redacted and truncated
 
-    def public(self) -> dict[str, object]:
-        """What `campaign show --json` prints."""
-        return {"sha": self.sha, "base": self.base, "branch": self.branch, "files": self.files,
-                "patch_sha256": self.patch_sha256}
-
 
 class PatchFailed(Exception):
     """A patch could not be made into a commit: refused by the safety rules, does not

@@ -160,12 +160,6 @@ def scoreboard_table(prefixes: list[str], links: dict[str, str], ids: list[str])
     return linked_table(SCOREBOARD_HEADER, prefixes, [links[i] for i in ids])
 
 
-def scoreboard_rows(view: CampaignView, keys: dict[str, str]) -> Md:
-    ids = [e.id for e in view.experiments]
-    rows = [row_prefix(scoreboard_cells(view, e, n)) for n, e in enumerate(view.experiments, 1)]
-    return scoreboard_table(rows, {i: f"#{keys[i]}" for i in ids}, ids)
-
-
 # ------------------------------------------------------------------ dead ends
 DEAD_END_HEADER = ["hypothesis", "why it is a dead end", "failed in", "revisit when", ""]
 

@@ -53,6 +53,7 @@ from campaign.journal.render import (
     experiment_body,
     experiment_key,
     experiment_keys,
+    foreign_part,
     notes_part,
     parse_notes,
     render_main,
@@ -88,7 +89,7 @@ def _stat(path: Path | str) -> list[int] | None:
 def _page(view: CampaignView, number: int, body: str, notes: str | None, key: str, main_name: str,
           plot_rel: str) -> str:
     back = f"[{mdsafe.text(view.name)}](../{quote(main_name)})"
-    where = notes_part(key, notes or "") if notes is not None else \
+    where = notes_part(key, notes or "", view.id) if notes is not None else \
         f"_Notes on this experiment are in the main journal ({back}) while it is among the latest._\n"
     return (f"# {mdsafe.text(view.name)}: experiment {number}\n\nPart of the journal {back}; "
             f"edit only inside notes blocks, everything else is regenerated.\n\n"
@@ -201,7 +202,7 @@ def _publish(store: JournalReader, campaign_id: str, target: Path, idx: JournalI
     recent = ids[-RECENT:]
     existing = _read(target)
     check_owner(target, existing, campaign_id)
-    main_notes = parse_notes(existing) if existing else {}
+    main_notes = parse_notes(existing, campaign_id) if existing else {}
     if verify or whole:  # a killed writer's temp files: listing thousands of pages is not the loop's job
         _remove_stale_temp_files(pages, plot_dir)
 
@@ -240,19 +241,20 @@ def _publish(store: JournalReader, campaign_id: str, target: Path, idx: JournalI
         page = pages / f"{key}.md"
         if exp_id in edited:
             text = _read(page)  # a human edited the page: its notes block is theirs
-            entry["notes"] = parse_notes(text).get(key, "") if text else entry.get("notes")
+            entry["notes"] = parse_notes(text, campaign_id).get(key, "") if text else entry.get("notes")
             entry["page_stat"] = None
         if entry.get("in_main") is None and entry.get("notes") is None:  # first render: notes from anywhere
             text = _read(page)
-            entry["notes"] = (parse_notes(text).get(key, "") if text else "") or main_notes.get(key, "")
+            entry["notes"] = (parse_notes(text, campaign_id).get(key, "") if text else "") or main_notes.get(key, "")
         elif entry.get("in_main"):
             entry["notes"] = main_notes.get(key, "")
         in_main = exp_id in in_recent
         if in_main:
             main_notes[key] = entry["notes"] or ""
         if entry.pop("dirty", False) or entry.get("page_stat") is None or entry.get("in_main") != in_main:
+            kept = foreign_part(_read(page), campaign_id)  # another campaign's notes there are not ours to drop
             _write_page(page, _page(view, entry["number"], entry["body"], None if in_main else entry["notes"],
-                                      key, target.name, plot_rel))
+                                      key, target.name, plot_rel) + kept)
             entry["page_stat"] = _stat(page)
         entry["in_main"] = in_main
         if not in_main:
@@ -295,8 +297,8 @@ def _publish(store: JournalReader, campaign_id: str, target: Path, idx: JournalI
         latest = _read(target)
         if latest == existing:
             break
-        before = parse_notes(existing) if existing else {}
-        after = parse_notes(latest) if latest else {}
+        before = parse_notes(existing, campaign_id) if existing else {}
+        after = parse_notes(latest, campaign_id) if latest else {}
         main_notes.update({k: v for k, v in after.items() if before.get(k) != v})
         existing = latest
         text = render_main(view, existing, parts, overview_plot=overview, db_label=db_label, notes=main_notes)

@@ -1,15 +1,15 @@
 """The journal's cache of rendered parts, `<journal>.d/index.sqlite`: one row per experiment.
 
 Why SQLite and not one JSON file: an update after a verdict must not read and write an
-entry per experiment of the campaign (at 5,000 experiments the JSON index was the
-largest cost that grew with it).  Rows are read by id (what the update touches), by
+entry per experiment of the campaign (a whole-file index is the largest cost that grows
+with the campaign: thousands of entries rewritten per verdict).  Rows are read by id (what the update touches), by
 position (a scoreboard page, the main file's latest rows) or by having a dead-end row,
 and written back only where they changed, in one transaction that commits with the
 update.  A missing, unreadable or older index is started over: the journal is then
 rendered in full, as for a new journal.  "Older" is any other version of the code that
 draws a page or a plot (`VERSION`, a digest of its text, as `campaign.store.showcache`
-salts `campaign show` with `view.py`): a number bumped by hand was not bumped when a
-table's figures changed, and an upgraded `campaign journal` served the old tables.
+salts `campaign show` with `view.py`): a digest changes with every edit, where a number
+bumped by hand can be forgotten and an upgraded `campaign journal` would serve stale tables.
 """
 
 from __future__ import annotations

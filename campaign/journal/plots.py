@@ -57,7 +57,6 @@ __all__ = [
 
 OVERVIEW_KEY = "_overview"
 DPI = 90
-TIE = "#555555"
 VERDICT_COLORS = {"win": "#2ca02c", "dead_end": "#d62728", "inconclusive": "#9e9e9e"}
 
 

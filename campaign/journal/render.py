@@ -45,6 +45,8 @@ __all__ = [
     "experiment_body",
     "experiment_key",
     "experiment_keys",
+    "foreign_notes",
+    "foreign_part",
     "notes_block",
     "notes_part",
     "parse_notes",
@@ -55,18 +57,21 @@ __all__ = [
 ]
 
 RESERVED_KEYS = frozenset({"campaign", "dead-ends", "environment", "reviews", "orphaned"})
-_OPEN = re.compile(r"^<!-- notes:([a-z0-9][a-z0-9-]*) -->[ \t]*$")
+# `<!-- notes:KEY campaign:ID -->`: the id says whose notes they are; markers without
+# one (journals written before ids were added) belong to the campaign reading them
+_OPEN = re.compile(r"^<!-- notes:([a-z0-9][a-z0-9-]*)(?: campaign:(\S+))? -->[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_UNCLOSED_STOP = re.compile(r"^(<!-- notes:[a-z0-9-]+ -->|<a id=\"|## )")
+_UNCLOSED_STOP = re.compile(r"^(<!-- notes:[a-z0-9-]+(?: campaign:\S+)? -->|<a id=\"|## )")
 
 
 # ------------------------------------------------------------------ notes blocks
-def parse_notes(text: str) -> dict[str, str]:
-    """Human notes by key, in document order.  Markers count only at the start of a line
-    and outside fenced code blocks, so a log excerpt cannot open or close a block; a
-    repeated key concatenates; an unclosed block ends before the next generated section."""
+def _blocks(text: str) -> list[tuple[str, str | None, str]]:
+    """Every notes block as (key, campaign id or None, content), in document order.
+    Markers count only at the start of a line and outside fenced code blocks, so a log
+    excerpt cannot open or close a block; an unclosed block ends before the next
+    generated section."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    notes: dict[str, str] = {}
+    out: list[tuple[str, str | None, str]] = []
     fence: str | None = None
     i = 0
     while i < len(lines):
@@ -95,32 +100,73 @@ def parse_notes(text: str) -> dict[str, str]:
             end = next((k for k in range(i + 1, len(lines)) if _UNCLOSED_STOP.match(lines[k])), len(lines))
         content = "\n".join(lines[i + 1:end]).strip("\n")
         if content.strip():
-            notes[key] = f"{notes[key]}\n\n{content}" if key in notes else content
+            out.append((key, m.group(2), content))
         i = end + 1 if j < len(lines) else end
+    return out
+
+
+def _joined(blocks: list[tuple[str, str]]) -> dict[str, str]:
+    notes: dict[str, str] = {}
+    for key, content in blocks:  # a repeated key concatenates
+        notes[key] = f"{notes[key]}\n\n{content}" if key in notes else content
     return notes
 
 
-def notes_block(key: str, content: str = "") -> Md:
-    """The marked block humans edit; `content` is theirs and is emitted verbatim."""
+def parse_notes(text: str, campaign_id: str | None) -> dict[str, str]:
+    """The human notes of `campaign_id` by key, in document order: blocks marked with its
+    id or with none.  A block marked with another campaign's id is never returned (see
+    `foreign_notes`), so notes cannot move between campaigns.  `campaign_id` None: every
+    block, whoever's."""
+    return _joined([(k, c) for k, owner, c in _blocks(text) if campaign_id is None or owner in (None, campaign_id)])
+
+
+def foreign_notes(text: str, campaign_id: str) -> dict[tuple[str, str], str]:
+    """Notes blocks marked with another campaign's id, by (key, that id): kept as they
+    are, under their own id, wherever they turn up."""
+    found: dict[tuple[str, str], str] = {}
+    for key, owner, content in _blocks(text):
+        if owner is not None and owner != campaign_id:
+            found[(key, owner)] = f"{found[(key, owner)]}\n\n{content}" if (key, owner) in found else content
+    return found
+
+
+def foreign_part(text: str | None, campaign_id: str) -> str:
+    """Another campaign's notes blocks found in `text`, as a section to append to what
+    replaces it: they stay under their own id, never read as `campaign_id`'s."""
+    found = foreign_notes(text, campaign_id) if text and " campaign:" in text else {}
+    parts = [f"\n### from section {k} of campaign {mdsafe.text(owner)}\n\n{notes_block(k, v, owner)}\n"
+             for (k, owner), v in found.items()]
+    return "\n## Orphaned notes\n\nThese notes belong to another campaign; they are kept here so nothing is lost.\n" \
+        + "".join(parts) if parts else ""
+
+
+def notes_block(key: str, content: str, campaign_id: str) -> Md:
+    """The marked block humans edit; `content` is theirs and is emitted verbatim; the
+    marker names the campaign whose notes they are."""
     inner = f"{content}\n" if content else ""
-    return Md(f"<!-- notes:{key} -->\n{inner}<!-- /notes:{key} -->")
+    return Md(f"<!-- notes:{key} campaign:{campaign_id} -->\n{inner}<!-- /notes:{key} -->")
 
 
 class _Notes:
-    """Hands out notes blocks during a render and remembers which keys were used."""
+    """Hands out one campaign's notes blocks during a render and remembers which keys
+    were used; blocks of other campaigns found in the file are kept under their ids."""
 
-    def __init__(self, existing: dict[str, str]) -> None:
-        self.existing, self.used = existing, set[str]()
+    def __init__(self, existing: dict[str, str], campaign_id: str,
+                 foreign: dict[tuple[str, str], str] | None = None) -> None:
+        self.existing, self.used, self.campaign_id = existing, set[str](), campaign_id
+        self.foreign = foreign or {}
 
     def block(self, key: str) -> Md:
         self.used.add(key)
-        return notes_block(key, self.existing.get(key, ""))
+        return notes_block(key, self.existing.get(key, ""), self.campaign_id)
 
     def has(self, key: str) -> bool:
         return bool(self.existing.get(key))
 
     def orphans(self) -> list[tuple[str, Md]]:
-        return [(k, notes_block(k, v)) for k, v in self.existing.items() if k not in self.used]
+        own = [(k, notes_block(k, v, self.campaign_id)) for k, v in self.existing.items() if k not in self.used]
+        return own + [(f"{k} of campaign {mdsafe.text(owner)}", notes_block(k, v, owner))
+                      for (k, owner), v in self.foreign.items()]
 
 
 def experiment_key(view: CampaignView, experiment_id: str) -> str:
@@ -184,8 +230,8 @@ def experiment_body(view: CampaignView, exp: ExperimentView, number: int, key: s
     return _template("experiment.md.j2").render(e=experiment_context(view, exp, key, plot, _NoNotes()), number=number)
 
 
-def notes_part(key: str, content: str) -> str:
-    return ("**Notes:**\n\n" if content else "") + notes_block(key, content)
+def notes_part(key: str, content: str, campaign_id: str) -> str:
+    return ("**Notes:**\n\n" if content else "") + notes_block(key, content, campaign_id)
 
 
 def _status(view: CampaignView) -> tuple[Md, Md | None]:
@@ -263,7 +309,8 @@ def render_main(view: CampaignView, existing_text: str | None, parts: MainParts,
                 notes: dict[str, str] | None = None) -> str:
     """The main file from precomputed experiment parts (`notes`: parsed from `existing_text`
     when not given)."""
-    book = _Notes(notes if notes is not None else (parse_notes(existing_text) if existing_text else {}))
+    book = _Notes(notes if notes is not None else (parse_notes(existing_text, view.id) if existing_text else {}),
+                  view.id, foreign_notes(existing_text, view.id) if existing_text else None)
     book.used.update(parts.notes_elsewhere)
     keys = parts.keys if parts.keys is not None else experiment_keys(view)
     status, commands = _status(view)

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from campaign.domain.errors import UserError
+from campaign.playbook.nodes import NODE_SPECS, SimulatedNodeSpec
 from campaign.playbook.schema import Playbook
 
 
@@ -80,7 +81,7 @@ def _model_for(loc: tuple[Any, ...], data: Any) -> type[BaseModel] | None:
             "source": pb.SourceSpec,
         }.get(name, ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None)
         if name == "node" and isinstance(cursor, dict):
-            model = pb.NODE_SPECS.get(str(cursor.get("kind", "simulated")))
+            model = NODE_SPECS.get(str(cursor.get("kind", "simulated")))
         if name == "workloads" and isinstance(cursor, dict):
             # skip the workload-name level
             pass
@@ -97,8 +98,6 @@ def _fix_for(err: dict[str, Any], loc: tuple[Any, ...], data: Any) -> str:
 
             model = WorkloadConfig
         if model is None and loc and loc[0] == "node":
-            from campaign.playbook.schema import SimulatedNodeSpec
-
             model = SimulatedNodeSpec
         known = sorted(model.model_fields) if model else []
         close = difflib.get_close_matches(field, known, n=1, cutoff=0.6)
@@ -129,7 +128,7 @@ def _hint(kind: str, err: dict[str, Any]) -> str:
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         return "use a value in range"
     if kind == "union_tag_invalid":
-        return f"use one of {ctx.get('expected_tags', 'simulated, local, ssh, slurm')}"
+        return f"use one of {ctx.get('expected_tags', ', '.join(NODE_SPECS))}"
     if kind in ("dict_type", "model_type"):
         return "use a mapping of key: value"
     if kind == "list_type":
@@ -144,7 +143,7 @@ def _fmt_loc(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("simulated", "local", "ssh", "slurm") and out == "node":
+        elif part in NODE_SPECS and out == "node":
             continue
         else:
             out += ("." if out else "") + str(part)
@@ -294,7 +293,7 @@ def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
             if cross and not err["loc"] and any(m in err["msg"] for m in _CROSS_CHECK_MESSAGES):
                 continue  # already located by _cross_check_lines
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and _VALIDATOR_LOC.match(p)))
-            loc = tuple(p for p in loc if p not in ("simulated", "local", "ssh", "slurm") or loc.index(p) != 1)
+            loc = tuple(p for p in loc if p not in NODE_SPECS or loc.index(p) != 1)
             at = tuple(getattr((err.get("ctx") or {}).get("error"), "at", ()))  # schema.ProblemAt
             loc += at
             node = _key_node(root, loc) if err["type"] == "extra_forbidden" or at else _node_at(root, loc)

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Annotated, ClassVar, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from campaign.domain.errors import UserError
 from campaign.domain.models import Fingerprint, WorkloadSpec
 from campaign.domain.request_count import count_error
 from campaign.domain.source import PatchRules, Unsafe
+from campaign.playbook.nodes import NODE_SPECS, NodeSpec, NodeSpecBase, SimulatedNodeSpec, kind_of
 
 Scalar = str | int | float | bool | None
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -22,148 +25,6 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-# --------------------------------------------------------------------------- node
-class _NodeSpecBase(_Strict):
-    """What every node kind answers, so that nothing outside the executor registry
-    branches on `kind`: where the node's code and files live, and how it is named."""
-
-    #: the node is another machine: its python and workdir are the spec's, the server binds 0.0.0.0
-    remote: ClassVar[bool] = False
-
-    def simulated_node(self) -> SimulatedNodeSpec | None:
-        """The simulated node this spec runs (itself, or the one it hosts), None for a real engine."""
-        return None
-
-    def node_python(self) -> str | None:
-        """The python on the node; None: the controller's own interpreter."""
-        return getattr(self, "python", None) if self.remote else None
-
-    def node_workdir(self) -> str | None:
-        """The workdir on the node; None: under the controller's database directory."""
-        return getattr(self, "workdir", None) if self.remote else None
-
-    def sweep_location(self) -> str:
-        """Where the load generator runs: "controller", or "node" (next to the server)."""
-        return "controller"
-
-    def describe(self) -> str:
-        return f"{getattr(self, 'kind', 'node')} {getattr(self, 'name', '')}".strip()
-
-
-class SimulatedNodeSpec(_NodeSpecBase):
-    """The bundled simulated GPU node, started locally."""
-
-    kind: Literal["simulated"] = Field(default="simulated", description="the bundled simulated GPU node")
-    name: str = Field(default="sim-0", description="the node's name in the record and the journal")
-    profile: str = Field(default="rtx6000bw-pcie-8x", description=(
-        "the hardware the node models: rtx6000bw-pcie-8x or h200-nvlink-8x (tools/simnode/profiles.py)"))
-    cuda: str = Field(default="12.8", description="the CUDA version the node reports; `--set node.cuda=13.0` "
-                      "at a resume models an upgrade")
-    seed: int = Field(default=0, description="seeds the per-step noise (and seeded launch offsets)")
-    time_scale: float = Field(default=1.0, gt=0, description="node seconds per wall second")
-    noise_pct: float = Field(default=1.5, ge=0, le=20, description="per-step jitter (%), seeded")
-    launch_offset_pct: float = Field(
-        default=1.5, ge=0, le=20,
-        description="each launch's speed offset (%, log-normal spread), drawn afresh per launch and shared "
-                    "by every level it serves, as on a real server; 0 turns it off")
-    launch_offsets: Literal["fresh", "seeded"] = Field(
-        default="fresh",
-        description="fresh: each launch draws its offset from OS entropy, as a real server lands; seeded: from "
-                    "`seed` and the launch's name (hypothesis, side, round), so a campaign replays the same offsets "
-                    "(a reproducible demo); the command template passes it as --launch-seed {launch_seed}")
-
-    def simulated_node(self) -> SimulatedNodeSpec | None:
-        return self
-
-    def describe(self) -> str:
-        return f"simulated {self.profile} (CUDA {self.cuda})"
-
-
-class LocalNodeSpec(_NodeSpecBase):
-    """This machine, running a real engine."""
-
-    kind: Literal["local"] = Field(description="this machine", examples=["local"])
-    name: str = Field(default="local", description="the node's name in the record and the journal")
-    workdir: str = Field(default=".campaign/node", description="where server logs and the run ledger go")
-
-
-class SshNodeSpec(_NodeSpecBase):
-    remote: ClassVar[bool] = True
-    kind: Literal["ssh"] = Field(description="another machine, reached with the system OpenSSH client",
-                                 examples=["ssh"])
-    name: str = Field(default="", description="the node's name (default: its host); needed to tell two "
-                      "nodes on one host apart")
-    host: str = Field(description="host name or ~/.ssh/config alias", examples=["gpu-1"])
-    user: str | None = Field(default=None, description="login user (default: ssh's own choice)",
-                             examples=["bench"])
-    port: int | None = Field(default=None, description="ssh port (default: ssh's own choice)", examples=[2222])
-    identity_file: str | None = Field(default=None, description="private key file passed as `-i`",
-                                      examples=["~/.ssh/id_ed25519"])
-    ssh_options: list[str] = Field(default_factory=list, description="extra `-o` options for ssh",
-                                   examples=[["StrictHostKeyChecking=accept-new"]])
-    workdir: str = Field(default="~/.cache/campaign-node", description="the node's working directory: logs, "
-                         "ledger, the environment file of a launch; `~/` is the node user's home; made 0700, "
-                         "refused when another user's or writable by others")
-    python: str = Field(default="python3", description="the interpreter on the node that runs campaign's node "
-                        "helpers (and the engine, unless server.python says otherwise)")
-    sweep_on: Literal["node", "controller"] = Field(default="node", description=(
-        "where the load generator runs: next to the server (`campaign bench` on the node) or on this machine"))
-    simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node on that host "
-                                                "instead of a real engine")
-
-    def simulated_node(self) -> SimulatedNodeSpec | None:
-        return self.simulated
-
-    def sweep_location(self) -> str:
-        return self.sweep_on
-
-    def describe(self) -> str:
-        return f"ssh {self.host}"
-
-
-class SlurmNodeSpec(_NodeSpecBase):
-    remote: ClassVar[bool] = True
-    kind: Literal["slurm"] = Field(description="each launch is a Slurm batch job", examples=["slurm"])
-    name: str = Field(default="slurm", description="the node's name in the record and the journal")
-    partition: str | None = Field(default=None, description="sbatch --partition (default: the cluster's)",
-                                  examples=["gpu"])
-    gres: str | None = Field(default="gpu:8", description="sbatch --gres")
-    gpus: int | None = Field(default=None, description="sbatch --gpus, instead of gres", examples=[8])
-    time_limit: str = Field(default="01:00:00", description="sbatch --time for one launch's job")
-    exclusive: bool = Field(default=True, description="sbatch --exclusive: no other job shares the node")
-    max_parallel_jobs: int = Field(default=1, description="accepted but not used yet: one job per launch")
-    workdir: str = Field(default="~/.cache/campaign-slurm", description="a directory the controller and the "
-                         "compute nodes share: batch scripts, logs, the environment file of a launch; made 0700, "
-                         "refused when another user's or writable by others")
-    python: str = Field(default="python3", description="the interpreter on the compute node that runs "
-                        "campaign's node helpers")
-    simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node in the job "
-                                                "instead of a real engine")
-
-    @field_validator("max_parallel_jobs")
-    @classmethod
-    def _one_job(cls, v: int) -> int:
-        # One node runs one experiment, so one job, at a time; parallelism is one node per
-        # experiment (`nodes:`), which the fan-out already does.  Any other value would be ignored.
-        if v != 1:
-            raise ValueError("a slurm node runs one job at a time (fix: remove it; to run experiments at once, "
-                             "list one slurm node per job under `nodes:`, each with its own name)")
-        return v
-
-    def simulated_node(self) -> SimulatedNodeSpec | None:
-        return self.simulated
-
-
-NodeSpec = Annotated[
-    SimulatedNodeSpec | LocalNodeSpec | SshNodeSpec | SlurmNodeSpec, Field(discriminator="kind")
-]
-
-#: kind -> spec class (the discriminated union above, as a lookup for error messages)
-NODE_SPECS: dict[str, type[_NodeSpecBase]] = {
-    "simulated": SimulatedNodeSpec, "local": LocalNodeSpec, "ssh": SshNodeSpec, "slurm": SlurmNodeSpec,
-}
 
 
 # ------------------------------------------------------------------------- server
@@ -406,8 +267,6 @@ class KnobSpace(_Strict):
 
     flags: dict[str, KnobSpec] = Field(default_factory=dict, description="flags the planner may set, by name")
     env: dict[str, KnobSpec] = Field(default_factory=dict, description="environment variables the planner may set")
-    patch_files: list[str] = Field(default_factory=list, description="patch files the planner may propose",
-                                   examples=[["playbooks/patches/simnode-faster-steps.diff"]])
     patches: PatchPolicy | None = Field(default=None, description="allow model-written patches, within these paths")
 
     @field_validator("env")
@@ -509,7 +368,8 @@ class Playbook(_Strict):
     description: str = Field(default="", description="what the campaign is after; shown in the journal")
     journal: str = Field(default="journal/{name}.md", description="the living journal's path, relative to "
                          "the working directory")
-    database: str = Field(default=".campaign/campaign.db", description="the SQLite record; `--db` overrides it")
+    database: str = Field(default=".campaign/campaign.db", description="the record: a SQLite file, or a postgresql://user@host/dbname URL "
+                          "(no password: PGPASSWORD or a .pgpass); `--db` and CAMPAIGN_DATABASE_URL override it")
     node: NodeSpec = Field(default_factory=SimulatedNodeSpec, description="where the server runs, chosen by `kind`")
     nodes: list[NodeSpec] = Field(default_factory=list, description=(
         "several nodes: independent hypotheses run in parallel, each compared with its own node's baseline"))
@@ -525,20 +385,16 @@ class Playbook(_Strict):
 
     @field_validator("database")
     @classmethod
-    def _database_is_a_file(cls, v: str) -> str:
-        """A URL is refused before anything is written: the playbook is stored with the
-        campaign, so a password in it would reach the database, and this version keeps
-        campaigns in a SQLite file only (no silent file named after the URL)."""
-        scheme, sep, rest = v.partition("://")
-        if not sep:
-            return v
-        netloc = rest.split("/", 1)[0]
-        if ":" in netloc.split("@", 1)[0] and "@" in netloc:
-            # the value is not repeated: it holds the password
-            raise ValueError("a password is written in the URL, and the playbook is stored with the campaign "
-                             "(fix: remove it from the URL and change that password)")
-        raise ValueError(f"{scheme}:// URLs are not supported: campaigns are kept in a SQLite file "
-                         "(fix: set `database:` to a file path, e.g. .campaign/campaign.db)")
+    def _database_is_a_file_or_postgres(cls, v: str) -> str:
+        """A file path or a postgresql:// URL, checked before anything is written: the
+        playbook is stored with the campaign, so a password in it would reach the database
+        (the value is then not repeated)."""
+        from campaign.domain.location import check
+
+        try:
+            return check(v, "database")
+        except UserError as exc:
+            raise ValueError(str(exc).removeprefix("database: ")) from None
 
     @field_validator("name")
     @classmethod
@@ -574,7 +430,7 @@ class Playbook(_Strict):
                             f"hypothesis '{h.name}' sets flag '{flag}' that server.allowed_flags does not list"
                         )
         if len(self.nodes) > 1:
-            names = [n.name or getattr(n, "host", "") for n in self.nodes]
+            names = [n.node_name() for n in self.nodes]
             if len(set(names)) < len(names):
                 raise ValueError(f"nodes: names {names} repeat: give every node its own `name`")
             if not self.verdict.interleave:
@@ -588,8 +444,19 @@ class Playbook(_Strict):
         """The workload whose lowest level is the headline figure: the first one."""
         return next(iter(self.workloads))
 
-    def all_nodes(self) -> list[SimulatedNodeSpec | LocalNodeSpec | SshNodeSpec | SlurmNodeSpec]:
+    def all_nodes(self) -> list[NodeSpecBase]:
         return list(self.nodes) if self.nodes else [self.node]
 
     def hypothesis(self, name: str) -> HypothesisSpec | None:
         return next((h for h in self.hypotheses if h.name == name), None)
+
+
+def use_node_kinds(specs: Iterable[type[NodeSpecBase]]) -> None:
+    """Make `specs` the playbook's node kinds (the composition root passes the executor
+    registry's): the `node:` union, its error messages and the JSON Schema follow them."""
+    wanted = {kind_of(spec): spec for spec in specs}
+    if wanted == NODE_SPECS:
+        return
+    NODE_SPECS.clear()
+    NODE_SPECS.update(wanted)
+    Playbook.model_rebuild(force=True)

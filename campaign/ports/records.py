@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 from pydantic import Field as PField
 
 from campaign.domain.models import EffectiveConfig, Failure, LevelResult
@@ -127,6 +127,13 @@ class Tally(BaseModel):
     no_win: int = 0
     dead_end: int = 0
     node_seconds: float = 0.0
+
+    @field_validator("node_seconds")
+    @classmethod
+    def _microseconds(cls, v: float) -> float:
+        """Kept to the microsecond: a sum kept step by step and one summed by the database
+        in another order differ in the last bit, not in any second that is shown."""
+        return round(v, 6)
 
 
 class LaunchArtifact(BaseModel):

@@ -3,8 +3,8 @@ given point, at the cost of what changed.
 
 Why: a journal update at experiment 5,000 must cost what it costs at experiment 10, so
 it may not look at 5,000 experiments to find the one that changed (a digest per
-experiment was the largest part of an update that grew with the campaign).  SQLite
-triggers write the change, so no code path that writes a record can forget it: every
+experiment was the largest part of an update that grew with the campaign).  Triggers
+(SQLite's, or plpgsql on PostgreSQL) write the change, so no code path that writes a record can forget it: every
 insert or update of a record that an experiment's section shows (the experiment row, a
 run side, the verdict, an artifact, the hypothesis spec) stamps the experiment with the
 next number of one global sequence.  `journal_changes` keeps one row per experiment
@@ -13,6 +13,10 @@ next number of one global sequence.  `journal_changes` keeps one row per experim
 A reader keeps the highest number it has seen; `changed_since` returns the experiments
 stamped after it.  A number lower than the reader's (a database restored from an older
 copy) shows in `latest`, and the reader then starts over.
+
+On PostgreSQL the trigger locks `journal_changes` before taking the next number, so
+numbers are handed out in commit order (a sequence would let a reader see 10 committed
+before 9 and miss 9 for good).
 """
 
 from __future__ import annotations
@@ -52,14 +56,42 @@ DDL = [
 ]
 
 
+_PG_FUNCTION = """
+CREATE OR REPLACE FUNCTION jc_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  LOCK TABLE journal_changes IN SHARE ROW EXCLUSIVE MODE;
+  IF TG_ARGV[0] = 'hypothesis' THEN
+    INSERT INTO journal_changes (experiment_id, campaign_id, seq)
+    SELECT e.id, e.campaign_id, (SELECT coalesce(max(seq), 0) + 1 FROM journal_changes)
+    FROM experiments e WHERE e.campaign_id = NEW.campaign_id AND e.hypothesis = NEW.name
+    ON CONFLICT (experiment_id) DO UPDATE SET campaign_id = EXCLUDED.campaign_id, seq = EXCLUDED.seq;
+  ELSE
+    INSERT INTO journal_changes (experiment_id, campaign_id, seq)
+    SELECT e.id, e.campaign_id, (SELECT coalesce(max(seq), 0) + 1 FROM journal_changes)
+    FROM experiments e WHERE e.id = to_jsonb(NEW) ->> TG_ARGV[0]
+    ON CONFLICT (experiment_id) DO UPDATE SET campaign_id = EXCLUDED.campaign_id, seq = EXCLUDED.seq;
+  END IF;
+  RETURN NULL;
+END $$
+"""
+
+
+def _pg_ddl() -> list[str]:
+    out = [DDL[0], DDL[1], DDL[2], _PG_FUNCTION]
+    for name, (when, where) in _TRIGGERS.items():
+        arg = "hypothesis" if "NEW.name" in where else where.rpartition("NEW.")[2]
+        out.append(f"CREATE OR REPLACE TRIGGER {name} {when} FOR EACH ROW EXECUTE FUNCTION jc_bump('{arg}')")
+    return out
+
+
 def install(conn: Any) -> None:
     """Create the table and its triggers (a new database, or a migration: then every
     existing experiment is stamped once, so a reader that starts from 0 sees them all).
     `conn`: a SQLAlchemy connection (the readers below take the sqlite3 connection)."""
-    for stmt in DDL:
+    for stmt in _pg_ddl() if conn.dialect.name == "postgresql" else DDL:
         conn.exec_driver_sql(stmt)
-    conn.exec_driver_sql("INSERT OR IGNORE INTO journal_changes (experiment_id, campaign_id, seq) "
-                         "SELECT id, campaign_id, 1 FROM experiments")
+    conn.exec_driver_sql("INSERT INTO journal_changes (experiment_id, campaign_id, seq) "
+                         "SELECT id, campaign_id, 1 FROM experiments WHERE true ON CONFLICT DO NOTHING")  # WHERE: SQLite parses the upsert after it
 
 
 def latest(conn: Any) -> int:

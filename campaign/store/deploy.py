@@ -24,11 +24,11 @@ __all__ = ["read_deploy", "read_wins_not_adopted"]
 
 _SOURCE = """
 SELECT id, role, config_json FROM experiments
-WHERE campaign_id = ? AND status = 'finished' AND (role = 'baseline' OR adopted = 1)
+WHERE campaign_id = ? AND status = 'finished' AND (role = 'baseline' OR adopted = TRUE)
 ORDER BY coalesce(finished_at, started_at) DESC, id DESC LIMIT 1
 """
 _COMMANDS = "SELECT seq, content, content_z FROM artifacts WHERE experiment_id = ? AND kind = 'command' ORDER BY seq DESC"
-_ADOPTED = "SELECT hypothesis FROM experiments WHERE campaign_id = ? AND adopted = 1 ORDER BY started_at, id"
+_ADOPTED = "SELECT hypothesis FROM experiments WHERE campaign_id = ? AND adopted = TRUE ORDER BY started_at, id"
 _WINS = """
 SELECT e.id, e.hypothesis, e.status, h.spec_json FROM experiments e
 JOIN verdicts v ON v.experiment_id = e.id

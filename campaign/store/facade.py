@@ -1,10 +1,11 @@
-"""The campaign record: one SQLite file (WAL) holding everything a campaign measured.
+"""The campaign record: one SQLite file (WAL), or a PostgreSQL database, holding everything
+a campaign measured.
 
 Semantics follow Optuna's storage: every write is an idempotent upsert keyed so a
 graph node resumed after an interrupt writes nothing twice, finished experiments and
 verdicts are immutable (same content again: no-op; different: ImmutableRecordError),
-and readers (`campaign status`, the journal) read WAL snapshots that never block the
-writer.  One engine per Store; sessions are short and thread-safe to open.
+and readers (`campaign status`, the journal) read snapshots (WAL, or PostgreSQL's
+REPEATABLE READ) that never block the writer.  One engine per Store; sessions are short and thread-safe to open.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from campaign.domain.errors import UserError
+from campaign.domain.location import is_url
 from campaign.domain.models import Fingerprint
 from campaign.domain.records import CampaignStatus, CampaignView, DeadEnd
 from campaign.playbook.schema import HypothesisSpec, Playbook
@@ -58,11 +60,14 @@ class Store(ExperimentsMixin, LaunchesMixin, ReviewLogMixin, LoopReadsMixin):
     """All reads and writes of the campaign database (see module docstring)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
-        self.path = Path(path)
-        self._engine = open_engine(self.path, busy_timeout_ms=busy_timeout_ms)
+        #: the file path, or the PostgreSQL URL (no password in it): what `Store(...)` reopens
+        self.location = str(path)
+        self.path = Path(path)  # the SQLite file (meaningless for a URL)
+        self._engine = open_engine(self.location if is_url(self.location) else self.path, busy_timeout_ms=busy_timeout_ms)
         self._memo = ParseMemo()  # records decoded before: the journal's update reads them again after every verdict
 
     def close(self) -> None:
+        store_lock.release_all(self._engine)
         self._engine.dispose()
 
     def __enter__(self) -> Store:
@@ -322,6 +327,12 @@ class Store(ExperimentsMixin, LaunchesMixin, ReviewLogMixin, LoopReadsMixin):
                 store_rows(DriverConn(s), campaign_id, fresh, seq)
         except DBAPIError:
             pass
+
+    def copy_campaigns_to(self, dst: Store, campaign_ids: list[str] | None = None) -> list[str]:
+        """Copy campaigns' records into another database (campaign.store.transfer)."""
+        from campaign.store.transfer import copy_campaigns
+
+        return copy_campaigns(self._engine, dst._engine, campaign_ids)
 
     # ----------------------------------------------------------------- run lock
     def acquire_run_lock(self, campaign_id: str, owner: str, *, force: bool = False) -> None:

@@ -17,11 +17,14 @@ __all__ = ["SCHEMA_VERSION", "campaign_list", "open_current", "stale_journals"]
 SCHEMA_VERSION = "3"  # campaign.store.models.SCHEMA_VERSION (checked by tests/campaign/store)
 
 
-def open_current(path: Path, *, schema_version: str = SCHEMA_VERSION,
+def open_current(path: Path | str, *, schema_version: str = SCHEMA_VERSION,
                  timeout_s: float = 10.0) -> sqlite3.Connection | None:
     """A read-only connection to `path` in autocommit mode (a caller that reads more than
     once takes its own `BEGIN`: one WAL snapshot), or None when the file is missing, not
-    a database, or of another schema version (see the module doc)."""
+    a database, or of another schema version (see the module doc).  A postgresql:// URL
+    gets a PostgreSQL connection with the same `execute` (campaign.store.dialect)."""
+    if "://" in str(path):
+        return _open_postgres(str(path), schema_version, timeout_s)
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s, isolation_level=None)
     except sqlite3.Error:
@@ -36,7 +39,26 @@ def open_current(path: Path, *, schema_version: str = SCHEMA_VERSION,
     return None
 
 
-def campaign_list(path: Path, *, busy_timeout_ms: int = 10_000) -> list[dict[str, Any]] | None:
+def _open_postgres(url: str, schema_version: str, timeout_s: float) -> sqlite3.Connection | None:
+    import psycopg
+
+    from campaign.store.dialect import PgConn
+
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout_s)))
+    except psycopg.Error:
+        return None
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is not None and row[0] == schema_version:
+            return PgConn(conn)  # type: ignore[return-value]  # sqlite3's execute, see dialect.PgConn
+    except psycopg.Error:
+        pass
+    conn.close()
+    return None
+
+
+def campaign_list(path: Path | str, *, busy_timeout_ms: int = 10_000) -> list[dict[str, Any]] | None:
     """Every campaign, newest first (id, name, status, halt_reason), or None (see module doc)."""
     conn = open_current(path, timeout_s=busy_timeout_ms / 1000)
     if conn is None:

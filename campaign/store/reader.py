@@ -81,7 +81,7 @@ class JournalReader:
             return running_experiments(conn, campaign_id)
 
 
-def open_reader(path: Path, *, busy_timeout_ms: int = 10_000) -> JournalReader | None:
+def open_reader(path: Path | str, *, busy_timeout_ms: int = 10_000) -> JournalReader | None:
     """A reader on `path`, or None (see the module docstring): the caller opens a `Store`."""
     conn = open_current(path, timeout_s=busy_timeout_ms / 1000)
     return None if conn is None else JournalReader(conn)

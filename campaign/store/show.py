@@ -30,16 +30,17 @@ CHUNK = 200
 
 
 class DriverConn:
-    """A session's connection with sqlite3's `execute(sql, params)`, for showcache's SQL."""
+    """A session's driver connection (campaign.store.db.driver_connection: either
+    database), for showcache's SQL."""
 
     def __init__(self, s: Session) -> None:
-        self._conn = s.connection()
+        self._conn = driver_connection(s)
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        return self._conn.exec_driver_sql(sql, params)
+        return self._conn.execute(sql, params)
 
     def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> Any:
-        return self._conn.exec_driver_sql(sql, rows) if rows else None
+        return self._conn.executemany(sql, rows) if rows else None
 
 
 def show_json_chunks(s: Session, campaign_id: str, *, chunk: int | None = None,

@@ -42,11 +42,11 @@ TAIL = "\n  ]\n}"
 
 _EXPERIMENTS = """
 SELECT e.id, e.*, v.recorded_at, v.kind, v.reason,
-       (SELECT count(*) || ':' || coalesce(max(r.recorded_at), '') FROM run_sides r WHERE r.experiment_id = e.id),
-       (SELECT count(*) || ':' || coalesce(max(a.seq), '') FROM artifacts a
+       (SELECT count(*) || ':' || coalesce(CAST(max(r.recorded_at) AS TEXT), '') FROM run_sides r WHERE r.experiment_id = e.id),
+       (SELECT count(*) || ':' || coalesce(CAST(max(a.seq) AS TEXT), '') FROM artifacts a
          WHERE a.experiment_id = e.id AND a.kind = 'patch'),
        ref.status,
-       (SELECT count(*) || ':' || coalesce(max(r.recorded_at), '') FROM run_sides r
+       (SELECT count(*) || ':' || coalesce(CAST(max(r.recorded_at) AS TEXT), '') FROM run_sides r
          WHERE r.experiment_id = e.baseline_ref AND r.side = 'baseline')
 FROM experiments e
 LEFT JOIN verdicts v ON v.experiment_id = e.id
@@ -57,7 +57,7 @@ ORDER BY e.started_at, e.id
 _CAMPAIGN = "SELECT name, status, halt_reason, baseline_experiment_id, playbook_json FROM campaigns WHERE id = ?"
 _BASELINES = """
 SELECT e.id, e.status, e.finished_at, e.started_at, e.config_json,
-       (SELECT count(*) || ':' || coalesce(max(r.recorded_at), '') FROM run_sides r WHERE r.experiment_id = e.id)
+       (SELECT count(*) || ':' || coalesce(CAST(max(r.recorded_at) AS TEXT), '') FROM run_sides r WHERE r.experiment_id = e.id)
 FROM experiments e WHERE e.campaign_id = ? AND e.role = 'baseline' ORDER BY e.started_at, e.id
 """
 _ADOPTION = """
@@ -65,8 +65,8 @@ SELECT count(*), group_concat(e.id || ':' || e.adopted || ':' || e.status) FROM 
 JOIN verdicts v ON v.experiment_id = e.id WHERE e.campaign_id = ? AND e.role = 'candidate' AND v.kind = 'win'
 """
 _PLANNER = """
-SELECT (SELECT count(*) || ':' || coalesce(max(id), '') FROM llm_calls WHERE campaign_id = ?),
-       (SELECT count(*) || ':' || coalesce(max(id), '') FROM events WHERE campaign_id = ? AND kind = 'planner')
+SELECT (SELECT count(*) || ':' || coalesce(CAST(max(id) AS TEXT), '') FROM llm_calls WHERE campaign_id = ?),
+       (SELECT count(*) || ':' || coalesce(CAST(max(id) AS TEXT), '') FROM events WHERE campaign_id = ? AND kind = 'planner')
 """
 
 
@@ -172,9 +172,11 @@ def store_rows(conn: Any, campaign_id: str, fresh: dict[str, tuple[str, str]], s
     conn.execute(DDL)
     if seq is not None:
         conn.execute(SEQ_DDL)
-        conn.execute("INSERT OR REPLACE INTO show_cache_seq (campaign_id, seq) VALUES (?, ?)", (campaign_id, seq))
+        conn.execute("INSERT INTO show_cache_seq (campaign_id, seq) VALUES (?, ?) "
+                     "ON CONFLICT (campaign_id) DO UPDATE SET seq = EXCLUDED.seq", (campaign_id, seq))
     conn.executemany(
-        "INSERT OR REPLACE INTO show_cache (campaign_id, key, digest, body) VALUES (?, ?, ?, ?)",
+        "INSERT INTO show_cache (campaign_id, key, digest, body) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (campaign_id, key) DO UPDATE SET digest = EXCLUDED.digest, body = EXCLUDED.body",
         [(campaign_id, k, d, zlib.compress(t.encode(), 6)) for k, (d, t) in fresh.items()],
     )
 

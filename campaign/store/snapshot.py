@@ -195,8 +195,9 @@ def _campaign_totals(conn: sqlite3.Connection, campaign_id: str) -> dict[str, An
     (node_seconds,) = conn.execute("SELECT coalesce(sum(node_seconds), 0) FROM experiments WHERE campaign_id = ?",
                                    (campaign_id,)).fetchone()
     first = conn.execute(
-        "SELECT fingerprint_id, id, min(started_at) FROM experiments WHERE campaign_id = ? "
-        "AND role = 'candidate' AND fingerprint_id IS NOT NULL GROUP BY fingerprint_id", (campaign_id,))
+        "SELECT fingerprint_id, id FROM (SELECT fingerprint_id, id, row_number() OVER "
+        "(PARTITION BY fingerprint_id ORDER BY started_at, id) AS n FROM experiments WHERE campaign_id = ? "
+        "AND role = 'candidate' AND fingerprint_id IS NOT NULL) AS firsts WHERE n = 1", (campaign_id,))
     return {"node_seconds": float(node_seconds), "environment_first": {r[0]: r[1] for r in first}}
 
 

@@ -10,7 +10,8 @@ that a resumed node repeats (a no-op on the records) changes nothing.  A campaig
 no row yet (a database written before this table) is counted from its records once.
 `recount` is that count from scratch; a test holds the two equal.
 
-Plain sqlite3 on the session's connection, like `campaign.store.changes`.
+Plain SQL on the session's connection, like `campaign.store.changes` (both databases:
+campaign.store.dialect).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ DDL = ("CREATE TABLE IF NOT EXISTS loop_tally (campaign_id TEXT PRIMARY KEY, exp
        "no_win INTEGER NOT NULL, dead_end INTEGER NOT NULL, node_seconds REAL NOT NULL)")
 _FIELDS = "experiments_done, no_win, dead_end, node_seconds"
 _RESETS = """
-SELECT max(coalesce((SELECT max(coalesce(decided_at, 0)) FROM reviews
-                      WHERE campaign_id = :c AND key LIKE 'review#%' AND decision = 'approve'), 0),
-           coalesce((SELECT max(ts) FROM events WHERE campaign_id = :c AND kind = 'environment'), 0))
+SELECT coalesce(max(t), 0) FROM (
+  SELECT max(coalesce(decided_at, 0)) AS t FROM reviews
+   WHERE campaign_id = :c AND key LIKE 'review#%' AND decision = 'approve'
+  UNION ALL SELECT max(ts) FROM events WHERE campaign_id = :c AND kind = 'environment') AS resets
 """
 _SINCE = """
 SELECT v.kind FROM experiments e LEFT JOIN verdicts v ON v.experiment_id = e.id
@@ -40,7 +42,7 @@ ORDER BY coalesce(e.finished_at, 0), e.started_at, e.id
 def recount(conn: sqlite3.Connection, campaign_id: str) -> Tally:
     """The counts from the records alone (what the row must always equal)."""
     done, seconds = conn.execute(
-        "SELECT coalesce(sum(role = 'candidate' AND status IN ('finished', 'failed')), 0), "
+        "SELECT coalesce(sum(CASE WHEN role = 'candidate' AND status IN ('finished', 'failed') THEN 1 ELSE 0 END), 0), "
         "coalesce(sum(node_seconds), 0) FROM experiments WHERE campaign_id = ?", (campaign_id,)).fetchone()
     since = conn.execute(_RESETS, {"c": campaign_id}).fetchone()[0]
     no_win = dead_end = 0
@@ -61,7 +63,8 @@ def _row(conn: sqlite3.Connection, campaign_id: str) -> Tally | None:
 
 def _write(conn: sqlite3.Connection, campaign_id: str, t: Tally) -> None:
     conn.execute(DDL)
-    conn.execute(f"INSERT OR REPLACE INTO loop_tally (campaign_id, {_FIELDS}) VALUES (?, ?, ?, ?, ?)",
+    conn.execute(f"INSERT INTO loop_tally (campaign_id, {_FIELDS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id) "
+                 "DO UPDATE SET " + ", ".join(f"{f} = EXCLUDED.{f}" for f in _FIELDS.split(", ")),
                  (campaign_id, t.experiments_done, t.no_win, t.dead_end, t.node_seconds))
 
 

@@ -111,3 +111,28 @@ def remote_playbook(tmp_path: Path, hypotheses: list[dict], *, node: dict | None
         data["nodes"] = nodes
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def node_section(kind: str, sim: dict, local_dir: Path, label: str) -> tuple[dict, str | None]:
+    """A playbook's `node:` for `kind` (local: the simulated node on this machine; ssh,
+    slurm: the cluster's) and its workdir: on ssh a fresh one in the shared dir the node
+    user can write (tmp_path's name repeats across sessions, the shared dir is not reset),
+    on Slurm one under `local_dir` (the submit host is this machine), None for local."""
+    import uuid
+
+    if kind == "local":
+        return {"kind": "simulated", **sim}, None
+    cluster = cluster_env()
+    if kind == "ssh":
+        workdir = f"{cluster['CAMPAIGN_CLUSTER_SHARED_DIR']}/{label}-{uuid.uuid4().hex[:12]}"
+        return ssh_node(cluster, "ssh-node", workdir, sim, node_python(cluster)), workdir
+    workdir = str(local_dir / "slurm-node")
+    return slurm_node(cluster, workdir, sim), workdir
+
+
+def on_node(kind: str, script: str, stdin: bytes | None = None) -> str:
+    """Run a shell script as the node's user: over the cluster's ssh, else here."""
+    argv = ssh_argv(cluster_env()) + [script] if kind == "ssh" else ["sh", "-c", script]
+    r = subprocess.run(argv, input=stdin, capture_output=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return r.stdout.decode()

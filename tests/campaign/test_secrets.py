@@ -5,6 +5,8 @@ checkpoints, journal, plots, ledger, server logs) and its terminal output are se
 for the secret values.  A secret written literally into a playbook is refused.  On the
 node (local, ssh, Slurm): no command line holds a secret while the server runs, the
 server's /proc/PID/environ holds only what it references, no file is left behind.
+Values under plain names, masked by value on every node kind, are in
+tests/campaign/loop/test_attacks_on_nodes.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.campaign.leaks import files_holding, packed_values
 from tests.campaign.sim_playbook import tiny_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,32 +45,11 @@ def _playbook(tmp_path: Path, baseline_env: dict[str, str], hyp_env: dict[str, s
     return path
 
 
-def _files_holding(root: Path, values: dict[str, str], skip: Path) -> list[str]:
-    found = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p != skip):
-        data = path.read_bytes()
-        for name, value in values.items():
-            if value.encode() in data:
-                found.append(f"{path.relative_to(root)}: {name}")
-    return found
-
-
 def _run(tmp_path: Path, pb: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
     return subprocess.run([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db",
                            str(tmp_path / "state" / "campaign.db")], cwd=tmp_path, env=full, text=True,
                           capture_output=True, timeout=240)
-
-
-def _packed_values(db: Path) -> list[bytes]:
-    """The database's compressed columns (campaign.store.pack), decompressed: a byte scan of
-    the file alone cannot see into them."""
-    con = sqlite3.connect(db)
-    out = [zlib.decompress(blob) for table, column in (("artifacts", "content_z"), ("verdicts", "detail_z"),
-                                                        ("run_sides", "levels"))
-           for (blob,) in con.execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
-    con.close()
-    return out
 
 
 def test_no_secret_reaches_any_record(tmp_path: Path) -> None:
@@ -88,9 +70,9 @@ def test_no_secret_reaches_any_record(tmp_path: Path) -> None:
     assert "nccl-tree-with-token" in journal and "symm-mem-crash" in journal
     assert list(tmp_path.rglob("*.log")), "no server logs were written"
     secret_values = {k: v for k, v in in_env.items() if k != "CHANNELS"}
-    leaks = _files_holding(tmp_path, secret_values, skip=pb)
+    leaks = files_holding(tmp_path, secret_values, skip=pb)
     leaks += [f"terminal output: {k}" for k, v in secret_values.items() if v in res.stdout + res.stderr]
-    packed = _packed_values(db)
+    packed = packed_values(db)
     assert packed, "the database holds no compressed values: this scan would check nothing"
     leaks += [f"campaign.db (compressed): {k}" for k, v in secret_values.items() if any(v.encode() in b for b in packed)]
     assert not leaks, "secrets found in: " + "; ".join(leaks)
@@ -149,17 +131,9 @@ SIM = {"profile": "rtx6000bw-pcie-8x", "cuda": "12.8", "seed": 1, "time_scale": 
 
 
 def _node_section(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
-    if kind == "local":
-        return {"kind": "simulated", **SIM}
-    from tests.campaign.remote_node import node_python, slurm_node, ssh_node
-    from tests.tools.executors.conftest import load_cluster_env
+    from tests.campaign.remote_node import node_section
 
-    cluster = load_cluster_env()
-    monkeypatch.setenv("SLURM_CONF", cluster["SLURM_CONF"])
-    if kind == "ssh":
-        workdir = f"{cluster['CAMPAIGN_CLUSTER_SHARED_DIR']}/secrets-{tmp_path.name}-{os.getpid()}"
-        return ssh_node(cluster, "ssh-node", workdir, SIM, node_python(cluster))
-    return slurm_node(cluster, str(tmp_path / "slurm-node"), SIM)
+    return node_section(kind, SIM, tmp_path, "secrets")[0]
 
 
 class _Recording:
@@ -233,7 +207,7 @@ def test_secrets_on_the_node(kind: str, tmp_path: Path, monkeypatch: pytest.Monk
         environ = seen["environ"]
         assert environ.get("HF_TOKEN") == hf_token and environ.get("NCCL_MIN_NCHANNELS") == "4", sorted(environ)
         assert api_key not in "\0".join(environ.values()), "an unreferenced controller secret reached the server"
-        # the launch token names this launch for the reaper (tools/server/orphans.py): an id, not a secret
+        # the launch token names this launch for the reaper (Executor.find_by_token): an id, not a secret
         extra = sorted(k for k in environ if k not in config.env
                        and k not in {TOKEN_ENV, LAUNCH_TOKEN_ENV, "PYTHONPATH", "PWD", "SHLVL", "_"}
                        and not matches(k, base))
@@ -243,7 +217,7 @@ def test_secrets_on_the_node(kind: str, tmp_path: Path, monkeypatch: pytest.Monk
         local_copy = tmp_path / "node-copy"
         recorder.get(runtime.workdir, str(local_copy))
         assert list(local_copy.rglob("*.log")), "no server log in the node's workdir"
-        leaks = _files_holding(local_copy, {"HF_TOKEN": hf_token, "OPENAI_API_KEY": api_key}, skip=Path("/"))
+        leaks = files_holding(local_copy, {"HF_TOKEN": hf_token, "OPENAI_API_KEY": api_key})
         assert not leaks, "secrets left on the node: " + "; ".join(leaks)
     finally:
         if kind == "ssh":
@@ -284,40 +258,3 @@ def test_the_servers_own_key_reaches_it_and_nothing_else_does(kind: str, tmp_pat
     assert outcomes[True].failure is None and outcomes[True].sweeps, outcomes[True].failure
     refused = outcomes[False]
     assert refused.failure is not None and "401" in refused.model_dump_json(), refused.failure
-
-
-ECHO_SERVER = """import os, runpy, sys
-print("pat=" + os.environ.get("MY_PAT", "") + " dsn=" + os.environ.get("DB_DSN", ""), flush=True)
-print("pat=" + os.environ.get("MY_PAT", "") + " dsn=" + os.environ.get("DB_DSN", ""), file=sys.stderr, flush=True)
-sys.argv[0] = "simnode"
-runpy.run_module("tools.simnode", run_name="__main__")
-"""
-
-
-def test_values_referenced_under_plain_names_are_masked_by_value(tmp_path: Path) -> None:
-    """`MY_PAT: ${GITHUB_PAT}`, `DB_DSN: ${PGPASS_URL}`: names that do not look secret,
-    values the server echoes into its log.  The values are masked in every record (the
-    database, its compressed columns, the journal and its index) and on the terminal."""
-    values = {"GITHUB_PAT": "github_pat_" + secrets.token_hex(20),
-              "PGPASS_URL": f"postgres://app:{secrets.token_hex(8)}@db:5432/app"}
-    pb = _playbook(tmp_path, {"MY_PAT": "${GITHUB_PAT}", "DB_DSN": "${PGPASS_URL}"}, {})
-    wrapper = tmp_path / "echo_server.py"
-    wrapper.write_text(ECHO_SERVER)
-    data = yaml.safe_load(pb.read_text())
-    data["server"]["command"] = data["server"]["command"].replace("-m tools.simnode", str(wrapper))
-    data["hypotheses"][1]["flags"] = {"enable-torch-symm-mem": True}  # crashes: its log excerpt is recorded
-    pb.write_text(yaml.safe_dump(data, sort_keys=False))
-    res = _run(tmp_path, pb, values)
-    assert res.returncode == 0, res.stdout + res.stderr
-    db = tmp_path / "state" / "campaign.db"
-    logs = [p for p in tmp_path.rglob("*.log") if values["GITHUB_PAT"] in p.read_text()]
-    assert logs, "the server never echoed the values: this test would check nothing"
-    # the server's own log on the node holds what it printed; every record is checked
-    leaks = _files_holding(tmp_path, values, skip=pb)
-    leaks = [ln for ln in leaks if not ln.split(":")[0].endswith(".log")]
-    leaks += [f"terminal output: {k}" for k, v in values.items() if v in res.stdout + res.stderr]
-    leaks += [f"campaign.db (compressed): {k}" for k, v in values.items()
-              if any(v.encode() in b for b in _packed_values(db))]
-    assert not leaks, "values found in: " + "; ".join(leaks)
-    journal = (tmp_path / "journal" / "secrets.md").read_text()
-    assert "pat=***" in journal or "pat=***" in "".join(b.decode(errors="replace") for b in _packed_values(db))

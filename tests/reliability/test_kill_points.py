@@ -35,6 +35,7 @@ from bench.kill_watch import (
     wait_gone,
 )
 from campaign.domain.killpoint import KILL_ENV
+from tests.pgdb import fresh_database, scalar
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [h for h in HYPOTHESES if h["name"] in ("torch-symm-mem", "custom-allreduce")]
@@ -48,17 +49,11 @@ def _cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
                           capture_output=True, timeout=600, check=False)
 
 
-def _cid(db: Path) -> str:
-    import sqlite3
-
-    con = sqlite3.connect(db)
-    try:
-        return con.execute("SELECT id FROM campaigns").fetchone()[0]
-    finally:
-        con.close()
+def _cid(db: Path | str) -> str:
+    return str(scalar(db, "SELECT id FROM campaigns"))
 
 
-def kill_in_turn(tmp_path: Path, points: list[str], first: int = 0) -> dict:
+def kill_in_turn(tmp_path: Path, points: list[str], first: int = 0, *, url: str = "") -> dict:
     """One campaign; each controller process is killed at the next of `points` (its
     first occurrence in that process), resumed (--approve past the gate) until every
     point has landed and the campaign is finished; return facts.  A point that the
@@ -66,27 +61,31 @@ def kill_in_turn(tmp_path: Path, points: list[str], first: int = 0) -> dict:
     the next process again; one never reached fails the test.  `landed`: (point, the
     index of the process it killed: 0 = the run, 1 = the resume after the gate...).
     `first`: the first process aimed at (review's writes also happen before the gate, in
-    the run; 1 aims at the resume that applies the decision)."""
+    the run; 1 aims at the resume that applies the decision).  `url`: the campaign on
+    that PostgreSQL database (its checkpoints too) instead of a SQLite file."""
     pb = write_playbook(tmp_path, PAIR)
-    db = tmp_path / "state" / "campaign.db"
+    db: Path | str = url or tmp_path / "state" / "campaign.db"
+    ledger = tmp_path / (".campaign" if url else "state") / "ledger.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), TAG_ENV: str(tmp_path), "NO_COLOR": "1"}
     todo, landed, unledgered, outputs = list(points), [], 0, []
     for process in range(len(points) + 8):
-        args = ["resume", _cid(db), "--db", str(db), "--approve", "-q"] if db.exists() else \
+        started = process > 0 if url else Path(db).exists()
+        args = ["resume", _cid(db), "--db", str(db), "--approve", "-q"] if started else \
             ["run", str(pb), "--db", str(db), "-q"]
         res = _cli(args, tmp_path, {**env, KILL_ENV: todo[0]} if todo and process >= first else env)
         outputs.append(res.stdout + res.stderr)
         assert "Traceback" not in outputs[-1], outputs[-1][-2000:]
         if res.returncode == -signal.SIGKILL:
             landed.append((todo.pop(0), process))
-            unledgered += len(unledgered_servers(tmp_path, tmp_path / "state" / "ledger.jsonl"))
+            unledgered += len(unledgered_servers(tmp_path, ledger))
             continue
         assert res.returncode in (0, 3), outputs[-1][-1500:]
         if res.returncode == 0:
             break
     assert not todo, f"never reached: {todo} (landed: {landed})"
     assert res.returncode == 0, "not finished"
-    return {"db": db, "unledgered": unledgered, "outputs": outputs, "landed": landed, **record_facts(db)}
+    return {"db": db, "ledger": ledger, "unledgered": unledgered, "outputs": outputs, "landed": landed,
+            **record_facts(db)}
 
 
 def check_consistent(tmp_path: Path, facts: dict) -> None:
@@ -101,7 +100,7 @@ def check_consistent(tmp_path: Path, facts: dict) -> None:
     journal = (tmp_path / "journal" / "kill.md").read_text()
     assert "| status | finished" in journal and "--approve" not in journal.split("## ")[0]
     assert list(tmp_path.rglob("*.tmp")) == []
-    assert ledger_live(tmp_path / "state" / "ledger.jsonl") == 0
+    assert ledger_live(facts["ledger"]) == 0
     assert wait_gone(tmp_path, timeout_s=5) == []
 
 
@@ -110,6 +109,15 @@ def test_kill_between_finished_and_render(tmp_path: Path) -> None:
     assert facts["landed"] == [("finish:marked", 1)]
     check_consistent(tmp_path, facts)
     assert "is finished" not in facts["outputs"][-1]  # resume ran the finish step again
+
+
+def test_windows_on_postgresql(tmp_path: Path) -> None:
+    """A subset of the windows with the store and the checkpoints on PostgreSQL: after a
+    record's writes, after its saved writes, between a spawn and the ledger, between
+    "finished" and the render."""
+    with fresh_database() as url:
+        facts = kill_in_turn(tmp_path, ["record:after", "record:writes", "launch:spawned#3", "finish:marked"], url=url)
+        check_consistent(tmp_path, facts)
 
 
 def test_kill_between_spawn_and_ledger(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ picks everything engine-specific from `tools.engines.engine_profile(name)`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -65,7 +66,6 @@ class EngineProfile(BaseModel):
     #: on top of campaign.domain.server_env.DEFAULT_BASE_ENV; see `base_env_for`.
     own_env: tuple[str, ...] = ()
     health_path: str = "/health"
-    models_path: str = "/v1/models"
     metrics_path: str
     metrics_fallback_paths: tuple[str, ...] = ()  # tried in order when metrics_path answers 404 (older releases)
     startup_timeout_s: float = 600.0
@@ -118,13 +118,14 @@ class EngineProfile(BaseModel):
         in the command line's spelling, secret-named settings masked, per-launch fields
         left out; the profile's derivations and aliases travel with it."""
         args = metrics.server_args if metrics is not None else {}
-        known = {"derived": self.reported_derived, "aliases": self.reported_aliases, "skip": self.reported_skip}
+        read = functools.partial(from_server_args, derived=self.reported_derived, aliases=self.reported_aliases,
+                                 skip=self.reported_skip)
         if self.reported_args is not None and args:
             flags, env = self.reported_args(args)
-            return from_server_args(flags, env=env, **known)  # type: ignore[arg-type]
+            return read(flags, env=env)
         if self.startup_reader is not None and log_lines is not None:
             startup = self.startup_config(log_lines)
-            return from_server_args(startup.resolved or startup.args, **known)  # type: ignore[arg-type]
+            return read(startup.resolved or startup.args)
         return None
 
     def classify(self, exit_code: int | None, log_lines: list[str], *, phase: Phase = "start") -> Failure:

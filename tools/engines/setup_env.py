@@ -23,7 +23,6 @@ CPU_ENV: dict[str, str] = {"VLLM_HOST_IP": "127.0.0.1", "VLLM_CPU_KVCACHE_SPACE"
 class VllmSetup(BaseModel):
     """The paths of a finished setup."""
 
-    env_file: str
     python: str
     model_medium: str
     model_tiny: str
@@ -58,7 +57,7 @@ def read_vllm_setup(root: str | Path = ".") -> VllmSetup | None:
         return None
     v = read_env_file(path)
     try:
-        setup = VllmSetup(env_file=str(path), python=v["CAMPAIGN_VLLM_PYTHON"],
+        setup = VllmSetup(python=v["CAMPAIGN_VLLM_PYTHON"],
                           model_medium=v["CAMPAIGN_VLLM_MODEL_MEDIUM"], model_tiny=v["CAMPAIGN_VLLM_MODEL_TINY"],
                           cache_root=v.get("VLLM_CACHE_ROOT", str(Path(root) / ".campaign/vllm-cache")),
                           source=v.get("CAMPAIGN_VLLM_SOURCE", ""))

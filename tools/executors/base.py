@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 from campaign.domain.models import CommandResult, ProcessHandle
 
 #: the environment variable that carries a launch's token: the run ledger's intent names it,
-#: and the reaper finds a server that never reached the ledger by it (tools/server/orphans.py)
+#: and the reaper finds a server that never reached the ledger by it (`Executor.find_by_token`)
 LAUNCH_TOKEN_ENV = "CAMPAIGN_LAUNCH_TOKEN"
 
 
@@ -28,7 +28,7 @@ class NodeError(RuntimeError):
 
 @runtime_checkable
 class Executor(Protocol):
-    kind: str  # "local" | "ssh" | "slurm"
+    kind: str  # the handle's `executor` field: which executor can act on a handle again
 
     @property
     def host(self) -> str:
@@ -65,6 +65,15 @@ class Executor(Protocol):
 
     def free_port(self) -> int:
         """A TCP port that is free on the node now."""
+
+    def queue_wait_s(self, handle: ProcessHandle) -> float | None:
+        """Seconds the launch waited for the node before it ran (a batch queue); None: no queue."""
+
+    def find_by_token(self, token: str, *, log_path: str, host: str, command: str = "") -> list[ProcessHandle]:
+        """Handles of the launch started with `token` in its environment (`LAUNCH_TOKEN_ENV`),
+        for a ledger entry that knows only the intent (the controller died between spawn and
+        pid); [] when the spawn never happened or the server is gone.  Raises when the node
+        cannot be asked."""
 
     def close(self) -> None:
         """Release connections (ssh master, tunnels)."""

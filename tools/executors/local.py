@@ -18,12 +18,17 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
 
 from campaign.domain import server_env
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv
 from campaign.domain.server_env import DEFAULT_BASE_ENV
+from campaign.playbook.nodes import NodeSpecBase
 from tools.executors import procinfo
+from tools.executors.base import LAUNCH_TOKEN_ENV
 
 #: environment variable carrying the identity token of a started process group.
 TOKEN_ENV = "CAMPAIGN_PROCESS_TOKEN"
@@ -33,6 +38,14 @@ UNKNOWN_STATUS = -1
 TIMEOUT_STATUS = 124
 #: returncode of `run` when the command cannot be executed (as a shell).
 NOT_FOUND_STATUS = 127
+
+
+class LocalNodeSpec(NodeSpecBase):
+    """This machine, running a real engine."""
+
+    kind: Literal["local"] = Field(description="this machine", examples=["local"])
+    name: str = Field(default="local", description="the node's name in the record and the journal")
+    workdir: str = Field(default=".campaign/node", description="where server logs and the run ledger go")
 
 
 def process_token(handle: ProcessHandle) -> str:
@@ -62,6 +75,11 @@ class LocalExecutor:
 
     def __init__(self) -> None:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    @classmethod
+    def from_spec(cls, spec: NodeSpecBase) -> LocalExecutor:
+        """The registry's builder: a local or simulated node needs no settings."""
+        return cls()
 
     @property
     def host(self) -> str:
@@ -150,6 +168,14 @@ class LocalExecutor:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
             return int(s.getsockname()[1])
+
+    def queue_wait_s(self, handle: ProcessHandle) -> float | None:
+        return None  # a local process starts at once
+
+    def find_by_token(self, token: str, *, log_path: str, host: str, command: str = "") -> list[ProcessHandle]:
+        return [ProcessHandle(executor=self.kind, host=host, log_path=log_path, command=command, pid=g, pgid=g,
+                              started_at=procinfo.start_time(g) or 0.0)
+                for g in procinfo.groups_with_env(f"{LAUNCH_TOKEN_ENV}={token}")]
 
     def close(self) -> None:
         """Nothing to release locally; reaps children that already ended."""

@@ -15,7 +15,7 @@ import time
 from campaign.domain.procstat import PROC as _PROC
 from campaign.domain.procstat import start_ticks, stat_fields
 
-__all__ = ["complete_utf8_prefix", "environ_has", "is_running", "live_members", "start_ticks", "start_time", "stat_fields", "tail_file"]
+__all__ = ["complete_utf8_prefix", "environ_has", "groups_with_env", "is_running", "live_members", "start_ticks", "start_time", "stat_fields", "tail_file"]
 
 
 def _ps_table() -> list[tuple[int, int, str]]:
@@ -47,7 +47,9 @@ def is_running(pid: int) -> bool:
     if not _PROC.is_dir():
         return any(p == pid and not stat.startswith("Z") for p, _g, stat in _ps_table())
     fields = stat_fields(pid)
-    return bool(fields) and fields[0] not in ("Z", "X")
+    if not fields:
+        return False
+    return fields[0] not in ("Z", "X")
 
 
 def start_time(pid: int) -> float | None:
@@ -114,3 +116,15 @@ def tail_file(path: str, lines: int, chunk: int = 65536) -> list[str]:
     return text[-lines:] if lines > 0 else []
 
 
+
+
+def groups_with_env(entry: str) -> list[int]:
+    """Process groups with a live member whose environment holds `entry` (NAME=value):
+    how the reaper finds a server its controller died before recording."""
+    groups: set[int] = set()
+    for proc in _PROC.iterdir():
+        if proc.name.isdigit() and environ_has(int(proc.name), entry):
+            fields = stat_fields(int(proc.name))
+            if fields and fields[0] not in ("Z", "X"):
+                groups.add(int(fields[2]))
+    return sorted(groups)

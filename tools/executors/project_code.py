@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from campaign.domain.models import CommandResult, ProcessHandle
 from tools.executors.base import Executor
@@ -51,7 +52,7 @@ class WithProjectCode:
         self.node_workdir = node_workdir
         self._code_dir: str | None = None
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     @property

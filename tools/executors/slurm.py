@@ -27,13 +27,16 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
 
 from campaign.domain import server_env
 from campaign.domain.errors import UserError
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv
 from campaign.domain.server_env import DEFAULT_BASE_ENV
+from campaign.playbook.nodes import NodeSpecBase, SimulatedNodeSpec
 from tools.executors.base import LAUNCH_TOKEN_ENV, NodeError
 from tools.executors.local import LocalExecutor
 from tools.executors.remote_shell import (
@@ -52,6 +55,46 @@ from tools.executors.remote_shell import (
 ACTIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
                            "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "REQUEUE_HOLD", "REQUEUE_FED"})
 WAITING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+
+
+class SlurmNodeSpec(NodeSpecBase):
+    remote: ClassVar[bool] = True
+    kind: Literal["slurm"] = Field(description="each launch is a Slurm batch job", examples=["slurm"])
+    name: str = Field(default="slurm", description="the node's name in the record and the journal")
+    partition: str | None = Field(default=None, description="sbatch --partition (default: the cluster's)",
+                                  examples=["gpu"])
+    gres: str | None = Field(default="gpu:8", description="sbatch --gres")
+    gpus: int | None = Field(default=None, description="sbatch --gpus, instead of gres", examples=[8])
+    time_limit: str = Field(default="01:00:00", description="sbatch --time for one launch's job")
+    exclusive: bool = Field(default=True, description="sbatch --exclusive: no other job shares the node")
+    max_parallel_jobs: int = Field(default=1, description="accepted but not used yet: one job per launch")
+    workdir: str = Field(default="~/.cache/campaign-slurm", description="a directory the controller and the "
+                         "compute nodes share: batch scripts, logs, the environment file of a launch; made 0700, "
+                         "refused when another user's or writable by others")
+    python: str = Field(default="python3", description="the interpreter on the compute node that runs "
+                        "campaign's node helpers")
+    simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node in the job "
+                                                "instead of a real engine")
+
+    @field_validator("max_parallel_jobs")
+    @classmethod
+    def _one_job(cls, v: int) -> int:
+        # One node runs one experiment, so one job, at a time; parallelism is one node per
+        # experiment (`nodes:`), which the fan-out already does.  Any other value would be ignored.
+        if v != 1:
+            raise ValueError("a slurm node runs one job at a time (fix: remove it; to run experiments at once, "
+                             "list one slurm node per job under `nodes:`, each with its own name)")
+        return v
+
+    def simulated_node(self) -> SimulatedNodeSpec | None:
+        return self.simulated
+
+    def where(self) -> str:
+        executor = SlurmExecutor.from_spec(self)
+        submit = " ".join(executor.submit_argv("<log>.sbatch", log_path="<log>", job_name="campaign-<label>",
+                                               cwd=executor.workdir))
+        return (f"slurm: each launch is one batch job, `{submit}`; the job script runs the command below "
+                f"on the node Slurm picks (its env in a private file, never on a command line)")
 
 
 class SlurmError(NodeError):
@@ -87,7 +130,8 @@ class SlurmExecutor:
                  queue_timeout_s: float = 3600.0, run_mode: Literal["local", "srun"] = "local") -> None:
         self.partition, self.gres, self.gpus = partition, gres, gpus
         self.time_limit, self.exclusive = time_limit, exclusive
-        self.workdir_setting, self._workdir = os.path.expanduser(workdir), None
+        self.workdir_setting = os.path.expanduser(workdir)
+        self._workdir: str | None = None  # checked on first use
         self.python, self.job_name_prefix = python, job_name_prefix
         self.queue_timeout_s, self.run_mode = queue_timeout_s, run_mode
         # every Slurm client call (srun steps included: Slurm copies the caller's environment
@@ -98,6 +142,14 @@ class SlurmExecutor:
         self._local = LocalExecutor()
         self._queue_wait: dict[str, float] = {}
         self._last_host: str | None = None
+
+    @classmethod
+    def from_spec(cls, spec: SlurmNodeSpec) -> SlurmExecutor:
+        """The registry's builder; UserError for a GPU count sbatch would refuse."""
+        if spec.gpus is not None and spec.gpus < 1:
+            raise UserError(f"playbook: node.gpus: {spec.gpus} (fix: a positive GPU count, or remove it)")
+        return cls(partition=spec.partition, gres=spec.gres, gpus=spec.gpus, time_limit=spec.time_limit,
+                   exclusive=spec.exclusive, workdir=spec.workdir, python=spec.python)
 
     @property
     def workdir(self) -> str:
@@ -243,10 +295,12 @@ class SlurmExecutor:
         (whole seconds) for a handle another executor started."""
         if handle.job_id in self._queue_wait:
             return self._queue_wait[handle.job_id]
-        fields = self.job_info(handle.job_id or "") if handle.job_id else None
+        fields = self.job_info(handle.job_id) if handle.job_id else None
+        if fields is None:
+            return None
         try:
-            return (datetime.fromisoformat(fields["StartTime"]) - datetime.fromisoformat(fields["SubmitTime"])).total_seconds()  # type: ignore[index]
-        except (TypeError, KeyError, ValueError):
+            return (datetime.fromisoformat(fields["StartTime"]) - datetime.fromisoformat(fields["SubmitTime"])).total_seconds()
+        except (KeyError, ValueError):
             return None
 
     def poll(self, handle: ProcessHandle) -> int | None:
@@ -312,6 +366,19 @@ class SlurmExecutor:
 
     def free_port(self) -> int:
         return self._local.free_port()
+
+    def find_by_token(self, token: str, *, log_path: str, host: str, command: str = "") -> list[ProcessHandle]:
+        """The job is found by its name (`squeue --name`) and proved this launch's by the
+        token in its batch script; a job of that name without it is another launch's."""
+        log_path = log_path if Path(log_path).is_absolute() else str(Path(self.workdir) / log_path)
+        name = f"{self.job_name_prefix}-{Path(log_path).stem}"[:64]
+        jobs = self._slurm(["squeue", "-h", f"--name={name}", "-o", "%i"]).stdout.split()  # raises on failure
+        if token not in _read(log_path + ".sbatch"):
+            return []
+        pid_text = _read(pid_path(log_path))
+        pid = int(pid_text) if pid_text.strip().isdigit() and int(pid_text) else None
+        return [ProcessHandle(executor=self.kind, host=host, log_path=log_path, command=command, job_id=j,
+                              pid=pid, pgid=pid, started_at=0.0) for j in jobs]
 
     def close(self) -> None:
         """Nothing to release: jobs are stopped explicitly (the run ledger reaps them)."""

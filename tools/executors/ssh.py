@@ -23,11 +23,15 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import PurePosixPath
+from typing import IO, Any, ClassVar, Literal
+
+from pydantic import Field
 
 from campaign.domain.errors import UserError
 from campaign.domain.models import CommandResult, ProcessHandle
 from campaign.domain.redact import redact_argv, redact_text
-from tools.executors.base import NodeError
+from campaign.playbook.nodes import NodeSpecBase, SimulatedNodeSpec
+from tools.executors.base import LAUNCH_TOKEN_ENV, NodeError
 from tools.executors.remote_shell import (
     KILLED,
     MAX_LOG_CHUNK,
@@ -49,6 +53,47 @@ _ALIVE = ("alive() { ps -o stat= -p \"$1\" 2>/dev/null | grep -qv '^Z'; }; "
           "galive() { ps -e -o pgid=,stat= | awk -v g=\"$1\" '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}'; };")
 
 
+class SshNodeSpec(NodeSpecBase):
+    remote: ClassVar[bool] = True
+    kind: Literal["ssh"] = Field(description="another machine, reached with the system OpenSSH client",
+                                 examples=["ssh"])
+    name: str = Field(default="", description="the node's name (default: its host); needed to tell two "
+                      "nodes on one host apart")
+    host: str = Field(description="host name or ~/.ssh/config alias", examples=["gpu-1"])
+    user: str | None = Field(default=None, description="login user (default: ssh's own choice)",
+                             examples=["bench"])
+    port: int | None = Field(default=None, description="ssh port (default: ssh's own choice)", examples=[2222])
+    identity_file: str | None = Field(default=None, description="private key file passed as `-i`",
+                                      examples=["~/.ssh/id_ed25519"])
+    ssh_options: list[str] = Field(default_factory=list, description="extra `-o` options for ssh",
+                                   examples=[["StrictHostKeyChecking=accept-new"]])
+    workdir: str = Field(default="~/.cache/campaign-node", description="the node's working directory: logs, "
+                         "ledger, the environment file of a launch; `~/` is the node user's home; made 0700, "
+                         "refused when another user's or writable by others")
+    python: str = Field(default="python3", description="the interpreter on the node that runs campaign's node "
+                        "helpers (and the engine, unless server.python says otherwise)")
+    sweep_on: Literal["node", "controller"] = Field(default="node", description=(
+        "where the load generator runs: next to the server (`campaign bench` on the node) or on this machine"))
+    simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node on that host "
+                                                "instead of a real engine")
+
+    def simulated_node(self) -> SimulatedNodeSpec | None:
+        return self.simulated
+
+    def sweep_location(self) -> str:
+        return self.sweep_on
+
+    def node_name(self) -> str:
+        return self.name or self.host
+
+    def describe(self) -> str:
+        return f"ssh {self.host}"
+
+    def where(self) -> str:
+        return (f"ssh: the command below runs on {self.host} over ssh, in {self.workdir} "
+                f"(its env through the channel's stdin, never on a command line)")
+
+
 class SshError(NodeError):
     """The node could not be reached or the ssh transport itself failed (exit 255)."""
 
@@ -65,12 +110,25 @@ class SshExecutor:
         self.target = host
         self.user, self.port, self.identity_file = user, port, identity_file
         self.ssh_options = list(ssh_options)
-        self.workdir_setting, self._workdir, self.python = workdir, None, python
+        self.workdir_setting, self.python = workdir, python
+        self._workdir: str | None = None  # resolved and checked on first use
         self.connect_timeout_s = connect_timeout_s
         self._control_dir = f"/tmp/cmp-ssh-{os.getuid()}-{secrets.token_hex(4)}"  # made by connect()
         self.control_path = os.path.join(self._control_dir, "m")
         self._address: str | None = None
         self._tunnels: dict[int, int] = {}
+
+    @classmethod
+    def from_spec(cls, spec: SshNodeSpec) -> SshExecutor:
+        """The registry's builder; UserError for a key file or port that cannot work."""
+        identity = os.path.expanduser(spec.identity_file) if spec.identity_file else None
+        if identity and not os.path.isfile(identity):
+            raise UserError(f"playbook: node.identity_file: no such file '{spec.identity_file}' "
+                            f"(fix: point it at the private key, or remove it to use ~/.ssh/config and the agent)")
+        if spec.port is not None and not 0 < spec.port < 65536:
+            raise UserError(f"playbook: node.port: {spec.port} is not a TCP port (fix: 1-65535, usually 22)")
+        return cls(spec.host, user=spec.user, port=spec.port, identity_file=identity,
+                   ssh_options=spec.ssh_options, workdir=spec.workdir, python=spec.python)
 
     # ----------------------------------------------------------------- transport
     def _common(self) -> list[str]:
@@ -114,11 +172,11 @@ class SshExecutor:
                 message = redact_text(f.read().decode(errors="replace").strip())
             raise SshError(f"ssh {self.target}: cannot connect (exit {proc.returncode}): {message}")
 
-    def _ssh(self, script: str, *, timeout: float, stdin: bytes | int | None = None) -> subprocess.CompletedProcess[bytes]:
+    def _ssh(self, script: str, *, timeout: float, stdin: bytes | int | IO[bytes] | None = None) -> subprocess.CompletedProcess[bytes]:
         """Run a shell script on the node; bytes out.  Raises SshError on transport failure."""
         self.connect()
         argv = self.ssh_argv("-T") + ["--", script]
-        kw: dict = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin if stdin is not None else subprocess.DEVNULL}
+        kw: dict[str, Any] = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin if stdin is not None else subprocess.DEVNULL}
         proc = subprocess.run(argv, capture_output=True, timeout=timeout, **kw)
         if proc.returncode == 255:
             raise SshError(f"ssh {self.target}: {redact_text(proc.stderr.decode(errors='replace').strip())}")
@@ -256,10 +314,11 @@ class SshExecutor:
         dest = shlex.quote(self._abs(remote_path))
         if os.path.isdir(local_path):
             tar = subprocess.Popen(["tar", "-C", local_path, "-cf", "-", "."], stdout=subprocess.PIPE)
+            assert tar.stdout is not None  # stdout=PIPE
             try:
                 proc = self._ssh(f"mkdir -p {dest} && tar -C {dest} -xf -", timeout=600, stdin=tar.stdout)
             finally:
-                tar.stdout.close()  # type: ignore[union-attr]
+                tar.stdout.close()
                 tar.wait()
         elif os.path.isfile(local_path):
             with open(local_path, "rb") as f:
@@ -288,7 +347,7 @@ class SshExecutor:
             self._copy_out(f"cat {src}", f, remote_path)
         os.replace(tmp, local_path)
 
-    def _copy_out(self, script: str, out, remote_path: str) -> None:
+    def _copy_out(self, script: str, out: IO[bytes], remote_path: str) -> None:
         self.connect()
         proc = subprocess.run(self.ssh_argv("-T") + ["--", script], stdin=subprocess.DEVNULL, stdout=out,
                               stderr=subprocess.PIPE, timeout=600)
@@ -307,7 +366,7 @@ class SshExecutor:
         self.connect()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            local_port = s.getsockname()[1]
+            local_port: int = s.getsockname()[1]
         spec = f"127.0.0.1:{local_port}:{remote_host}:{remote_port}"
         proc = subprocess.run(["ssh", *self._common(), "-O", "forward", "-L", spec, self.target],
                               capture_output=True, timeout=30)
@@ -315,6 +374,23 @@ class SshExecutor:
             raise SshError(f"ssh {self.target}: cannot forward {spec}: {proc.stderr.decode(errors='replace').strip()}")
         self._tunnels[remote_port] = local_port
         return local_port
+
+    def queue_wait_s(self, handle: ProcessHandle) -> float | None:
+        return None  # a process over ssh starts at once
+
+    def find_by_token(self, token: str, *, log_path: str, host: str, command: str = "") -> list[ProcessHandle]:
+        """The /proc scan of `procinfo.groups_with_env`, run on the node by its own `sh`
+        (no Python needed there)."""
+        entry = f"{LAUNCH_TOKEN_ENV}={token}"
+        script = ("for d in /proc/[0-9]*; do "
+                  f"if tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qxF {shlex.quote(entry)}; then "
+                  "ps -o pgid= -p \"${d#/proc/}\"; fi; done; true")
+        res = self.run(["sh", "-c", script], timeout=60)
+        if res.returncode != 0:
+            raise SshError(f"token scan on {self.target} failed: {res.stderr.strip()[:200]}")
+        groups = sorted({int(w) for w in res.stdout.split() if w.isdigit()})
+        return [ProcessHandle(executor=self.kind, host=host, log_path=log_path, command=command, pid=g, pgid=g,
+                              started_at=0.0) for g in groups]
 
     def close(self) -> None:
         """Stop the master (and with it every tunnel); processes on the node keep running."""

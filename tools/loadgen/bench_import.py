@@ -55,7 +55,7 @@ def _read_runs(path: Path) -> list[tuple[str, dict[str, Any]]]:
     return located
 
 
-def _number(path: Path, where: str, run: dict, key: str, default: float | None = None) -> float:
+def _number(path: Path, where: str, run: dict[str, Any], key: str, default: float | None = None) -> float:
     value = run.get(key, default)
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         problem = "missing" if key not in run else f"not a number ({value!r})"
@@ -63,7 +63,7 @@ def _number(path: Path, where: str, run: dict, key: str, default: float | None =
     return float(value)
 
 
-def _stat(run: dict, name: str, samples: list[float] | None) -> Stat:
+def _stat(run: dict[str, Any], name: str, samples: list[float] | None) -> Stat:
     """Mean/median from the file; p90/p99 from the file or from per-request samples (s)."""
     ordered = sorted(samples) if samples else []
 
@@ -102,7 +102,7 @@ def _floats(values: Any, *, positive: bool = False) -> list[float] | None:
     return flat or None
 
 
-def _concurrency(path: Path, where: str, run: dict) -> int:
+def _concurrency(path: Path, where: str, run: dict[str, Any]) -> int:
     """The client's limit; without one, the peak (or SGLang's mean) it measured."""
     if run.get("max_concurrency") is not None:
         return int(_number(path, where, run, "max_concurrency"))
@@ -118,7 +118,7 @@ def _concurrency(path: Path, where: str, run: dict) -> int:
                     "(fix: a complete bench_serving / vllm bench serve result)")
 
 
-def _level(path: Path, where: str, run: dict, e2e_name: str) -> LevelResult:
+def _level(path: Path, where: str, run: dict[str, Any], e2e_name: str) -> LevelResult:
     values = {key: _number(path, where, run, key) for key in REQUIRED}
     completed = int(values["completed"])
     errors = run.get("failed")

@@ -45,7 +45,8 @@ class SseConnection(asyncio.Protocol):
         self.waiter: asyncio.Future[RequestOutcome] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        assert isinstance(transport, asyncio.Transport)  # a TCP (or TLS) connection's
+        self.transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -161,13 +162,15 @@ class SseConnection(asyncio.Protocol):
 
     def _sink(self, data: bytes, now: float) -> None:
         if self.status == 200:
-            self.timer.feed(data, now)  # type: ignore[union-attr]
+            assert self.timer is not None  # set with the request
+            self.timer.feed(data, now)
         elif len(self.error_body) < ERROR_BODY_LIMIT:
             self.error_body += data[: ERROR_BODY_LIMIT - len(self.error_body)]
 
     def _finish(self) -> None:
         if self.status == 200:
-            outcome = self.timer.outcome()  # type: ignore[union-attr]
+            assert self.timer is not None
+            outcome = self.timer.outcome()
         else:
             text = self.error_body.decode("utf-8", "replace").strip()
             outcome = RequestOutcome(ok=False, error=f"HTTP {self.status}: {text}")

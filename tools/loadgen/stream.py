@@ -18,6 +18,7 @@ import json
 import re
 import ssl
 from time import perf_counter
+from typing import Any
 
 import aiohttp
 import httpx
@@ -40,7 +41,7 @@ _USAGE_OBJECT = re.compile(rb'"usage"\s*:\s*\{')
 _NODE_CLOCK = re.compile(rb'"node_t0"\s*:\s*(-?[0-9.eE+-]+)\s*,\s*"node_t"\s*:\s*(-?[0-9.eE+-]+)')
 
 
-def _decoded_content(event: dict, chat: bool) -> bool:
+def _decoded_content(event: dict[str, Any], chat: bool) -> bool:
     """Whether a decoded event carries text, the way SGLang/vLLM decide it."""
     choices = event.get("choices")
     if not choices:
@@ -73,7 +74,7 @@ class SseTimer:
         self.ttft = self.last = self.end = 0.0
         self.itl: list[float] = []
         self.chunks = 0
-        self.usage: dict | None = None
+        self.usage: dict[str, Any] | None = None
         self.done = False
         # the node's clock, when every event carries it (see _NODE_CLOCK)
         self.node = self.node_t0 = self.node_first = self.node_last = 0.0
@@ -98,7 +99,7 @@ class SseTimer:
             raise ValueError(f"not a JSON object: {payload[:60]!r}")
         node_t = 0.0
         # events up to the first content one say whether the server stamps its clock: a real
-        # engine's later events are never searched (its hot path stays as it was)
+        # engine's later events are never searched (its hot path stays one parse per event)
         clock = _NODE_CLOCK.search(payload) if self.node_events or not (self.chunks or self.usage) else None
         if clock is not None:
             self.node_events += 1
@@ -132,10 +133,11 @@ class SseTimer:
         usage = self.usage or {}
         tokens = usage.get("completion_tokens")
         counted = isinstance(tokens, int) and not isinstance(tokens, bool)
+        output_tokens = tokens if counted and isinstance(tokens, int) else self.chunks
         if self.node_events and self.node_events >= self.chunks:  # every content event carried the clock
             return RequestOutcome(
                 ok=True, ttft_s=self.node_first - self.node_t0, e2e_s=self.node - self.node_t0,
-                itl_s=self.node_itl, output_tokens=tokens if counted else self.chunks,
+                itl_s=self.node_itl, output_tokens=output_tokens,
                 input_tokens=int(usage.get("prompt_tokens") or 0), usage=counted,
                 clock="node", start_s=self.node_t0, end_s=self.node,
             )
@@ -144,7 +146,7 @@ class SseTimer:
             ttft_s=self.ttft,
             e2e_s=self.end - self.st,
             itl_s=self.itl,
-            output_tokens=tokens if counted else self.chunks,
+            output_tokens=output_tokens,
             input_tokens=int(usage.get("prompt_tokens") or 0),
             usage=counted,
         )

@@ -12,9 +12,9 @@ the next request index until N are sent.  Prompts are handed out in the set's or
 cursor that runs on across the sweep's levels (warm-ups included), and a generated
 "diverse" set is as long as the sweep, so no prompt is sent twice in a sweep (a JSONL
 file shorter than the sweep goes round again): with a prefix cache (SGLang's radix cache,
-vLLM's prefix caching) a re-sent prompt skips its prefill, and a level that re-served
-the levels before it read up to 47% fast (measured on the simulated node when the cursor came in:
-this file's git log).  Every request streams with
+vLLM's prefix caching) a re-sent prompt skips its prefill, and a level that re-serves
+the prompts of the levels before it reads up to 47% fast (measured on the simulated
+node).  Every request streams with
 ``stream_options: {include_usage: true}`` and ``ignore_eos`` so it yields exactly
 ``output_tokens`` tokens.
 
@@ -63,7 +63,7 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 
@@ -115,7 +115,7 @@ def request_headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
-async def _get_json(client: httpx.AsyncClient, url: str) -> dict | None:
+async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
     """JSON of a GET, None on a non-200 or non-JSON answer; LoadgenError if unreachable."""
     try:
         resp = await client.get(url, timeout=PROBE_TIMEOUT_S)
@@ -148,7 +148,7 @@ async def probe_model(client: httpx.AsyncClient, url: str) -> str:
 
 
 def request_body(prompt: str, model: str, workload: WorkloadSpec, *, stream: bool = True) -> bytes:
-    body: dict = {"model": model, "max_tokens": workload.output_tokens, "temperature": 0.0, "ignore_eos": True}
+    body: dict[str, Any] = {"model": model, "max_tokens": workload.output_tokens, "temperature": 0.0, "ignore_eos": True}
     if workload.endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
@@ -297,10 +297,10 @@ async def run_sweep(
 class LoadSweep:
     """Synchronous wrapper: ``LoadSweep(url, workload).run() -> SweepResult``."""
 
-    def __init__(self, url: str, workload: WorkloadSpec, **options: object) -> None:
+    def __init__(self, url: str, workload: WorkloadSpec, **options: Any) -> None:
         self.url = url
         self.workload = workload
         self.options = options
 
     def run(self) -> SweepResult:
-        return asyncio.run(run_sweep(self.url, self.workload, **self.options))  # type: ignore[arg-type]
+        return asyncio.run(run_sweep(self.url, self.workload, **self.options))

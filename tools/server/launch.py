@@ -20,9 +20,8 @@ from pydantic import BaseModel, Field
 from campaign.domain import killpoint
 from campaign.domain.models import Failure, FailureClass, ProcessHandle
 from campaign.domain.redact import redact_argv, redact_text
-from tools.executors.base import Executor
+from tools.executors.base import LAUNCH_TOKEN_ENV, Executor
 from tools.server.ledger import ProcessLedger
-from tools.server.orphans import LAUNCH_TOKEN_ENV
 from tools.server.triage import Phase, TriageRule, classify
 
 TRIAGE_LINES = 300  # log lines given to triage
@@ -98,8 +97,8 @@ class RunningServer:
     def __enter__(self) -> RunningServer:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, _exc_type: type[BaseException] | None, _exc: BaseException | None,
+                 _tb: TracebackType | None) -> None:
         self.stop()
 
 
@@ -107,10 +106,13 @@ class ServerLauncher:
     """Starts servers through one executor, optionally recording them in a ledger."""
 
     def __init__(self, executor: Executor, *, ledger: ProcessLedger | None = None,
-                 extra_rules: Iterable[TriageRule] = ()) -> None:
+                 extra_rules: Iterable[TriageRule] = (), api_key: str | None = None) -> None:
         self.executor = executor
         self.ledger = ledger
         self.extra_rules = tuple(extra_rules)
+        # the server's own key (`server.api_key_env`): a server started with `--api-key`
+        # answers /v1/models with 401 without it; kept off LaunchRequest, which is logged
+        self._api_key = api_key
 
     def launch(self, req: LaunchRequest) -> RunningServer:
         host = req.host or self.executor.host
@@ -185,10 +187,17 @@ class ServerLauncher:
         expected = server.request.expect_model
         if expected is None:
             return
-        served = _served_models(client, server.url + "/v1/models")
+        status, served = _served_models(client, server.url + "/v1/models", self._api_key)
         if expected in served:
             return
         self._raise_if_exited(server, "start")  # ours died: its log says why
+        if status in (401, 403):  # ours or not, it wants a key this launch does not hold
+            raise LaunchFailed(Failure(
+                failure_class=FailureClass.environment, phase="start",
+                summary=f"{server.url}/v1/models answers HTTP {status}: the server requires an API key "
+                        + ("and refused the one of server.api_key_env" if self._api_key else
+                           "(fix: set server.api_key_env to the variable that holds it)"),
+                evidence=[f"GET {server.url}/v1/models -> HTTP {status}", *server.log_excerpt(10)]))
         raise LaunchFailed(Failure(
             failure_class=FailureClass.port_in_use, phase="start",
             summary=f"{server.url} answers but does not serve {expected!r} (serves {served or 'nothing'}): "
@@ -229,10 +238,15 @@ def _get_status(client: httpx.Client, url: str) -> int | None:
         return None
 
 
-def _served_models(client: httpx.Client, url: str) -> list[str]:
+def _served_models(client: httpx.Client, url: str, api_key: str | None) -> tuple[int | None, list[str]]:
+    """The answer's status and the model ids it lists (the server's own key sent when given)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        body = client.get(url).json()
-    except (httpx.HTTPError, ValueError):
-        return []
+        resp = client.get(url, headers=headers)
+        body = resp.json()
+    except httpx.HTTPError:
+        return None, []
+    except ValueError:
+        return resp.status_code, []
     data = body.get("data", []) if isinstance(body, dict) else []
-    return [str(m.get("id")) for m in data if isinstance(m, dict) and "id" in m]
+    return resp.status_code, [str(m.get("id")) for m in data if isinstance(m, dict) and "id" in m]

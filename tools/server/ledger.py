@@ -16,11 +16,11 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from campaign.domain.models import ProcessHandle
 from tools.executors.base import Executor
 from tools.executors.procinfo import start_ticks
-from tools.server.orphans import find_by_token
 
 
 def handle_key(handle: ProcessHandle) -> str:
@@ -65,8 +65,8 @@ class ProcessLedger:
         """Tokens of launches whose pid was never recorded (and not forgotten)."""
         return [e["token"] for e in self._live_events() if e.get("op") == "intent"]
 
-    def _live_events(self) -> list[dict]:
-        started: dict[str, dict] = {}
+    def _live_events(self) -> list[dict[str, Any]]:
+        started: dict[str, dict[str, Any]] = {}
         for event in self._events():
             op = event.get("op")
             if op in ("start", "intent") and "handle" in event:
@@ -83,7 +83,7 @@ class ProcessLedger:
         then compact the ledger; returns the handles that were reaped.  An entry whose
         stop (or search) raised stays in the ledger for the next try."""
         reaped: list[ProcessHandle] = []
-        kept: list[dict] = []
+        kept: list[dict[str, Any]] = []
         for event in self._live_events():
             handle = ProcessHandle.model_validate(event["handle"])
             if _owner_alive(event.get("owner")):
@@ -91,8 +91,8 @@ class ProcessLedger:
                 continue
             try:
                 executor = executor_for(handle)
-                found = [handle] if event["op"] == "start" else find_by_token(
-                    executor, event["token"], log_path=handle.log_path, host=handle.host, command=handle.command)
+                found = [handle] if event["op"] == "start" else executor.find_by_token(
+                    event["token"], log_path=handle.log_path, host=handle.host, command=handle.command)
                 for h in found:
                     executor.stop(h, grace_s=grace_s)
             except Exception:  # an unreachable node: keep the entry, try again next time
@@ -103,7 +103,7 @@ class ProcessLedger:
         return reaped
 
     # -- file -----------------------------------------------------------------------
-    def _append(self, event: dict) -> None:
+    def _append(self, event: dict[str, Any]) -> None:
         line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
@@ -112,7 +112,7 @@ class ProcessLedger:
         finally:
             os.close(fd)
 
-    def _events(self) -> list[dict]:
+    def _events(self) -> list[dict[str, Any]]:
         try:
             raw = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -127,7 +127,7 @@ class ProcessLedger:
                 events.append(event)
         return events
 
-    def _rewrite(self, events: list[dict]) -> None:
+    def _rewrite(self, events: list[dict[str, Any]]) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.unlink(missing_ok=True)  # a killed rewrite's: never write into a file found there
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -143,11 +143,11 @@ def _intent_key(token: str) -> str:
     return f"intent|{token}"
 
 
-def _owner() -> dict:
+def _owner() -> dict[str, Any]:
     return {"pid": os.getpid(), "started": start_ticks(os.getpid())}
 
 
-def _owner_alive(owner: dict | None) -> bool:
+def _owner_alive(owner: dict[str, Any] | None) -> bool:
     """True when the controller that recorded an entry still runs (and is not us)."""
     if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int) or owner["pid"] == os.getpid():
         return False

@@ -9,6 +9,7 @@ all-reduce+RMSNorm only work where the stack has kernels for the arch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tools.simnode.config import EngineConfig
@@ -28,9 +29,9 @@ class CollectiveCosts:
     symm_mem: bool = False
 
 
-def _nccl_env_factors(env: dict[str, str] | object, nvlink: bool) -> tuple[float, float]:
+def _nccl_env_factors(env: Mapping[str, str], nvlink: bool) -> tuple[float, float]:
     """(latency factor, bandwidth factor) of NCCL tuning variables."""
-    get = env.get  # type: ignore[attr-defined]
+    get = env.get
     lat, bw = 1.0, 1.0
     algo = (get("NCCL_ALGO") or "").lower()
     if algo == "tree":

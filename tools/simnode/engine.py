@@ -25,6 +25,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 from tools.simnode import kernels
 from tools.simnode.batchcore import BatchCore, Seq
@@ -70,7 +71,6 @@ class SimEngine:
         self.steps = 0
         self.generated_tokens = 0
         self._last_log = 0.0
-        self._log_tokens = 0
 
     def clock(self) -> float:
         """The node's time now (see the module docstring): while a step runs, its start
@@ -138,7 +138,7 @@ class SimEngine:
             self.steps += 1
             urgent = step.kind == "prefill"
             for seq, n, done in self.core.commit(step):
-                st: StreamState = seq.payload  # type: ignore[assignment]
+                st = cast(StreamState, seq.payload)  # every sequence the engine admits carries one
                 if st.first_token_node_s is None:
                     st.first_token_node_s = self.node_s
                 st.pending += n
@@ -146,8 +146,6 @@ class SimEngine:
                 self.generated_tokens += n
                 urgent = urgent or done
                 self._dirty.add(st)
-            if step.kind == "decode":
-                self._log_tokens += len(step.batch)
             target = self._wall0 + self.node_s / self.scale
             tick = max(0.002, len(self.core.running) / self.max_events_per_s)
             if urgent or target - last_flush_wall >= tick:

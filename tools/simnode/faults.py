@@ -21,6 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the server imports this module: its types only
+    from aiohttp import web
+    from aiohttp.typedefs import Handler, Middleware
+
+    from tools.simnode.server import SimNode
 
 FAULT_ENV = "SIMNODE_FAULT"
 ONCE_ENV = "SIMNODE_FAULT_ONCE"
@@ -142,7 +149,7 @@ class FaultInjector:
 
 
 # ----------------------------------------------------------------- HTTP side (aiohttp)
-async def inject(node, request):
+async def inject(node: SimNode, request: web.Request) -> web.StreamResponse | None:
     """Called by a generation route before it serves: None to serve normally, else the
     response the fault gives (or never returns: a hang; or the process dies: a crash)."""
     import asyncio
@@ -169,13 +176,13 @@ async def inject(node, request):
                               "type": "InternalServerError", "param": None, "code": 500}, status=500)
 
 
-def outage_middleware(node):
+def outage_middleware(node: SimNode) -> Middleware:
     """Once the node is `unreachable`, every request (health included) loses its
     connection, as when the host drops off the network while the process lives on."""
     from aiohttp import web
 
     @web.middleware
-    async def middleware(request, handler):
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if getattr(node, "unreachable", False):
             if request.transport is not None:
                 request.transport.abort()

@@ -7,8 +7,8 @@ treats the levels of one launch as independent measurements, or a demo whose lau
 all run at the same speed, misses the noise a real campaign sees; so the simulated node
 draws one offset per launch: step time x exp(N(0, s)), s = `launch_offset_pct` / 100.
 
-Default 1.5%: the spread issue 17 measured on real engines ("each launch of the server
-draws its own speed offset of about 1.5%").  The seeds hold one same-config pair, the
+Default 1.5%: the spread measured on real engines (each launch of a server draws its
+own speed offset of about 1.5%).  The seeds hold one same-config pair, the
 baseline at one stream from two separate runs: 89.5 tok/s (single-stream run) and 92.6
 tok/s (C=1 of the sweep), where the noise-free model expects 89.4 and 88.4; that 4.6% gap
 between two launches is 2.2 standard deviations of a difference at 1.5% per launch, so

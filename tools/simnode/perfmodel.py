@@ -12,6 +12,7 @@ on physical parameters, flags, env vars and the CUDA stack, never on hypothesis 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -86,7 +87,7 @@ def accept_length(predictability: float, cfg: EngineConfig) -> float:
     width = 1.0 + 0.35 * (topk - 1) * fill
     q = 1.0 - (1.0 - min(max(predictability, 0.0), 0.98)) ** width
     depth = min(steps, draft - 1)
-    return min(float(draft), 1.0 + sum(q ** k for k in range(1, depth + 1)))
+    return min(float(draft), 1.0 + sum(math.pow(q, k) for k in range(1, depth + 1)))
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,6 @@ class LevelOutcome:
     duration_s: float
     output_tokens: int
     requests: int
-    mean_ttft_s: float
 
     @property
     def output_tps(self) -> float:
@@ -192,27 +192,22 @@ def simulate_level(cfg: EngineConfig, profile: Profile, stack: CudaStack, *, con
         pred = FIXED_PREDICTABILITY if fixed else diverse_predictability(i)
         return Seq(i, prompt_tokens, output_tokens, accept_length(pred, cfg), cached_tokens=cached)
 
-    now, sent, done, ttft_sum = 0.0, 0, 0, 0.0
-    start: dict[int, float] = {}
+    now, sent, done = 0.0, 0, 0
     for _ in range(min(concurrency, requests)):
         core.submit(make(sent))
-        start[sent] = now
         sent += 1
     while done < requests:
         step = core.plan()
         if step is None:
             raise RuntimeError("scheduler stalled: a request does not fit the KV pool")
         now += step.duration_s
-        for seq, _n, finished in core.commit(step):
-            if step.kind == "prefill":
-                ttft_sum += now - start[seq.rid]
+        for _seq, _n, finished in core.commit(step):
             if finished:
                 done += 1
                 if sent < requests:
                     core.submit(make(sent))
-                    start[sent] = now
                     sent += 1
-    return LevelOutcome(now, requests * output_tokens, requests, ttft_sum / requests)
+    return LevelOutcome(now, requests * output_tokens, requests)
 
 
 def expected_output_tps(config: EngineConfig, profile: Profile | str = "rtx6000bw-pcie-8x", cuda: str = "12.8",

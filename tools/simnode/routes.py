@@ -7,9 +7,11 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from tools.simnode.batchcore import Seq
 from tools.simnode.engine import StreamState
@@ -145,7 +147,7 @@ class Routes:
             self.node.spec_tokens += seq.tokens_per_step
             self.node.spec_requests += 1
 
-    async def _pieces(self, state: StreamState):
+    async def _pieces(self, state: StreamState) -> AsyncIterator[tuple[str, bool, float]]:
         """Yields (text, finished, node time of its step) per delivered chunk."""
         while True:
             await state.wake.wait()
@@ -156,14 +158,15 @@ class Routes:
                 if fin:
                     return
 
-    async def _stream(self, request: web.Request, seq: Seq, meta: dict, chat: bool, finish: str,
-                      usage: dict | None) -> web.StreamResponse:
-        state: StreamState = seq.payload  # type: ignore[assignment]
+    async def _stream(self, request: web.Request, seq: Seq, meta: dict[str, Any], chat: bool, finish: str,
+                      usage: dict[str, Any] | None) -> web.StreamResponse:
+        state = seq.payload
+        assert isinstance(state, StreamState)  # hung there by the engine with the sequence
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         obj = "chat.completion.chunk" if chat else "text_completion"
 
-        def event(choices: list, node_t: float, use: dict | None = None) -> bytes:
+        def event(choices: list[dict[str, Any]], node_t: float, use: dict[str, Any] | None = None) -> bytes:
             # the node's clock (engine.py): the load generator measures node time from it
             clock = {"node_t0": round(state.arrival_node_s, 6), "node_t": round(node_t, 6)}
             return b"data: " + json.dumps({**meta, "object": obj, "choices": choices, "usage": use,
@@ -191,11 +194,12 @@ class Routes:
 
 
 #: the server's own API key (as `--api-key` of SGLang and vLLM): when set, generation
-#: requests without `Authorization: Bearer <key>` are refused with 401 and counted in the log.
+#: requests and every /v1/ request (/v1/models included, as vLLM does) without
+#: `Authorization: Bearer <key>` are refused with 401 and counted in the log.
 API_KEY_ENV = "SIMNODE_API_KEY"
 
 
-def _key_middleware() -> Any:
+def _key_middleware() -> Middleware:
     import hmac
     import os
     import sys
@@ -203,8 +207,8 @@ def _key_middleware() -> Any:
     want = os.environ.get(API_KEY_ENV, "")
 
     @web.middleware
-    async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-        if want and request.method == "POST":
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if want and (request.method == "POST" or request.path.startswith("/v1/")):
             got = request.headers.get("Authorization", "")
             if not hmac.compare_digest(got.encode(), f"Bearer {want}".encode()):
                 print(f"simnode: refused {request.path}: no valid API key", file=sys.stderr, flush=True)

@@ -14,6 +14,7 @@ import random
 import signal
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -84,10 +85,10 @@ class SimNode:
     async def sleep_node(self, node_s: float) -> None:
         await asyncio.sleep(node_s / self.opts.time_scale)
 
-    def fingerprint(self) -> dict:
+    def fingerprint(self) -> dict[str, Any]:
         return build_fingerprint(self.profile, self.stack).model_dump()
 
-    def effective_flags(self) -> dict:
+    def effective_flags(self) -> dict[str, Any]:
         flags = self.cfg.flags_dict()
         flags["cuda_graph_max_bs"] = self.cfg.graph_max_bs(self.profile.default_cuda_graph_max_bs)
         flags["max_running_requests"] = self.mem.max_running_requests
@@ -97,7 +98,7 @@ class SimNode:
                          speculative_num_draft_tokens=self.cfg.spec_draft_tokens)
         return flags
 
-    def server_info(self) -> dict:
+    def server_info(self) -> dict[str, Any]:
         spec = None
         if self.cfg.speculative:
             spec = (self.spec_tokens / self.spec_requests if self.spec_requests
@@ -212,9 +213,14 @@ async def serve(opts: NodeOptions, cfg: EngineConfig) -> int:
 
     node = SimNode(opts, cfg)
     loop = asyncio.get_running_loop()
-    node.exit_code = loop.create_future()
+    exit_code = node.exit_code = loop.create_future()
+
+    def stop() -> None:
+        if not exit_code.done():
+            exit_code.set_result(0)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: node.exit_code.done() or node.exit_code.set_result(0))
+        loop.add_signal_handler(sig, stop)
     runner = web.AppRunner(build_app(node), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, opts.host, opts.port, reuse_address=True)

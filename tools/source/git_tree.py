@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from campaign.domain.errors import UserError
-from campaign.domain.models import FailureClass
+from campaign.domain.models import CommandResult, FailureClass
 from campaign.domain.redact import redact_text
 from campaign.domain.source import (
     PatchFailed,
@@ -29,7 +29,7 @@ from campaign.domain.source import (
     patch_file_sha,
     patch_text,
 )
-from tools.executors.base import CommandResult, Executor
+from tools.executors.base import Executor
 from tools.source.safety import inspect_patch, rule_problems
 
 __all__ = ["GitTree"]
@@ -68,8 +68,8 @@ class GitTree:
     def git(self, args: list[str], *, env: dict[str, str] | None = None, timeout: float = 300) -> CommandResult:
         return self.executor.run(["git", *args], timeout=timeout, env={"GIT_TERMINAL_PROMPT": "0", **(env or {})})
 
-    def _ok(self, args: list[str], what: str, **kw: object) -> str:
-        res = self.git(args, **kw)  # type: ignore[arg-type]
+    def _ok(self, args: list[str], what: str, *, env: dict[str, str] | None = None) -> str:
+        res = self.git(args, env=env)
         if res.returncode != 0:
             raise RuntimeError(f"git {what} failed in {self.repo}: {redact_text(res.stderr.strip())[-400:]}")
         return res.stdout

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Set as AbstractSet
 from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from campaign.domain.models import CommandResult
 from campaign.domain.source import PatchRules
-from tools.executors.base import CommandResult
 
 __all__ = ["GitRun", "Written", "inspect_patch", "rule_problems"]
 
-#: the largest patch judged at all (bytes): a bigger one is refused before git reads it
-MAX_PATCH_BYTES = 1_000_000
 
 _RENAME_COPY = re.compile(r"^ (rename|copy) (.+) \(\d+%\)$")
 _BRACED = re.compile(r"^(.*)\{(.*) => (.*)\}$")
@@ -136,7 +135,7 @@ def _path_problem(path: str, verb: str, rules: PatchRules) -> str | None:
     return None
 
 
-def _mode_problems(c: Change, allow: set[str]) -> list[str]:
+def _mode_problems(c: Change, allow: AbstractSet[str]) -> list[str]:
     modes = {c.old_mode, c.new_mode}
     out = []
     if "120000" in modes and "symlink" not in allow:

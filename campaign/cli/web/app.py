@@ -55,7 +55,7 @@ class _Site:
 
     CACHED = 64
 
-    def __init__(self, db: Path, db_label: str) -> None:
+    def __init__(self, db: Path | str, db_label: str) -> None:
         self.db, self.db_label, self.env = db, db_label, _templates()
         self._cache: OrderedDict[tuple[str, str], tuple[bytes, str | None]] = OrderedDict()
         self._lock = threading.Lock()
@@ -114,7 +114,7 @@ def _read(site: _Site, campaign_id: str) -> tuple[CampaignView, list[RunningExpe
     return view, running
 
 
-def make_app(db: Path, *, db_label: str = "", guard: Guard | None = None) -> Starlette:
+def make_app(db: Path | str, *, db_label: str = "", guard: Guard | None = None) -> Starlette:
     site = _Site(db, db_label or str(db))
 
     def index(request: Request) -> Response:

@@ -27,7 +27,7 @@ def guard_for(host: str, environ: dict[str, str] | None = None) -> Guard:
     return Guard(token=token)
 
 
-def serve(db: Path, *, host: str, port: int, db_label: str) -> None:
+def serve(db: Path | str, *, host: str, port: int, db_label: str) -> None:
     import socket
 
     import uvicorn

@@ -6,7 +6,7 @@ from campaign.domain.redact import MASK, SECRET_ENV, redact_argv, redact_env, re
 
 
 @pytest.mark.parametrize("name", ["HF_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY",
-                                  "DB_PASSWORD", "MY_SECRET", "GITHUB_TOKEN", "hf_token"])
+                                  "DB_PASSWORD", "MY_SECRET", "GITHUB_TOKEN", "hf_token", "PGPASSWORD"])
 def test_secret_names(name: str) -> None:
     assert SECRET_ENV.match(name)
 

@@ -90,7 +90,7 @@ def test_main_file_holds_the_latest_and_every_experiment_has_a_page(campaign, tm
     key = render.experiment_key(store.view(cid), old.id)
     assert f"[details](scale.d/{key}.md)" in text  # scoreboard and dead ends link the page
     page = (tmp_path / "scale.d" / f"{key}.md").read_text()
-    assert f"### 1. {old.hypothesis}" in page and f"<!-- notes:{key} -->" in page
+    assert f"### 1. {old.hypothesis}" in page and f"<!-- notes:{key} campaign:{cid} -->" in page
     assert "](../scale.md)" in page
 
 
@@ -114,10 +114,10 @@ def test_notes_survive_wherever_they_are_written(campaign, tmp_path: Path) -> No
     old_key = render.experiment_key(view, ids[0])
     edge_key = render.experiment_key(view, ids[-4])  # leaves the main file with the next experiment
     text = journal.read_text()
-    text = text.replace(f"<!-- notes:{edge_key} -->\n", f"<!-- notes:{edge_key} -->\nmain-file note\n")
+    text = text.replace(f"<!-- notes:{edge_key} campaign:{cid} -->\n", f"<!-- notes:{edge_key} campaign:{cid} -->\nmain-file note\n")
     journal.write_text(text)
     page = tmp_path / "scale.d" / f"{old_key}.md"
-    page.write_text(page.read_text().replace(f"<!-- notes:{old_key} -->\n", f"<!-- notes:{old_key} -->\npage note\n"))
+    page.write_text(page.read_text().replace(f"<!-- notes:{old_key} campaign:{cid} -->\n", f"<!-- notes:{old_key} campaign:{cid} -->\npage note\n"))
     publish_journal(store, cid, journal, plots=False)
     assert "main-file note" in journal.read_text() and "page note" in page.read_text()
     add_one(store, cid)
@@ -188,7 +188,7 @@ def test_the_index_keeps_only_the_latest_bodies_and_an_edited_old_page_is_render
     key = render.experiment_key(view, ids[0])
     page = tmp_path / "scale.d" / f"{key}.md"
     original = page.read_text()
-    edited = original.replace(f"<!-- notes:{key} -->\n", f"<!-- notes:{key} -->\nkept note\n")
+    edited = original.replace(f"<!-- notes:{key} campaign:{cid} -->\n", f"<!-- notes:{key} campaign:{cid} -->\nkept note\n")
     edited = edited.replace(f"### 1. {view.experiments[0].hypothesis}", "### 1. scribbled over")
     page.write_text(edited)
     bodies = counted["bodies"]
@@ -196,7 +196,7 @@ def test_the_index_keeps_only_the_latest_bodies_and_an_edited_old_page_is_render
     assert counted["bodies"] == bodies + 1  # that page only
     text = page.read_text()
     assert "kept note" in text and "scribbled over" not in text
-    assert text.startswith(original.split(f"<!-- notes:{key} -->")[0].rstrip("\n"))  # generated part restored
+    assert text.startswith(original.split(f"<!-- notes:{key} campaign:{cid} -->")[0].rstrip("\n"))  # generated part restored
     page.unlink()
     publish_journal(store, cid, journal)
     assert "kept note" in page.read_text()  # a lost page comes back with the notes the index holds
@@ -294,21 +294,43 @@ def test_a_database_restored_from_an_older_copy_redraws_the_journal(campaign, tm
     older.close()
 
 
-def test_the_loop_update_keeps_a_note_on_an_old_page_it_rewrites(campaign, tmp_path: Path) -> None:
-    """The loop's update does not look at every page, but one it is about to rewrite (its
-    experiment changed) is read first: the person's note survives."""
-    store, cid = campaign
+def _first_page(store: Store, cid: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The journal published, and the first candidate with its key and its page."""
     journal = tmp_path / "scale.md"
     publish_journal(store, cid, journal, plots=False)
     first = store.list_experiments(cid, role="candidate")[0]
     key = render.experiment_key(store.view(cid), first.id)
-    page = tmp_path / "scale.d" / f"{key}.md"
-    page.write_text(page.read_text().replace(f"<!-- notes:{key} -->\n", f"<!-- notes:{key} -->\nwritten on the page\n"))
+    return journal, first, key, tmp_path / "scale.d" / f"{key}.md"
+
+
+def test_the_loop_update_keeps_a_note_on_an_old_page_it_rewrites(campaign, tmp_path: Path) -> None:
+    """The loop's update does not look at every page, but one it is about to rewrite (its
+    experiment changed) is read first: the person's note survives."""
+    store, cid = campaign
+    journal, first, key, page = _first_page(store, cid, tmp_path)
+    page.write_text(page.read_text().replace(f"<!-- notes:{key} campaign:{cid} -->\n", f"<!-- notes:{key} campaign:{cid} -->\nwritten on the page\n"))
     store.set_adopted(first.id, not first.adopted)
     publish_journal(store, cid, journal, plots=False, verify=False)
     text = page.read_text()
     assert "written on the page" in text
     assert ("WIN (adopted)" in text) == (not first.adopted) or "WIN" not in text
+
+
+def test_another_campaigns_notes_on_a_page_stay_under_its_id(campaign, tmp_path: Path) -> None:
+    """A page holding a notes block marked with another campaign's id (a journal directory
+    two campaigns wrote): rewritten, the page keeps that block under that id, and it never
+    becomes this campaign's note."""
+    store, cid = campaign
+    journal, first, key, page = _first_page(store, cid, tmp_path)
+    theirs = f"<!-- notes:{key} campaign:other-1a2b3c -->\nTHEIR NOTE\n<!-- /notes:{key} -->\n"
+    page.write_text(page.read_text() + "\n" + theirs)
+    for verify in (False, True):
+        store.set_adopted(first.id, not store.list_experiments(cid, role="candidate")[0].adopted)
+        publish_journal(store, cid, journal, plots=False, verify=verify)
+        text = page.read_text()
+        assert text.count("THEIR NOTE") == 1 and theirs in text, text[-400:]
+        assert render.parse_notes(text, cid).get(key, "") == ""
+        assert "THEIR NOTE" not in journal.read_text()
 
 
 def test_a_journal_without_plots_never_imports_matplotlib(tmp_path: Path) -> None:
@@ -388,8 +410,8 @@ def test_a_note_saved_while_the_journal_is_rendered_is_kept(campaign, tmp_path: 
         text = real(*args, **kwargs)
         if not saved:  # the person's editor saves while the first render runs
             current = journal.read_text()
-            journal.write_text(current.replace("<!-- notes:campaign -->\n",
-                                               "<!-- notes:campaign -->\nsaved mid-render\n", 1))
+            journal.write_text(current.replace(f"<!-- notes:campaign campaign:{cid} -->\n",
+                                               f"<!-- notes:campaign campaign:{cid} -->\nsaved mid-render\n", 1))
             saved.append(True)
         return text
 

@@ -37,8 +37,9 @@ def test_a_second_campaign_never_writes_the_firsts_journal(tmp_path: Path) -> No
     assert journal.stat().st_mode & 0o777 == 0o644
     assert a_id and a_id.startswith("owned-")
     text = journal.read_text()
-    assert "<!-- notes:campaign -->\n" in text
-    journal.write_text(text.replace("<!-- notes:campaign -->\n", f"<!-- notes:campaign -->\n{NOTE}\n", 1))
+    opener = f"<!-- notes:campaign campaign:{a_id} -->\n"
+    assert opener in text
+    journal.write_text(text.replace(opener, f"{opener}{NOTE}\n", 1))
 
     second = campaign_cli(tmp_path, "run", str(pb), "--db", db, "-q", "--new")
     assert second.returncode == 0, second.stdout + second.stderr

@@ -81,4 +81,4 @@ def test_any_text_stays_inert(value):
     c = mdsafe.cell(value)
     assert "\n" not in c and re.search(r"(?<!\\)(\\\\)*\|", c) is None
     doc = f"<!-- notes:campaign -->\nmine\n<!-- /notes:campaign -->\n{mdsafe.blockquote(value)}\n"
-    assert parse_notes(doc) == {"campaign": "mine"}
+    assert parse_notes(doc, "c1") == {"campaign": "mine"}

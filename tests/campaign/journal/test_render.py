@@ -143,7 +143,10 @@ def test_render_is_pure_and_stable(doc):
 
 
 def add_note(doc: str, key: str, note: str) -> str:
-    return doc.replace(f"<!-- notes:{key} -->\n", f"<!-- notes:{key} -->\n{note}\n", 1)
+    """`note` written into the first notes block `key` (its marker names the campaign)."""
+    m = re.search(rf"^<!-- notes:{key}(?: campaign:\S+)? -->\n", doc, re.M)
+    assert m, f"no notes block {key}"
+    return doc[:m.end()] + f"{note}\n" + doc[m.end():]
 
 
 def test_notes_survive_regeneration_and_orphans_are_kept(doc):
@@ -151,7 +154,7 @@ def test_notes_survive_regeneration_and_orphans_are_kept(doc):
                       "eagle3-2", "Re-run with topk=1 on the v2 worker.")
     again = render_journal(seed_view(), edited)
     assert "Ask Bob about CUDA 13 drivers.\n\n| keep | my table |\n<!-- /notes:campaign -->" in again
-    assert "**Notes:**\n\n<!-- notes:eagle3-2 -->\nRe-run with topk=1" in section(again, "### 9. eagle3")
+    assert f"**Notes:**\n\n<!-- notes:eagle3-2 campaign:{CID} -->\nRe-run with topk=1" in section(again, "### 9. eagle3")
     assert render_journal(seed_view(), again) == again  # regeneration is idempotent
 
     view = seed_view()
@@ -159,9 +162,36 @@ def test_notes_survive_regeneration_and_orphans_are_kept(doc):
     orphaned = render_journal(shrunk, again)
     orphans = section(orphaned, "## Orphaned notes")
     assert "### from section eagle3-2" in orphans and "Re-run with topk=1 on the v2 worker." in orphans
-    assert parse_notes(orphaned)["eagle3-2"] == "Re-run with topk=1 on the v2 worker."
+    assert parse_notes(orphaned, CID)["eagle3-2"] == "Re-run with topk=1 on the v2 worker."
     back = render_journal(view, orphaned)  # the section returns: the note goes home
     assert "## Orphaned notes" not in back and "Re-run with topk=1" in section(back, "### 9. eagle3")
+
+
+def test_notes_blocks_carry_the_campaign_id_and_never_move_to_another(doc):
+    """A journal whose header no longer names its campaign (hand-edited, or a file a
+    second campaign was pointed at): another campaign writing it keeps the first's notes
+    under the first's id, never in its own blocks."""
+    assert f"<!-- notes:campaign campaign:{CID} -->\n" in doc and "<!-- notes:eagle3-2 campaign:" in doc
+    a_notes = add_note(add_note(doc, "campaign", "A-ONLY HUMAN NOTE"), "eagle3-2", "A's eagle note")
+    headless = a_notes.replace(f"| campaign | `{CID}` |", "| campaign | - |")
+    other = seed_view().model_copy(update={"id": "other-1a2b3c"})
+    b = render_journal(other, headless)
+    assert parse_notes(b, other.id) == {}
+    assert "A-ONLY HUMAN NOTE" not in section(b, "## Notes")
+    assert parse_notes(b, CID) == {"campaign": "A-ONLY HUMAN NOTE", "eagle3-2": "A's eagle note"}
+    orphans = section(b, "## Orphaned notes")
+    assert f"<!-- notes:campaign campaign:{CID} -->\nA-ONLY HUMAN NOTE\n<!-- /notes:campaign -->" in orphans
+    assert render_journal(other, b) == b  # kept under its own id on every regeneration
+    assert render_journal(seed_view(), b).count("A-ONLY HUMAN NOTE") == 1  # and A takes it back home
+
+
+def test_markers_without_an_id_are_read_as_the_campaigns_own(doc):
+    """Journals written before the markers carried an id keep their notes."""
+    legacy = re.sub(r"^(<!-- notes:[a-z0-9-]+) campaign:\S+ -->$", r"\1 -->", add_note(doc, "campaign", "old note"),
+                    flags=re.M)
+    assert " campaign:" not in legacy and "<!-- notes:campaign -->\nold note\n" in legacy
+    assert parse_notes(legacy, CID) == {"campaign": "old note"}
+    assert f"<!-- notes:campaign campaign:{CID} -->\nold note\n" in render_journal(seed_view(), legacy)
 
 
 def test_hostile_model_text_cannot_steal_or_fake_notes():
@@ -175,7 +205,7 @@ def test_hostile_model_text_cannot_steal_or_fake_notes():
     view = view.model_copy(update={"experiments": exps})
     first = add_note(render_journal(view), "campaign", "human note")
     d = render_journal(view, first)
-    assert parse_notes(d) == {"campaign": "human note"}
+    assert parse_notes(d, CID) == {"campaign": "human note"}
     assert "\n# Fake heading" not in d and "<b>" not in d and "<i>" not in d
     assert re.search(r"(?<!\\)\]\(http://evil", d) is None  # link syntax escaped, text still visible
     assert "| 9 | eagle3 \\| &lt;i>x&lt;/i> |" in d  # the scoreboard keeps its columns
@@ -184,7 +214,7 @@ def test_hostile_model_text_cannot_steal_or_fake_notes():
 
 def test_unclosed_notes_block_is_recovered_without_swallowing_the_document(doc):
     edited = add_note(doc, "smaller-cuda-graph-1", "my unclosed note").replace("<!-- /notes:smaller-cuda-graph-1 -->\n", "")
-    assert parse_notes(edited) == {"smaller-cuda-graph-1": "my unclosed note"}
+    assert parse_notes(edited, CID) == {"smaller-cuda-graph-1": "my unclosed note"}
     assert render_journal(seed_view(), edited).count("my unclosed note") == 1
 
 
@@ -234,7 +264,7 @@ def test_update_journal_renders_plots_beside_it_and_keeps_notes(tmp_path):
     assert all((path.parent / link).is_file() for link in links)
     write_journal(path, add_note(text, "dead-ends", "never again: custom AR over PCIe"))
     update_journal(path, seed_view(), plots=False)
-    assert parse_notes(path.read_text())["dead-ends"] == "never again: custom AR over PCIe"
+    assert parse_notes(path.read_text(), CID)["dead-ends"] == "never again: custom AR over PCIe"
 
 
 def test_latency_limit_column_and_failed_correctness_appear_when_present():

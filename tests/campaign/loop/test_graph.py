@@ -4,6 +4,7 @@ simulated node (a real HTTP server process per measurement)."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,9 @@ HYPS = [
 ]
 
 
-def _setup(tmp_path: Path, hyps, **over):
+def _setup(tmp_path: Path, hyps, db: str = "", **over):
     pb = load_playbook(sim_playbook(tmp_path, hyps, **over))
-    store = Store(tmp_path / "campaign.db")
+    store = Store(db or tmp_path / "campaign.db")
     cid = store.create_campaign(pb.name, playbook=pb, playbook_path=str(tmp_path / "playbook.yaml")).id
     for i, h in enumerate(pb.hypotheses):
         store.upsert_hypothesis(cid, h, position=i)
@@ -90,11 +91,28 @@ def test_campaign_reaches_verdicts_and_moves_the_baseline(tmp_path):
     assert re.search(r"run-to-run noise ±\d+\.\d% over 2 launches\.", journal)
 
 
+@contextmanager
+def _saver(db: str):
+    """PostgreSQL's checkpointer with the store on PostgreSQL, else one in memory."""
+    if "://" not in db:
+        yield InMemorySaver()
+        return
+    from campaign.cli.killsaver import postgres_saver
+
+    with postgres_saver(db) as saver:
+        yield saver
+
+
 @pytest.mark.slow
-def test_review_halt_and_resume_with_environment_change(tmp_path):
+def test_review_halt_and_resume_with_environment_change(tmp_path, backend_db):
     hyps = [{"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}}]
-    pb, store, cid, deps = _setup(tmp_path, hyps, review={"after_consecutive_dead_ends": 1})
-    saver = InMemorySaver()
+    db = backend_db if "://" in backend_db else ""
+    pb, store, cid, deps = _setup(tmp_path, hyps, db=db, review={"after_consecutive_dead_ends": 1})
+    with _saver(db) as saver:
+        _review_halt_and_resume(tmp_path, pb, store, cid, deps, saver)
+
+
+def _review_halt_and_resume(tmp_path, pb, store, cid, deps, saver):
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
     graph = build_graph(deps).compile(checkpointer=saver)
     graph.invoke({"campaign_id": cid}, cfg)

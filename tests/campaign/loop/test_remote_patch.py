@@ -20,9 +20,9 @@ from tests.campaign.patch_repo import ROOT
 from tests.campaign.remote_node import (
     cluster_env,
     node_python,
+    on_node,
     remote_playbook,
     slurm_node,
-    ssh_argv,
     ssh_node,
 )
 from tests.campaign.sim_playbook import FAST_NODE
@@ -34,13 +34,6 @@ SINGLE = {"single_stream": {"concurrency": [1], "prompts": "fixed", "output_toke
 MAKE_REPO = ("mkdir -p {r} && tar -C {r} -xf - && cd {r} && git init -q -b main && git add . && "
              "git -c user.name=n -c user.email=n@n commit -qm node-checkout && chmod -R a+rX {r}")
 STATE = "cd {r} && git rev-parse HEAD && git status --porcelain && git worktree list | wc -l"
-
-
-def _on_node(kind: str, cluster: dict[str, str], script: str, stdin: bytes | None = None) -> str:
-    argv = ssh_argv(cluster) + [script] if kind == "ssh" else ["sh", "-c", script]
-    r = subprocess.run(argv, input=stdin, capture_output=True, timeout=300, check=False)
-    assert r.returncode == 0, r.stderr.decode(errors="replace")
-    return r.stdout.decode()
 
 
 def _cli(tmp_path: Path, cluster: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -63,8 +56,8 @@ def test_a_patch_runs_on_the_remote_node(tmp_path: Path, kind: str) -> None:
     repo = f"{workdir}-repo"
     tar = subprocess.run(["tar", "-C", str(ROOT), "--exclude=__pycache__", "-cf", "-", "campaign", "tools"],
                          capture_output=True, check=True).stdout
-    _on_node(kind, cluster, MAKE_REPO.format(r=shlex.quote(repo)), stdin=tar)
-    before = _on_node(kind, cluster, STATE.format(r=shlex.quote(repo)))
+    on_node(kind, MAKE_REPO.format(r=shlex.quote(repo)), stdin=tar)
+    before = on_node(kind, STATE.format(r=shlex.quote(repo)))
 
     patch = ROOT / "playbooks/patches/simnode-faster-steps.diff"
     path = remote_playbook(tmp_path, [{"name": "faster-steps", "patch": str(patch)}], node=node, workloads=SINGLE,
@@ -80,7 +73,7 @@ def test_a_patch_runs_on_the_remote_node(tmp_path: Path, kind: str) -> None:
     cid = json.loads(_cli(tmp_path, cluster, "status", "--db", "c.db", "--json").stdout)[0]["id"]
     show = json.loads(_cli(tmp_path, cluster, "show", cid, "--db", "c.db", "--json").stdout)
     [fast] = [e for e in show["experiments"] if e["hypothesis"] == "faster-steps"]
-    branch = _on_node(kind, cluster, f"git -C {shlex.quote(repo)} rev-parse campaign/{cid}/faster-steps").strip()
+    branch = on_node(kind, f"git -C {shlex.quote(repo)} rev-parse campaign/{cid}/faster-steps").strip()
     assert fast["patch"]["sha"] == fast["patch_sha"] == branch
     # the patch makes steps 0.8x (+25% here on a quiet machine); the unpatched tree gives ~0%: a loaded
     # machine shrinks time-scaled figures (+8.6% measured while other campaigns shared the CPU), so the bar only tells the two apart
@@ -91,4 +84,4 @@ def test_a_patch_runs_on_the_remote_node(tmp_path: Path, kind: str) -> None:
     base = [p for p in logs if p.name.startswith(("baseline", "faster-steps-baseline"))]
     assert cand and all(BANNER in p.read_text() for p in cand), [p.name for p in logs]
     assert base and not any(BANNER in p.read_text() for p in base)
-    assert _on_node(kind, cluster, STATE.format(r=shlex.quote(repo))) == before  # one worktree: the checkout
+    assert on_node(kind, STATE.format(r=shlex.quote(repo))) == before  # one worktree: the checkout

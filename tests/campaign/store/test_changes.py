@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench import scale_build
 from campaign.store import Store
+from tests.pgdb import execute
 
 
 def _since(store: Store, cid: str, seq: int) -> tuple[set[str], int]:
@@ -19,8 +20,8 @@ def _since(store: Store, cid: str, seq: int) -> tuple[set[str], int]:
     return changed & set(order), latest
 
 
-def test_each_write_a_section_shows_stamps_only_its_experiment(tmp_path: Path) -> None:
-    db = tmp_path / "campaign.db"
+def test_each_write_a_section_shows_stamps_only_its_experiment(backend_db: str) -> None:
+    db = backend_db  # SQLite's triggers and PostgreSQL's plpgsql ones
     cid = scale_build.build(db, 4)
     with Store(db) as store:
         order, everything, seq = store.journal_changes(cid, None)
@@ -44,14 +45,13 @@ def test_each_write_a_section_shows_stamps_only_its_experiment(tmp_path: Path) -
 
         hyp = store.get_experiment(first).hypothesis
         same = {e.id for e in store.list_experiments(cid, role="candidate") if e.hypothesis == hyp}
-    with sqlite3.connect(db) as con:  # a writer that is not the Store: the triggers stamp it too
-        con.execute("UPDATE hypotheses SET spec_json = replace(spec_json, '\"rationale\":', '\"rationale\": ') "
-                    "WHERE campaign_id = ? AND name = ?", (cid, hyp))  # a spec edited (its experiments' sections show it)
+    # a writer that is not the Store: the triggers stamp it too
+    execute(db, "UPDATE hypotheses SET spec_json = replace(spec_json, '\"rationale\":', '\"rationale\": ') "
+                "WHERE campaign_id = ? AND name = ?", (cid, hyp))  # a spec edited (its experiments' sections show it)
     with Store(db) as store:
         changed, seq = _since(store, cid, seq)
         assert changed == same and first in same
-    with sqlite3.connect(db) as con:
-        con.execute("UPDATE experiments SET node = 'elsewhere' WHERE id = ?", (second,))
+    execute(db, "UPDATE experiments SET node = 'elsewhere' WHERE id = ?", (second,))
     with Store(db) as store:
         changed, seq2 = _since(store, cid, seq)
         assert changed == {second} and seq2 > seq

@@ -5,7 +5,6 @@ the node launched it with (read from the record, env first), in the journal's he
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from campaign.domain.models import EffectiveConfig, LevelResult
 from campaign.journal.render import render_journal
@@ -46,9 +45,9 @@ def _win(store: Store, cid: str, name: str, base_id: str, gain: float, *, adopt:
     return exp.id
 
 
-def test_deploy_is_the_newest_baseline_or_adopted_win_as_launched(tmp_path: Path) -> None:
+def test_deploy_is_the_newest_baseline_or_adopted_win_as_launched(backend_db: str) -> None:
     pb = Playbook.model_validate(PLAYBOOK)
-    store = Store(tmp_path / "campaign.db")
+    store = Store(backend_db)
     cid = store.create_campaign(pb.name, playbook=pb.model_dump(mode="json"), node="n").id
     assert store.view(cid).deploy is None  # nothing measured: nothing to deploy
     base = store.start_experiment(cid, "baseline", role="baseline", config=EffectiveConfig(), node="n")
@@ -78,9 +77,9 @@ def test_deploy_is_the_newest_baseline_or_adopted_win_as_launched(tmp_path: Path
     assert data["deploy"]["command"] == view.deploy.command and data["wins_not_adopted"][0]["hypothesis"] == "fusion"
 
 
-def test_the_cached_show_head_follows_a_new_win(tmp_path: Path) -> None:
+def test_the_cached_show_head_follows_a_new_win(backend_db: str) -> None:
     pb = Playbook.model_validate(PLAYBOOK)
-    store = Store(tmp_path / "campaign.db")
+    store = Store(backend_db)
     cid = store.create_campaign(pb.name, playbook=pb.model_dump(mode="json"), node="n").id
     base = store.start_experiment(cid, "baseline", role="baseline", config=EffectiveConfig(), node="n")
     _measure(store, base.id, {"baseline": 80.0}, {})

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +20,14 @@ PLAYBOOK = {"name": "demo", "workloads": {"single_stream": {"concurrency": [1]}}
 
 
 @pytest.fixture()
-def db_and_id(tmp_path: Path) -> tuple[Path, str]:
-    db = tmp_path / "campaign.db"
+def db_and_id(backend_db: str) -> tuple[str, str]:
+    """SQLite's lock row and PostgreSQL's advisory lock keep the same promises."""
+    db = backend_db
     with Store(db) as store:
         return db, store.create_campaign("demo", playbook=PLAYBOOK).id
 
 
-def test_second_runner_is_refused_until_the_first_releases(db_and_id: tuple[Path, str]) -> None:
+def test_second_runner_is_refused_until_the_first_releases(db_and_id: tuple[str, str]) -> None:
     db, cid = db_and_id
     first, second = Store(db), Store(db)
     first.acquire_run_lock(cid, "campaign run A")
@@ -44,7 +44,7 @@ def test_second_runner_is_refused_until_the_first_releases(db_and_id: tuple[Path
     assert holder is not None and holder.owner == "campaign run B"
 
 
-def test_run_lock_context_releases_on_error(db_and_id: tuple[Path, str]) -> None:
+def test_run_lock_context_releases_on_error(db_and_id: tuple[str, str]) -> None:
     db, cid = db_and_id
     store = Store(db)
     with pytest.raises(RuntimeError), store.run_lock(cid, "campaign run"):
@@ -55,13 +55,13 @@ def test_run_lock_context_releases_on_error(db_and_id: tuple[Path, str]) -> None
         store.acquire_run_lock("nope", "campaign run")
 
 
-def test_live_process_holds_it_and_its_death_frees_it(db_and_id: tuple[Path, str]) -> None:
+def test_live_process_holds_it_and_its_death_frees_it(db_and_id: tuple[str, str]) -> None:
     db, cid = db_and_id
     child = textwrap.dedent(
         f"""
         import sys
         from campaign.store import Store
-        Store({str(db)!r}).acquire_run_lock({cid!r}, "campaign run (child)")
+        Store({db!r}).acquire_run_lock({cid!r}, "campaign run (child)")
         print("locked", flush=True)
         sys.stdin.read()
         """
@@ -89,7 +89,7 @@ def test_recycled_pid_and_remote_holders() -> None:
     assert not holder_is_stale(recycled, "elsewhere")  # a remote holder cannot be checked: assumed alive
 
 
-def test_force_takes_a_remote_holders_lock(db_and_id: tuple[Path, str]) -> None:
+def test_force_takes_a_remote_holders_lock(db_and_id: tuple[str, str]) -> None:
     db, cid = db_and_id
     store = Store(db)
     store.acquire_run_lock(cid, "campaign run A")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from campaign.domain.records import LevelComparison, Verdict
 from campaign.playbook.schema import HypothesisSpec
 from campaign.store import Store
 from campaign.store.facade import ImmutableRecordError
+from tests.pgdb import scalar
 
 PLAYBOOK = {"name": "demo", "workloads": {"single_stream": {"concurrency": [1]}, "parallel": {"concurrency": [1, 10]}}}
 BASE = EffectiveConfig(flags={"cuda-graph-max-bs": 512}, env={})
@@ -23,14 +23,14 @@ def level(c: int, tps: float) -> LevelResult:
     return LevelResult(concurrency=c, requests=2 * c, output_tokens=512 * c, output_tokens_per_s=tps)
 
 
-def count(db: Path, table: str) -> int:
-    with sqlite3.connect(db) as conn:
-        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+def count(db: Path | str, table: str) -> int:
+    return int(str(scalar(db, f"SELECT count(*) FROM {table}")))
 
 
 @pytest.fixture()
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "campaign.db"
+def db(backend_db: str) -> Path | str:
+    """Every contract here holds on SQLite and on PostgreSQL."""
+    return Path(backend_db) if "://" not in backend_db else backend_db
 
 
 @pytest.fixture()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -42,8 +41,8 @@ def measure(store: Store, exp_id: str, side: str, figures: dict[tuple[str, int],
 
 
 @pytest.fixture()
-def campaign(tmp_path: Path) -> tuple[Store, str, dict[str, str]]:
-    store = Store(tmp_path / "campaign.db")
+def campaign(backend_db: str) -> tuple[Store, str, dict[str, str]]:
+    store = Store(backend_db)
     cid = store.create_campaign("eagle-fast-verify", playbook=PLAYBOOK, node="sim-0", time_scale=20.0).id
     fp12 = store.record_fingerprint(cid, FP_12)
     specs = [
@@ -148,8 +147,8 @@ def test_view_assembles_baselines_experiments_and_dead_ends(campaign: tuple[Stor
     assert view.node_seconds == 490.0
 
 
-def test_dead_end_is_not_reopened_while_the_environment_is_unchanged(tmp_path: Path) -> None:
-    store = Store(tmp_path / "c.db")
+def test_dead_end_is_not_reopened_while_the_environment_is_unchanged(backend_db: str) -> None:
+    store = Store(backend_db)
     cid = store.create_campaign("x", playbook=PLAYBOOK).id
     fp = store.record_fingerprint(cid, FP_12)
     exp = store.start_experiment(cid, "torch-symm-mem", config=BASE, fingerprint_id=fp)
@@ -183,8 +182,8 @@ def test_show_json_has_the_documented_shape(campaign: tuple[Store, str, dict[str
     assert confounded["metrics"]["single_stream"]["1"]["delta_pct"] == pytest.approx(0.0)
 
 
-def test_running_campaign_without_measurements_and_unknown_id(tmp_path: Path) -> None:
-    store = Store(tmp_path / "c.db")
+def test_running_campaign_without_measurements_and_unknown_id(backend_db: str) -> None:
+    store = Store(backend_db)
     cid = store.create_campaign("x", playbook=PLAYBOOK).id
     exp = store.start_experiment(cid, "h", config=BASE)
     doc = store.show_json(cid)
@@ -256,19 +255,19 @@ def test_a_repeated_view_decodes_each_record_once_and_shows_every_change(
     assert not next(e for e in later.experiments if e.id == ids["win"]).adopted
     assert next(e for e in first.experiments if e.id == ids["win"]).adopted
     assert store.view(cid) == store.view(cid, detail=None)  # a full view is the same with or without reuse
-    fresh = Store(store.path)
+    fresh = Store(store.location)
     try:
         assert fresh.view(cid, detail={ids["win"]}) == later  # what reuse gives is what decoding again gives
     finally:
         fresh.close()
 
 
-def test_updated_is_when_the_campaign_last_recorded_something(tmp_path: Path) -> None:
+def test_updated_is_when_the_campaign_last_recorded_something(backend_db: str) -> None:
     """The journal's "started / updated" read the campaign row's last status change: a
     vLLM CPU campaign 40 minutes into its experiments still said "updated" at its start."""
     import time
 
-    store = Store(tmp_path / "c.db")
+    store = Store(backend_db)
     cid = store.create_campaign("x", playbook=PLAYBOOK).id
     created = store.view(cid).updated_at
     time.sleep(0.02)

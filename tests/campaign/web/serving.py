@@ -17,7 +17,7 @@ _LISTENING = re.compile(r"http://(\S+?):(\d+)/")
 
 
 @contextmanager
-def serving(db: Path, *, host: str = "127.0.0.1", token: str | None = None) -> Iterator[str]:
+def serving(db: Path | str, *, host: str = "127.0.0.1", token: str | None = None) -> Iterator[str]:
     """Yields the base URL (on 127.0.0.1 whatever the bound address); stops the server after."""
     env = {k: v for k, v in os.environ.items() if k != "CAMPAIGN_SERVE_TOKEN"}
     env["PYTHONPATH"] = str(ROOT)

@@ -124,12 +124,14 @@ def test_a_missing_database_or_a_taken_port_is_one_line(db: tuple[Path, str, str
     assert out.returncode == 2 and "cannot listen there" in out.stderr and out.stderr.count("\n") == 1
 
 
-def test_a_page_follows_the_record(tmp_path: Path) -> None:
+def test_a_page_follows_the_record(backend_db: str) -> None:
     """A page rendered once is answered again from the server's cache only while the
-    record is unchanged: a review requested since shows at the next request."""
-    db = tmp_path / "campaign.db"
+    record is unchanged: a review requested since shows at the next request.  On a SQLite
+    file and on PostgreSQL."""
+    db = backend_db
     cid = scale_build.build(db, 1)
     with serving(db) as url:
+        assert f'href="/c/{cid}"' in httpx.get(url + "/").text
         before = httpx.get(f"{url}/c/{cid}").text
         assert before == httpx.get(f"{url}/c/{cid}").text and "<h2>Reviews</h2>" not in before
         version = httpx.get(f"{url}/api/version").json()["version"]

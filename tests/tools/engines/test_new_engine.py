@@ -4,8 +4,6 @@ through its profile alone (no other file of the project names it)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -15,6 +13,7 @@ from campaign.cli.plan import make_plan
 from campaign.cli.wiring import check_adapters, node_runtime_for
 from campaign.domain.models import EffectiveConfig, FailureClass, WorkloadSpec
 from campaign.playbook.load import load_playbook
+from tests.module_file import import_module_file
 from tools.engines import ENGINES
 
 #: the whole engine: its launch (the simulated server stands in for a real one), the
@@ -53,13 +52,7 @@ PROFILE = EngineProfile(
 
 @pytest.fixture
 def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    path = tmp_path / "toy_engine.py"
-    path.write_text(TOY)
-    spec = importlib.util.spec_from_file_location("toy_engine", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "toy_engine", module)
-    spec.loader.exec_module(module)
+    module = import_module_file(tmp_path, "toy_engine", TOY, monkeypatch)
     monkeypatch.setitem(ENGINES, "toy", module.PROFILE)  # the registry entry
     return module
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from campaign.domain.errors import UserError
-from campaign.playbook.schema import LocalNodeSpec, SimulatedNodeSpec, SlurmNodeSpec, SshNodeSpec
+from campaign.playbook.nodes import SimulatedNodeSpec
 from tools.executors.base import Executor
-from tools.executors.local import LocalExecutor
+from tools.executors.local import LocalExecutor, LocalNodeSpec
 from tools.executors.registry import build_executor
-from tools.executors.slurm import SlurmExecutor
-from tools.executors.ssh import SshExecutor
+from tools.executors.slurm import SlurmExecutor, SlurmNodeSpec
+from tools.executors.ssh import SshExecutor, SshNodeSpec
 
 
 def test_each_kind_gets_its_executor(tmp_path: Path) -> None:

@@ -43,9 +43,15 @@ print(f"CHILD {child.pid}", flush=True)
 time.sleep(delay)
 healthy = mode != "never"
 
+want_key = os.environ.get("REQUIRE_KEY")  # like `--api-key`: /v1/* needs `Bearer <key>`
+
 class H(BaseHTTPRequestHandler):
     def do_GET(self):
-        if self.path == "/health":
+        auth = self.headers.get("Authorization")
+        print(f"AUTH {self.path} {auth or '-'}", flush=True)
+        if want_key and self.path.startswith("/v1/") and auth != f"Bearer {want_key}":
+            code, body = 401, {"error": "invalid API key"}
+        elif self.path == "/health":
             code, body = (200, {}) if healthy else (503, {"error": "loading"})
         elif self.path == "/v1/models":
             code, body = 200, {"object": "list", "data": [{"id": model, "object": "model"}]}
@@ -259,3 +265,35 @@ def test_ledger_reaps_servers_of_a_killed_controller(executor, script, tmp_path)
     assert [h.pid for h in reaped] == [leftover.pid]
     assert group_gone(leftover.pgid)
     assert ledger.live() == []
+
+
+def _auth_seen(log_path: str, path: str) -> list[str]:
+    """The Authorization header (or '-') of every GET `path` the fake server answered."""
+    return [ln.split(" ", 2)[2] for ln in Path(log_path).read_text().splitlines() if ln.startswith(f"AUTH {path} ")]
+
+
+def test_the_readiness_probe_sends_the_servers_own_key(executor, script, tmp_path) -> None:
+    """A server started with an API key answers /v1/models with 401 without it: the launch
+    that holds the key (`server.api_key_env`) sends it and is taken for up."""
+    req = request(executor, script, tmp_path, "ok", env={"REQUIRE_KEY": "srv-key-123"})
+    with ServerLauncher(executor, api_key="srv-key-123").launch(req):
+        assert _auth_seen(req.log_path, "/v1/models") == ["Bearer srv-key-123"]
+        assert _auth_seen(req.log_path, "/health") and set(_auth_seen(req.log_path, "/health")) == {"-"}
+
+
+def test_without_the_key_a_keyed_server_is_refused_with_the_fix(executor, script, tmp_path, monkeypatch) -> None:
+    """No `server.api_key_env`: no key is sent (the controller's OPENAI_API_KEY neither),
+    and a server that wants one fails the launch naming the field, not 'another server'."""
+    monkeypatch.setenv("OPENAI_API_KEY", "srv-key-123")
+    req = request(executor, script, tmp_path, "ok", env={"REQUIRE_KEY": "srv-key-123"})
+    with pytest.raises(LaunchFailed) as info:
+        ServerLauncher(executor).launch(req)
+    failure = info.value.failure
+    assert failure.failure_class == FailureClass.environment, failure
+    assert "HTTP 401" in failure.summary and "server.api_key_env" in failure.summary
+    assert set(_auth_seen(req.log_path, "/v1/models")) == {"-"}
+    (tmp_path / "plain").mkdir()
+    plain = request(executor, script, tmp_path / "plain", "ok")  # a server without a key: nothing is sent either
+    with ServerLauncher(executor).launch(plain):
+        seen = _auth_seen(plain.log_path, "/v1/models") + _auth_seen(plain.log_path, "/health")
+        assert seen and set(seen) == {"-"}

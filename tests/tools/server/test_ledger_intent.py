@@ -13,10 +13,10 @@ from pathlib import Path
 
 from campaign.domain.killpoint import KILL_ENV
 from tools.executors import procinfo
+from tools.executors.base import LAUNCH_TOKEN_ENV
 from tools.executors.local import LocalExecutor
 from tools.server.launch import LaunchRequest, ServerLauncher
 from tools.server.ledger import ProcessLedger
-from tools.server.orphans import LAUNCH_TOKEN_ENV, find_by_token
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -72,7 +72,7 @@ def test_server_spawned_before_its_pid_is_ledgered_is_reaped_by_token(tmp_path: 
     assert res.returncode == -signal.SIGKILL, res.stderr[-1500:]
     ledger = ProcessLedger(ledger_path)
     assert ledger.live() == [] and len(ledger.intents()) == 1  # the controller died before the pid
-    found = find_by_token(LocalExecutor(), ledger.intents()[0], log_path=str(tmp_path / "s.log"), host="127.0.0.1")
+    found = LocalExecutor().find_by_token(ledger.intents()[0], log_path=str(tmp_path / "s.log"), host="127.0.0.1")
     assert len(found) == 1 and _alive(found[0].pid)  # a server no handle points at: parent pid 1
     try:
         reaped = ledger.reap(lambda _h: LocalExecutor(), grace_s=2)

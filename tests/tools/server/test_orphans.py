@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.tools.executors.conftest import EXECUTOR_FACTORIES, EXECUTOR_MARKS
-from tools.executors.base import Executor
-from tools.server.orphans import LAUNCH_TOKEN_ENV, find_by_token
+from tools.executors.base import LAUNCH_TOKEN_ENV, Executor
 
 
 @pytest.fixture(params=[pytest.param(name, marks=EXECUTOR_MARKS.get(name, []), id=name)
@@ -31,8 +30,8 @@ def test_found_by_token_and_stopped(executor: Executor, tmp_path: Path) -> None:
     token = uuid.uuid4().hex
     handle = executor.start(["sleep", "300"], log_path=log, env={LAUNCH_TOKEN_ENV: token})
     try:
-        assert find_by_token(executor, uuid.uuid4().hex, log_path=handle.log_path, host=handle.host) == []
-        found = find_by_token(executor, token, log_path=handle.log_path, host=handle.host)
+        assert executor.find_by_token(uuid.uuid4().hex, log_path=handle.log_path, host=handle.host) == []
+        found = executor.find_by_token(token, log_path=handle.log_path, host=handle.host)
         assert len(found) == 1
         assert (found[0].job_id, found[0].pgid) == (handle.job_id, handle.pgid)
         executor.stop(found[0], grace_s=1.0)
@@ -40,6 +39,6 @@ def test_found_by_token_and_stopped(executor: Executor, tmp_path: Path) -> None:
         while executor.poll(handle) is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert executor.poll(handle) is not None
-        assert find_by_token(executor, token, log_path=handle.log_path, host=handle.host) == []
+        assert executor.find_by_token(token, log_path=handle.log_path, host=handle.host) == []
     finally:
         executor.stop(handle, grace_s=1.0)

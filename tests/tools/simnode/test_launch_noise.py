@@ -9,7 +9,7 @@ import statistics
 
 import httpx
 
-from campaign.playbook.schema import SimulatedNodeSpec
+from campaign.playbook.nodes import SimulatedNodeSpec
 from tools.simnode.config import EngineConfig
 from tools.simnode.launchnoise import DEFAULT_LAUNCH_OFFSET_PCT, launch_step_factor
 from tools.simnode.server import NodeOptions, SimNode
