@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+from functools import partial
 from pathlib import Path
 
 from campaign.domain.models import (
@@ -26,6 +27,7 @@ from campaign.domain.models import (
 from campaign.domain.records import CorrectnessResult, LevelComparison, Verdict
 from campaign.loop.work_check import expected_keys
 from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.ports.records import LaunchTime, RunSide
 from campaign.store import Store
 
 WORKLOADS = {"single_stream": [1, 2, 4, 8, 16, 32, 64, 128], "parallel": [1, 2, 5, 10, 30, 70, 100, 250]}
@@ -63,20 +65,20 @@ def _truth(w: str, c: int) -> float:
     return (82.0 if w == "single_stream" else 92.0) * c ** 0.8
 
 
-def _side(store: Store, rng: random.Random, exp_id: str, side: str, rnd: int, effect: float) -> None:
-    seq = 2 * rnd + (0 if side == "baseline" else 1)
-    store.record_artifact(exp_id, "command", "python -m sglang.launch_server --model-path /models/llama-70b --tp 8 "
-                          "--cuda-graph-max-bs 512 --mem-fraction-static 0.88 --port 30000 --host 127.0.0.1", seq=seq)
-    store.record_artifact(exp_id, "server_stats", json.dumps({"kv_capacity_tokens": 812345, "max_running_requests": 256,
-                                                              "spec_accept_length": round(rng.uniform(2, 4), 3)}), seq=seq)
-    store.record_artifact(exp_id, "reported_config", json.dumps({"flags": BASE_FLAGS, "env": {}}), seq=seq)
+def _side(store: Store, rng: random.Random, exp_id: str, side: RunSide, rnd: int, effect: float) -> None:
+    launch = partial(store.record_launch_artifact, exp_id, side=side, repeat=rnd)
+    launch("command", "python -m sglang.launch_server --model-path /models/llama-70b --tp 8 "
+           "--cuda-graph-max-bs 512 --mem-fraction-static 0.88 --port 30000 --host 127.0.0.1")
+    launch("server_stats", json.dumps({"kv_capacity_tokens": 812345, "max_running_requests": 256,
+                                       "spec_accept_length": round(rng.uniform(2, 4), 3)}))
+    launch("reported_config", json.dumps({"flags": BASE_FLAGS, "env": {}}))
     if rnd == 0:
         outputs = [" ".join(rng.choice(WORDS) for _ in range(120)) for _ in range(8)]
-        store.record_artifact(exp_id, "outputs", json.dumps(outputs), seq=seq)
-    store.record_artifact(exp_id, "node_seconds", f"{rng.uniform(60, 120):.3f}", seq=seq)
+        launch("outputs", json.dumps(outputs))
+    store.record_launch_time(exp_id, LaunchTime(side=side, repeat=rnd, node_seconds=rng.uniform(60, 120)))
     levels = [(w, _level(rng, c, _truth(w, c) * effect * rng.gauss(1, 0.01)), WORK[w])
               for w, cs in WORKLOADS.items() for c in cs]
-    store.record_side(exp_id, side, rnd, levels, node="gpu-node-1")  # type: ignore[arg-type]
+    store.record_side(exp_id, side, rnd, levels, node="gpu-node-1")
 
 
 def _comparisons(effect: float, rng: random.Random) -> list[LevelComparison]:
@@ -119,8 +121,9 @@ def add_experiment(store: Store, cid: str, rng: random.Random, n: int, fp: str, 
         failure = Failure(failure_class=FailureClass.oom, summary="CUDA out of memory while capturing CUDA graphs",
                           evidence=["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"],
                           exit_code=1, phase="start")
-        store.record_artifact(exp.id, "failure", failure.model_dump_json(), seq=1)
-        store.record_artifact(exp.id, "log_excerpt", "\n".join(f"[2026-01-0{n % 9 + 1}] capture line {i}" for i in range(40)), seq=1)
+        launch = partial(store.record_launch_artifact, exp.id, side="candidate", repeat=0)
+        launch("failure", failure.model_dump_json())
+        launch("log_excerpt", "\n".join(f"[2026-01-0{n % 9 + 1}] capture line {i}" for i in range(40)))
         store.record_verdict(exp.id, Verdict(kind="dead_end", reason=failure.summary, failure_class=FailureClass.oom,
                                              revisit_on=spec.revisit_on))  # before it is final, as the loop does
         store.finish_experiment(exp.id, status="failed", failure=failure, node_seconds=95.0)

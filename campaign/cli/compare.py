@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from campaign.cli.common import DB_OPT, fail, open_store
 from campaign.domain.errors import UserError
+
+if TYPE_CHECKING:
+    from campaign.store.facade import Store
 
 __all__ = ["compare"]
 
@@ -29,7 +32,7 @@ def _latency(results: list[Any]) -> dict[str, list[float]]:
     return {f"{m}.{s}": [getattr(getattr(r, m), s) for r in results] for m in LATENCY_METRICS for s in LATENCY_STATS}
 
 
-def side_by_side(store: Any, a_ref: str, b_ref: str) -> dict[str, Any]:
+def side_by_side(store: Store, a_ref: str, b_ref: str) -> dict[str, Any]:
     """The comparison as data: both sides, each level's row, the verdict (B against A)."""
     from campaign.domain.records import LevelRow
     from campaign.store.compare import measured_side

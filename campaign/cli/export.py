@@ -15,11 +15,15 @@ import sys
 import tempfile
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from campaign.cli.common import DB_OPT, fail, open_store
 from campaign.domain.errors import UserError
+
+if TYPE_CHECKING:
+    from campaign.store.facade import Store
 
 __all__ = ["export", "export_text"]
 
@@ -29,12 +33,11 @@ class Format(str, Enum):
     json = "json"
 
 
-def export_text(store: object, campaign_id: str, fmt: str) -> tuple[str, int]:
-    """The export document of `campaign_id` and its number of measurements (`store`: a
-    `campaign.store.Store`)."""
+def export_text(store: Store, campaign_id: str, fmt: str) -> tuple[str, int]:
+    """The export document of `campaign_id` and its number of measurements."""
     from campaign.store.export import columns
 
-    rows = [m.flat() for m in store.level_measurements(campaign_id)]  # type: ignore[attr-defined]
+    rows = [m.flat() for m in store.level_measurements(campaign_id)]
     if fmt == "json":
         doc = {"campaign_id": campaign_id, "columns": columns(), "measurements": rows}
         return json.dumps(doc, indent=2) + "\n", len(rows)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from campaign.cli.checks import identical_launches
 from campaign.cli.wiring import build_deps, check_adapters, reap_leftovers
@@ -29,8 +29,12 @@ from campaign.journal.render import clean_temp_files
 from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.load import apply_overrides, load_playbook
 from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.ports.store import LoopStore
 from campaign.store.view import halt_failure
 from tools.executors.base import NodeError
+
+if TYPE_CHECKING:  # sqlmodel is imported when a store is opened
+    from campaign.store.facade import Store
 
 
 @dataclass
@@ -106,13 +110,13 @@ def in_progress(snap: Any) -> bool:
     return bool(snap.next) or bool(snap.tasks)
 
 
-def open_store(db: str) -> Any:
+def open_store(db: str) -> Store:
     from campaign.store import Store
 
     return Store(db)
 
 
-def _drive(graph: Any, payload: Any, cid: str, store: Any, on_stop: Any = None) -> RunOutcome:
+def _drive(graph: Any, payload: Any, cid: str, store: LoopStore, on_stop: Any = None) -> RunOutcome:
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 10_000}
     try:
         with _signals_raise():
@@ -188,13 +192,13 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
     return out
 
 
-def _announce(events: EventFn | None, pb: Playbook, store: Any, cid: str) -> None:
+def _announce(events: EventFn | None, pb: Playbook, store: LoopStore, cid: str) -> None:
     """The live view's limits: rounds at most, the node-time budget, the time scale and
     the node time already recorded (a resumed campaign)."""
     if events is not None:
         events("campaign", {"id": cid, "max_rounds": pb.verdict.repeats.max, "max_hours": pb.budget.max_hours,
                             "time_scale": pb.node.node_time_scale(),
-                            "node_seconds": sum(e.node_seconds for e in store.list_experiments(cid))})
+                            "node_seconds": store.loop_tally(cid).node_seconds})
 
 
 def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str = "",
@@ -258,7 +262,7 @@ def _reap_worktrees(deps: Any, cid: str) -> list[str]:
     return [path for tree in deps.trees for path in tree.reap(cid)]
 
 
-def _mark_stale(graph: Any, store: Any, cid: str) -> list[str]:
+def _mark_stale(graph: Any, store: Store, cid: str) -> list[str]:
     """Experiments a dead run left `running` become stale (re-run as a new attempt),
     except the ones the checkpoint is in the middle of: the graph continues those.
 
@@ -287,7 +291,7 @@ def _mark_stale(graph: Any, store: Any, cid: str) -> list[str]:
     return stale
 
 
-def repair_journal(store: Any, cid: str, *, db_label: str) -> bool:
+def repair_journal(store: Store, cid: str, *, db_label: str) -> bool:
     """`status` and friends: re-render a journal older than the record (a kill between
     a record write and its render) unless a live run holds the campaign, whose next
     render will do it.  Best effort: a moved playbook or an unwritable journal is left
@@ -316,7 +320,7 @@ def _describe_node(spec: Any) -> str:
 
 
 
-def _load_added(path: str, pb: Playbook, store: Any, cid: str) -> list[HypothesisSpec]:
+def _load_added(path: str, pb: Playbook, store: LoopStore, cid: str) -> list[HypothesisSpec]:
     import yaml
     from pydantic import ValidationError
 

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from campaign.cli.plain import failure_lines, line, visible
 from campaign.domain.errors import UserError
+from campaign.ports.store import JournalReader
 
 __all__ = ["print_experiment", "print_summary"]
 
@@ -56,7 +57,7 @@ def print_summary(con: Console, data: dict[str, Any]) -> None:
     con.print(line("details: campaign show ", (data["id"], ""), " --experiment NAME"))
 
 
-def print_experiment(con: Console, store: Any, campaign_id: str, name: str) -> None:
+def print_experiment(con: Console, store: JournalReader, campaign_id: str, name: str) -> None:
     """The journal's section of every experiment named `name` (hypothesis or id), as the
     journal renders it; an unknown name is a user error naming the ones there are."""
     from campaign.journal.render import experiment_body, experiment_keys

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from campaign.domain.errors import UserError
 from campaign.domain.redact import remember_secret
 from campaign.loop.deps import Deps, EventFn
 from campaign.playbook.schema import Playbook
 from campaign.ports import SourceTree
+from campaign.ports.store import LoopStore
 from campaign.store.facade import Store
 from tools.engines import engine_profile
 from tools.executors.base import Executor, NodeError
@@ -31,6 +32,14 @@ from tools.source.git_tree import GitTree
 install_node_kinds()
 
 __all__ = ["build_deps", "check_adapters", "ledger_path", "node_runtime_for", "reap_leftovers"]
+
+if TYPE_CHECKING:  # mypy holds both stores to the store port's contract: the SQLite store to all of it (the
+    # journal's and the verdict's reads included), the read-only reader of `campaign journal` to the journal's
+    from campaign.ports.store import JournalReader
+    from campaign.store.reader import JournalReader as ReadOnlyReader
+
+    _STORE_PORT: type[LoopStore] = Store
+    _READER_PORT: type[JournalReader] = ReadOnlyReader
 
 
 def check_adapters(pb: Playbook, source: str) -> None:

@@ -59,6 +59,7 @@ from campaign.journal.render import (
     render_main,
     write_journal,
 )
+from campaign.ports.store import JournalReader
 
 __all__ = ["DEAD_ENDS_MAIN", "RECENT", "SCOREBOARD_MAIN", "SCOREBOARD_PAGE", "publish"]
 
@@ -102,7 +103,7 @@ def _stamp(base: str, view: CampaignView) -> str:
     return hashlib.sha1(repr((base, view.node, view.environment and view.environment.model_dump())).encode()).hexdigest()
 
 
-def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plots: bool = True,
+def publish(store: JournalReader, campaign_id: str, path: Path, *, db_label: str = "", plots: bool = True,
             verify: bool = True) -> Path:
     """Bring the journal at `path` up to date with the store, re-rendering only what changed.
 
@@ -143,7 +144,7 @@ def publish(store: Any, campaign_id: str, path: Path, *, db_label: str = "", plo
     return target
 
 
-def _publish(store: Any, campaign_id: str, target: Path, idx: JournalIndex, *, db_label: str, plots: bool,
+def _publish(store: JournalReader, campaign_id: str, target: Path, idx: JournalIndex, *, db_label: str, plots: bool,
              verify: bool) -> None:
     from campaign.journal import plot_worker
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from campaign.ports.store import JournalReader
 
 
-def publish_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "",
+def publish_journal(store: JournalReader, campaign_id: str, path: Path, *, db_label: str = "",
                     plots: bool = True, verify: bool = True) -> Path:
     """Bring the journal up to date, re-rendering only the experiments whose records changed
     (campaign.journal.incremental); plots are drawn by worker processes, not waited for.
@@ -17,7 +18,7 @@ def publish_journal(store: Any, campaign_id: str, path: Path, *, db_label: str =
     return publish(store, campaign_id, Path(path), db_label=db_label, plots=plots, verify=verify)
 
 
-def journal_is_stale(store: Any, campaign_id: str, path: Path) -> bool:
+def journal_is_stale(store: JournalReader, campaign_id: str, path: Path) -> bool:
     """The journal is older than the campaign's record (or missing): a kill landed
     between a record write and the render that follows it."""
     try:
@@ -27,7 +28,7 @@ def journal_is_stale(store: Any, campaign_id: str, path: Path) -> bool:
     return bool(mtime < store.get_campaign(campaign_id).updated_at)
 
 
-def refresh_journal(store: Any, campaign_id: str, path: Path, *, db_label: str = "") -> bool:
+def refresh_journal(store: JournalReader, campaign_id: str, path: Path, *, db_label: str = "") -> bool:
     """Re-render a journal older than the record; True when it was rewritten."""
     if not journal_is_stale(store, campaign_id, path):
         return False

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from campaign.playbook.schema import Playbook
 from campaign.ports import Clock, EventSink, Node, SourceTree, SourceTreeFactory
+from campaign.ports.store import LoopStore
 
 if TYPE_CHECKING:
     from campaign.planner.base import Planner
-    from campaign.store.facade import Store
 
 __all__ = ["Deps", "EventFn"]
 
@@ -31,7 +31,7 @@ def _no_events(kind: str, data: dict[str, Any]) -> None:
 @dataclass
 class Deps:
     playbook: Playbook
-    store: Store
+    store: LoopStore
     nodes: list[Node]
     planner: Planner | None = None  # `planner: llm`; None: the queue alone
     journal_path: Path | None = Path("journal/campaign.md")  # None: no journal (the verdict lab)

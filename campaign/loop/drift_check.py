@@ -13,16 +13,16 @@ the reader, never an input to a verdict.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from campaign.loop.experiment import launch_tables
+from campaign.ports.store import LoopStore
 from campaign.verdict.drift import launch_drift, repeated
 from campaign.verdict.noise import NodeNoise
 
 __all__ = ["check_drift"]
 
 
-def check_drift(store: Any, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,
+def check_drift(store: LoopStore, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,
                 metric: str, noise: NodeNoise | None, confidence: float = 0.99,
                 work: Mapping[str, str] | None = None) -> str | None:
     """This launch of the baseline config (an interleaved baseline side) against the

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
-from typing import Any
+from functools import lru_cache, partial
 
 from campaign.domain.config import diff, merge
 from campaign.domain.measurement import Measurement
@@ -13,6 +12,8 @@ from campaign.domain.models import ConfigChange, EffectiveConfig, Failure, Repor
 from campaign.domain.records import CorrectnessResult
 from campaign.loop.work_check import measurement_work, mixed_work
 from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.ports.records import LaunchTime, RunSide
+from campaign.ports.store import LoopStore
 from campaign.verdict import confound
 from campaign.verdict.baseline_level import RECENT, recent_level
 from campaign.verdict.components import log_table
@@ -38,26 +39,25 @@ def confound_changes(baseline: EffectiveConfig, candidate: EffectiveConfig,
     return confound.check(baseline, candidate, spec.declared_keys()).confounded_by
 
 
-def reported_pairs(store: Any, experiment: str, baseline_id: str | None) -> list[tuple[ReportedConfig, ReportedConfig]]:
+def reported_pairs(store: LoopStore, experiment: str, baseline_id: str | None) -> list[tuple[ReportedConfig, ReportedConfig]]:
     """(baseline, candidate) as each side's server reported its config, per round: the
     interleaved baseline of the same round, else the campaign baseline's first round."""
-    reported: dict[int, ReportedConfig] = {}
-    for kind, seq, content in store.list_artifacts(experiment):
-        if kind == "reported_config":
-            reported[seq] = ReportedConfig.model_validate_json(content)
+    reported: dict[tuple[RunSide, int], ReportedConfig] = {
+        (a.side, a.repeat): ReportedConfig.model_validate_json(a.content)
+        for a in store.launch_artifacts(experiment, "reported_config")}
     fallback = None
     if baseline_id:
-        text = store.get_artifact(baseline_id, "reported_config", seq=side_seq("baseline", 0))
+        text = store.launch_artifact(baseline_id, "reported_config", side="baseline", repeat=0)
         fallback = ReportedConfig.model_validate_json(text) if text else None
     pairs = []
-    for seq in sorted(s for s in reported if s % 2 == 1):
-        base = reported.get(seq - 1, fallback)
+    for repeat in sorted(r for side, r in reported if side == "candidate"):
+        base = reported.get(("baseline", repeat), fallback)
         if base is not None:
-            pairs.append((base, reported[seq]))
+            pairs.append((base, reported["candidate", repeat]))
     return pairs
 
 
-def confound_check(store: Any, experiment: str, baseline: EffectiveConfig, spec: HypothesisSpec,
+def confound_check(store: LoopStore, experiment: str, baseline: EffectiveConfig, spec: HypothesisSpec,
                    baseline_id: str | None) -> ConfoundCheck:
     """The confound rule (`campaign.verdict.confound`) on the requested configs and on
     what the servers of this experiment reported."""
@@ -65,71 +65,63 @@ def confound_check(store: Any, experiment: str, baseline: EffectiveConfig, spec:
                           reported_pairs(store, experiment, baseline_id))
 
 
-def side_seq(side: str, repeat: int) -> int:
-    """Artifacts of both sides of every repeat share one kind: seq = 2*repeat + side."""
-    return 2 * repeat + (0 if side == "baseline" else 1)
-
-
-def record_measurement(store: Any, experiment: str, side: str, repeat: int, m: Measurement, node: str) -> None:
+def record_measurement(store: LoopStore, experiment: str, side: RunSide, repeat: int, m: Measurement,
+                       node: str) -> None:
     """Write every level of every workload (one transaction) and the evidence: before any decision."""
-    seq = side_seq(side, repeat)
+    launch = partial(store.record_launch_artifact, experiment, side=side, repeat=repeat)
     if m.failure is not None:
-        store.record_artifact(experiment, "failure", m.failure.model_dump_json(), seq=seq)
+        launch("failure", m.failure.model_dump_json())
     if m.log_excerpt:
-        store.record_artifact(experiment, "log_excerpt", "\n".join(m.log_excerpt), seq=seq)
+        launch("log_excerpt", "\n".join(m.log_excerpt))
     if m.outputs is not None:
-        store.record_artifact(experiment, "outputs", json.dumps(m.outputs), seq=seq)
+        launch("outputs", json.dumps(m.outputs))
     if m.reported is not None:
-        store.record_artifact(experiment, "reported_config", m.reported.model_dump_json(), seq=seq)
-    store.record_artifact(experiment, "command", m.command, seq=seq)
+        launch("reported_config", m.reported.model_dump_json())
+    launch("command", m.command)
     if m.stats:
-        store.record_artifact(experiment, "server_stats", json.dumps(m.stats, sort_keys=True), seq=seq)
-    store.record_artifact(experiment, "node_seconds", f"{m.node_seconds:.3f}", seq=seq)
-    if m.queue_seconds:
-        store.record_artifact(experiment, "queue_seconds", f"{m.queue_seconds:.3f}", seq=seq)
+        launch("server_stats", json.dumps(m.stats, sort_keys=True))
+    store.record_launch_time(experiment, LaunchTime(side=side, repeat=repeat, node_seconds=m.node_seconds,
+                                                    queue_seconds=m.queue_seconds))
     work = measurement_work(m)
     if work:
-        store.record_artifact(experiment, "work", json.dumps({k: w.model_dump(mode="json") for k, w in work.items()},
-                                                             sort_keys=True), seq=seq)
+        launch("work", json.dumps({k: w.model_dump(mode="json") for k, w in work.items()}, sort_keys=True))
     levels = [(name, level, work[name].key if name in work else sweep.prompt_set_hash)
               for name, sweep in m.sweeps.items() for level in sweep.levels]
     store.record_side(experiment, side, repeat, levels, node=node)
 
 
-def recorded_failure(store: Any, experiment: str) -> Failure | None:
+def recorded_failure(store: LoopStore, experiment: str) -> Failure | None:
     """The first failure recorded for an experiment (the candidate's decides)."""
-    for kind, _seq, content in sorted(store.list_artifacts(experiment), key=lambda a: a[1]):
-        if kind == "failure":
-            return Failure.model_validate_json(content)
-    return None
+    first = next(iter(store.launch_artifacts(experiment, "failure")), None)
+    return Failure.model_validate_json(first.content) if first else None
 
 
-def node_seconds_of(store: Any, experiment: str) -> float:
-    return round(sum(float(c) for k, _s, c in store.list_artifacts(experiment) if k == "node_seconds"), 3)
+def node_seconds_of(store: LoopStore, experiment: str) -> float:
+    return round(sum(t.node_seconds for t in store.launch_times(experiment)), 3)
 
 
-def queue_seconds_of(store: Any, experiment: str) -> float:
+def queue_seconds_of(store: LoopStore, experiment: str) -> float:
     """Time spent waiting for an allocation (Slurm queue), recorded apart from node time."""
-    return round(sum(float(c) for k, _s, c in store.list_artifacts(experiment) if k == "queue_seconds"), 3)
+    return round(sum(t.queue_seconds for t in store.launch_times(experiment)), 3)
 
 
-def correctness_of(store: Any, experiment: str, baseline_id: str | None, pb: Playbook) -> CorrectnessResult | None:
+def correctness_of(store: LoopStore, experiment: str, baseline_id: str | None, pb: Playbook) -> CorrectnessResult | None:
     """Compare the candidate's greedy outputs with the baseline's (same node, same prompts)."""
     from campaign.verdict.correctness import compare_outputs
 
     spec = pb.verdict.correctness
     if not spec.enabled:
         return None
-    cand = store.get_artifact(experiment, "outputs", seq=side_seq("candidate", 0))
-    base = store.get_artifact(experiment, "outputs", seq=side_seq("baseline", 0))
+    cand = store.launch_artifact(experiment, "outputs", side="candidate", repeat=0)
+    base = store.launch_artifact(experiment, "outputs", side="baseline", repeat=0)
     if base is None and baseline_id:
-        base = store.get_artifact(baseline_id, "outputs", seq=side_seq("baseline", 0))
+        base = store.launch_artifact(baseline_id, "outputs", side="baseline", repeat=0)
     if cand is None or base is None:
         return None
     return compare_outputs(json.loads(base), json.loads(cand), spec.tolerance)
 
 
-def _baseline_samples(store: Any, baseline_id: str | None, metric: str) -> dict[tuple[str, int], list[float]]:
+def _baseline_samples(store: LoopStore, baseline_id: str | None, metric: str) -> dict[tuple[str, int], list[float]]:
     if not baseline_id:
         return {}
     return {(s.workload, s.concurrency): [getattr(r, metric) for r in s.baseline]
@@ -143,13 +135,13 @@ def _pooled(by_level: dict[tuple[str, int], list[float]]) -> tuple[float | None,
     return (est.pct, est.df) if est else (None, 8)
 
 
-def baseline_noise(store: Any, baseline_id: str | None, metric: str) -> tuple[float | None, int]:
+def baseline_noise(store: LoopStore, baseline_id: str | None, metric: str) -> tuple[float | None, int]:
     """The node's run-to-run noise from the baseline's repeats: (pct, df), the prior
     that lets a verdict trust a single round when the effect is large."""
     return _pooled(_baseline_samples(store, baseline_id, metric))
 
 
-def launch_tables(store: Any, experiment: str, metric: str, side: str = "baseline",
+def launch_tables(store: LoopStore, experiment: str, metric: str, side: RunSide = "baseline",
                   work: Mapping[str, str] | None = None) -> dict[str, list[list[float]]]:
     """One experiment's launches of one side, per workload: rows = launches (repeats
     that measured every level), columns = levels by concurrency; raw figures.  `work`:
@@ -177,7 +169,7 @@ def _complete_rows(values: Sequence[tuple[int, str, int, float]]) -> dict[str, t
     return out
 
 
-def node_noise(store: Any, campaign_id: str, node: str, fingerprint_id: str | None, metric: str,
+def node_noise(store: LoopStore, campaign_id: str, node: str, fingerprint_id: str | None, metric: str,
                exclude: str | None = None, baseline: str | None = None,
                work: Mapping[str, str] | None = None) -> NodeNoise:
     """The node's noise model (`campaign.verdict.noise`) from every launch of the
@@ -223,7 +215,7 @@ def _estimate_of(sides: tuple[tuple[tuple[int, str, int, float], ...], ...]) -> 
     return estimate(groups, aligned)
 
 
-def provenance_notes(store: Any, experiment: str, pb: Playbook, regimes: dict[str, str]) -> list[str]:
+def provenance_notes(store: LoopStore, experiment: str, pb: Playbook, regimes: dict[str, str]) -> list[str]:
     """The exact work each workload put on both sides (its work key: `campaign.domain.work`),
     whether every launch did the same, and - where workloads disagree - the server's own
     figures per workload."""
@@ -245,9 +237,9 @@ def provenance_notes(store: Any, experiment: str, pb: Playbook, regimes: dict[st
     lost = {w for w, r in regimes.items() if r == "baseline"}
     if won and lost:
         figures: dict[str, dict[str, list[float]]] = {}  # stat -> workload -> values (candidate sides)
-        for kind, seq, content in store.list_artifacts(experiment):
-            if kind == "server_stats" and seq % 2 == 1:
-                for w, st in json.loads(content).items():
+        for a in store.launch_artifacts(experiment, "server_stats"):
+            if a.side == "candidate":
+                for w, st in json.loads(a.content).items():
                     for stat, value in st.items():
                         if value is not None and w in pb.workloads:
                             figures.setdefault(stat, {}).setdefault(w, []).append(float(value))

@@ -18,6 +18,7 @@ from langgraph.types import Send
 from campaign.loop import routing
 from campaign.loop.deps import Deps
 from campaign.loop.nodes import Nodes
+from campaign.loop.nodes.proposal import start_hypothesis
 from campaign.loop.parallel import BranchOutput, BranchResult, ParallelState, merge_results, pick_batch
 from campaign.loop.state import current_of
 
@@ -37,14 +38,7 @@ class FanOut:
         batch = pick_batch(queued, done=done, capacity=max(1, min(len(self.d.nodes), room)))
         if len(batch) < 2:
             return {**self.n.propose(state), "batch": []}
-        currents = []
-        for spec in batch:
-            store.set_hypothesis_status(cid, spec.name, "running")
-            attempt = len(store.list_experiments(cid, hypothesis=spec.name)) + 1
-            self.d.events("hypothesis", {"name": spec.name, "attempt": attempt, "rationale": spec.rationale})
-            currents.append({"hypothesis": spec.name, "attempt": attempt, "rounds": 0, "side": "",
-                             "failed": False, "infra_retries": 0})
-        return {"current": None, "batch": currents}
+        return {"current": None, "batch": [start_hypothesis(self.d, cid, spec) for spec in batch]}
 
     # ---------------------------------------------------------- branch record
     def record_branch(self, state: ParallelState) -> dict[str, Any]:

@@ -18,8 +18,11 @@ from campaign.domain.measurement import Measurement
 from campaign.domain.models import Failure
 from campaign.domain.records import CALL_FAILED
 from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.ports.store import LoopStore
 
 if TYPE_CHECKING:
+    from campaign.domain.records import CampaignView
+    from campaign.loop.deps import Deps
     from campaign.planner import LlmCallRecord, PlannerContext
 
 PLANNER_EVENT = "planner"
@@ -34,12 +37,13 @@ def make_llm_planner(pb: Playbook) -> Any | None:
     return None if notice or planner.kind != "llm" else planner
 
 
-def _context(deps: Any, cid: str) -> PlannerContext:
+def _context(deps: Deps, cid: str, view: CampaignView | None = None) -> PlannerContext:
+    """What the model is told; `view`: the campaign's view when the caller has read it."""
     from campaign.planner import PlannerContext
 
     store = deps.store
     hyps = store.list_hypotheses(cid)
-    view = store.view(cid)
+    view = view or store.view(cid)
     return PlannerContext(
         playbook=deps.playbook, view=view,
         tried=[h.name for h in hyps if h.status != "queued"],
@@ -48,7 +52,7 @@ def _context(deps: Any, cid: str) -> PlannerContext:
     )
 
 
-def _record_calls(store: Any, cid: str, calls: list[LlmCallRecord]) -> None:
+def _record_calls(store: LoopStore, cid: str, calls: list[LlmCallRecord]) -> None:
     """Every call, even one identical to an earlier call (same prompt): the attempt
     number continues from what is recorded, so nothing is dropped as a duplicate."""
     seen = Counter((c.purpose, c.prompt_hash) for c in store.planner_calls(cid))
@@ -62,13 +66,13 @@ def _record_calls(store: Any, cid: str, calls: list[LlmCallRecord]) -> None:
         seen[key] += 1
 
 
-def _note(store: Any, cid: str, message: str) -> None:
+def _note(store: LoopStore, cid: str, message: str) -> None:
     """A planner event; numbered keys, so the same message twice is two events."""
     n = len(store.events(cid, PLANNER_EVENT))
     store.add_event(cid, PLANNER_EVENT, message, key=f"{PLANNER_EVENT}#{n}")
 
 
-def stop_reason(store: Any, cid: str) -> str | None:
+def stop_reason(store: LoopStore, cid: str) -> str | None:
     """Why the planner stopped proposing, when its last event says it did."""
     events = store.events(cid, PLANNER_EVENT)
     last = events[-1].message if events else ""
@@ -83,11 +87,13 @@ def _unavailable_error(message: str) -> UserError:
     return UserError(text)
 
 
-def propose_with_planner(deps: Any, cid: str) -> HypothesisSpec | None:
+def propose_with_planner(deps: Deps, cid: str) -> HypothesisSpec | None:
     """Ask the model for the next hypothesis once the playbook queue is empty."""
     from campaign.planner import PlannerUnavailable
 
-    store = deps.store
+    store, planner = deps.store, deps.planner
+    if planner is None:  # `planner: queue`: nothing to ask
+        return None
     spec_ = deps.playbook.planner
     n_llm = sum(1 for h in store.list_hypotheses(cid) if h.source == "llm")
     if n_llm >= spec_.max_proposals:
@@ -95,7 +101,7 @@ def propose_with_planner(deps: Any, cid: str) -> HypothesisSpec | None:
             _note(store, cid, f"{STOPPED}planner.max_proposals ({spec_.max_proposals}) LLM hypotheses already run")
         return None
     try:
-        outcome = deps.planner.propose(_context(deps, cid))
+        outcome = planner.propose(_context(deps, cid))
     except PlannerUnavailable as exc:
         _record_calls(store, cid, exc.calls)
         _note(store, cid, f"planner unavailable: {exc}")
@@ -114,15 +120,15 @@ def propose_with_planner(deps: Any, cid: str) -> HypothesisSpec | None:
     return spec
 
 
-def analyze_with_planner(deps: Any, cid: str, experiment_id: str) -> None:
+def analyze_with_planner(deps: Deps, cid: str, experiment_id: str) -> None:
     """A short model-written analysis for the journal; never part of the verdict."""
-    if not deps.playbook.planner.analyze:
+    if deps.planner is None or not deps.playbook.planner.analyze:
         return
     view = deps.store.view(cid)
     exp = next((e for e in view.experiments if e.id == experiment_id), None)
     if exp is None or deps.store.get_artifact(experiment_id, "analysis") is not None:
         return
-    outcome = deps.planner.analyze(_context(deps, cid), exp)
+    outcome = deps.planner.analyze(_context(deps, cid, view), exp)
     _record_calls(deps.store, cid, outcome.calls)
     if outcome.text:
         deps.store.record_artifact(experiment_id, "analysis", outcome.text)

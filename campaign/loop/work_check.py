@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
 
 from campaign.domain.measurement import Measurement
 from campaign.domain.models import WorkloadSpec
 from campaign.domain.prompts import build_prompt_set
 from campaign.domain.work import Work, sweep_work, work_of
 from campaign.playbook.schema import Playbook
+from campaign.ports.store import LoopStore
 
 __all__ = ["asked_work", "expected_keys", "expected_work", "measurement_work", "mixed_work", "stale_baseline"]
 
@@ -47,7 +47,7 @@ def measurement_work(m: Measurement) -> dict[str, Work]:
     return {name: w for name, sweep in m.sweeps.items() if (w := sweep_work(sweep)) is not None}
 
 
-def mixed_work(store: Any, experiment: str) -> list[str]:
+def mixed_work(store: LoopStore, experiment: str) -> list[str]:
     """Workloads whose launches in this comparison did not all do the same work: the
     experiment's own launches of both sides, and the campaign baseline's launches where
     the experiment has no baseline side of its own (`Store.level_samples` reads those)."""
@@ -62,7 +62,7 @@ def mixed_work(store: Any, experiment: str) -> list[str]:
     return sorted(name for name, seen in keys.items() if len(seen) > 1)
 
 
-def stale_baseline(store: Any, baseline_id: str | None, pb: Playbook) -> str | None:
+def stale_baseline(store: LoopStore, baseline_id: str | None, pb: Playbook) -> str | None:
     """Why the campaign baseline no longer compares with today's launches (its recorded
     work is not the playbook's now), in words; None when it does, and None for a baseline
     that was asked for today's work already (its `asked_work`): measuring again would not
@@ -80,7 +80,7 @@ def stale_baseline(store: Any, baseline_id: str | None, pb: Playbook) -> str | N
     off = sorted(name for name, keys in recorded.items() if name in now and keys != {now[name].key})
     if not off:
         return None
-    text = store.get_artifact(baseline_id, "work", seq=0)
+    text = store.launch_artifact(baseline_id, "work", side="baseline", repeat=0)
     was = {k: Work.model_validate(v) for k, v in json.loads(text).items()} if text else {}
     parts = []
     for name in off:

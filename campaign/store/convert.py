@@ -23,6 +23,7 @@ from campaign.store.records import (
     HypothesisRecord,
     ReviewRecord,
     RunRecord,
+    RunSide,
 )
 
 if TYPE_CHECKING:  # rows of either kind: ORM rows, or plain ones with the same attribute names
@@ -144,3 +145,19 @@ def verdict_of(detail_json: str) -> Verdict:
 def verdict_detail(row: VerdictRow) -> str:
     """The verdict's canonical JSON, plain or compressed."""
     return unpack_text(row.detail_json, row.detail_z)
+
+
+# a launch's artifacts share one row key per kind: seq = 2 * repeat + side (baseline 0,
+# candidate 1); these two are the only places that know it
+def launch_seq(side: RunSide, repeat: int) -> int:
+    return 2 * repeat + (0 if side == "baseline" else 1)
+
+
+def launch_key(seq: int) -> tuple[RunSide, int]:
+    """(side, repeat) of a launch artifact's seq."""
+    return ("baseline" if seq % 2 == 0 else "candidate"), seq // 2
+
+
+def seconds_text(seconds: float) -> str:
+    """How a launch's times are stored (as text artifacts: milliseconds are enough)."""
+    return f"{seconds:.3f}"

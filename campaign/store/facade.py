@@ -31,6 +31,7 @@ from campaign.store.convert import campaign_record, canonical, fingerprint_id, h
 from campaign.store.db import BUSY_TIMEOUT_MS, driver_connection, open_engine, read_session, write_session
 from campaign.store.experiments import ExperimentsMixin
 from campaign.store.export import LevelMeasurement, level_measurements
+from campaign.store.launches import LaunchesMixin
 from campaign.store.loopreads import LoopReadsMixin
 from campaign.store.memo import ParseMemo
 from campaign.store.models import CampaignRow, FingerprintRow, HypothesisRow, RunLockRow
@@ -55,7 +56,7 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") or "campaign"
 
 
-class Store(ExperimentsMixin, ReviewLogMixin, LoopReadsMixin):
+class Store(ExperimentsMixin, LaunchesMixin, ReviewLogMixin, LoopReadsMixin):
     """All reads and writes of the campaign database (see module docstring)."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:

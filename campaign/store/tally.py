@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from pydantic import BaseModel, field_validator
+from campaign.ports.records import Tally
 
 __all__ = ["DDL", "Tally", "ensure", "on_finish", "on_late_verdict", "on_reset", "read", "recount"]
 
@@ -37,24 +37,6 @@ WHERE e.campaign_id = :c AND e.role = 'candidate' AND e.status IN ('finished', '
   AND coalesce(e.finished_at, 0) > :since
 ORDER BY coalesce(e.finished_at, 0), e.started_at, e.id
 """
-
-
-class Tally(BaseModel):
-    """What `record` decides with: candidates recorded (the budget), ideas since the last
-    win and dead ends among them (both since the last approved review gate or environment
-    change), and the node seconds of every finished experiment."""
-
-    experiments_done: int = 0
-    no_win: int = 0
-    dead_end: int = 0
-    node_seconds: float = 0.0
-
-    @field_validator("node_seconds")
-    @classmethod
-    def _microseconds(cls, v: float) -> float:
-        """Kept to the microsecond: a sum kept step by step and one summed by the database
-        in another order differ in the last bit, not in any second that is shown."""
-        return round(v, 6)
 
 
 def recount(conn: sqlite3.Connection, campaign_id: str) -> Tally:

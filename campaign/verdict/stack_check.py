@@ -9,11 +9,10 @@ launch / sweep / verdict path and the same record serve it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from campaign.domain.config import diff, merge
 from campaign.domain.models import EffectiveConfig
 from campaign.playbook.schema import HypothesisSpec, Playbook
+from campaign.ports.store import VerdictHistory
 from campaign.verdict.stacking import (
     BisectionState,
     expected_stack_delta,
@@ -27,14 +26,16 @@ def original_config(pb: Playbook) -> EffectiveConfig:
     return EffectiveConfig(flags=dict(pb.baseline.flags), env=dict(pb.baseline.env))
 
 
-def adopted_wins(store: Any, cid: str) -> list[tuple[str, float, HypothesisSpec]]:
+def adopted_wins(store: VerdictHistory, cid: str) -> list[tuple[str, float, HypothesisSpec]]:
     """(name, headline delta %, spec) of every adopted win, in adoption order."""
     out = []
     for e in store.list_experiments(cid, role="candidate"):
         if e.adopted and not e.hypothesis.startswith(PREFIX):
             v = store.get_verdict(e.id)
-            spec = store.get_hypothesis(cid, e.hypothesis).spec
-            out.append((e.hypothesis, float(v.headline_delta_pct or 0.0) if v else 0.0, spec))
+            h = store.get_hypothesis(cid, e.hypothesis)
+            if h is None:  # every experiment is started from a recorded hypothesis
+                raise LookupError(f"experiment {e.id}: its hypothesis {e.hypothesis!r} is not in the record")
+            out.append((e.hypothesis, float(v.headline_delta_pct or 0.0) if v else 0.0, h.spec))
     return out
 
 

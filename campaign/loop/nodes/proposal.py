@@ -7,13 +7,23 @@ from typing import Any
 
 from langgraph.types import interrupt
 
+from campaign.loop.deps import Deps
 from campaign.loop.experiment import baseline_noise
 from campaign.loop.nodes.base import NodeFamily
 from campaign.loop.state import CampaignState, current_of
+from campaign.playbook.schema import HypothesisSpec
 from campaign.verdict import stack_check
 from campaign.verdict.stacking import BisectionState
 
-__all__ = ["ProposalNodes"]
+__all__ = ["ProposalNodes", "start_hypothesis"]
+
+
+def start_hypothesis(d: Deps, cid: str, spec: HypothesisSpec) -> dict[str, Any]:
+    """Mark `spec` running and name its next attempt: the `current` a branch measures."""
+    d.store.set_hypothesis_status(cid, spec.name, "running")
+    attempt = len(d.store.list_experiments(cid, hypothesis=spec.name)) + 1
+    d.events("hypothesis", {"name": spec.name, "attempt": attempt, "rationale": spec.rationale})
+    return {"hypothesis": spec.name, "attempt": attempt, "rounds": 0, "side": "", "failed": False, "infra_retries": 0}
 
 
 class ProposalNodes(NodeFamily):
@@ -28,11 +38,7 @@ class ProposalNodes(NodeFamily):
             spec = propose_with_planner(self.d, cid)
         if spec is None:
             return {"current": None}
-        store.set_hypothesis_status(cid, spec.name, "running")
-        attempt = len(store.list_experiments(cid, hypothesis=spec.name)) + 1
-        self.d.events("hypothesis", {"name": spec.name, "attempt": attempt, "rationale": spec.rationale})
-        return {"current": {"hypothesis": spec.name, "attempt": attempt, "rounds": 0, "side": "",
-                            "failed": False, "infra_retries": 0}}
+        return {"current": start_hypothesis(self.d, cid, spec)}
 
 
     def gate(self, state: CampaignState) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from campaign.domain.models import EffectiveConfig, LevelResult
-from campaign.loop.experiment import provenance_notes, side_seq
+from campaign.loop.experiment import provenance_notes
 from campaign.playbook.schema import Playbook
 from campaign.store import Store
 
@@ -23,9 +23,9 @@ def _exp(tmp_path, cand_hash="d1"):
         store.record_side(eid, side, 0, [("single_stream", LevelResult(concurrency=1, requests=1), "f1"),
                                          ("parallel", LevelResult(concurrency=1, requests=1), h),
                                          ("parallel", LevelResult(concurrency=10, requests=10), h)])
-    store.record_artifact(eid, "server_stats", json.dumps({"single_stream": {"spec_accept_length": 3.4},
-                                                           "parallel": {"spec_accept_length": 1.9}}),
-                          seq=side_seq("candidate", 0))
+    store.record_launch_artifact(eid, "server_stats", json.dumps({"single_stream": {"spec_accept_length": 3.4},
+                                                                  "parallel": {"spec_accept_length": 1.9}}),
+                                 side="candidate", repeat=0)
     return store, eid
 
 

@@ -25,7 +25,7 @@ def _measure(store: Store, exp_id: str, sides: dict[str, float], flags: dict[str
             shown = flags if side == "candidate" else {}
             cmd = LAUNCH.format(port=30000 + 2 * rep + (side == "candidate"),
                                 flags="".join(f" --{k} {v}" for k, v in shown.items()))
-            store.record_artifact(exp_id, "command", cmd, seq=2 * rep + (side == "candidate"))
+            store.record_launch_artifact(exp_id, "command", cmd, side=side, repeat=rep)
 
 
 def _win(store: Store, cid: str, name: str, base_id: str, gain: float, *, adopt: bool,
