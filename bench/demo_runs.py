@@ -32,14 +32,24 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAYBOOK = ROOT / "playbooks" / "eagle_verify.yaml"
-DEAD_ENDS = {"flashinfer-allreduce-fusion": "jit_error", "nccl-tree": "cuda_graph_incompatible",
-             "torch-symm-mem": "unsupported_arch", "ep-flashinfer-a2a": "assertion"}
+DEAD_ENDS = {
+    "flashinfer-allreduce-fusion": "jit_error",
+    "nccl-tree": "cuda_graph_incompatible",
+    "torch-symm-mem": "unsupported_arch",
+    "ep-flashinfer-a2a": "assertion",
+}
 
 
 def _cli(cwd: Path, *args: str, timeout: float = 3000) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _attempts(cwd: Path, cid: str) -> dict[str, list[dict[str, Any]]]:
@@ -79,8 +89,13 @@ def _final_problems(a: dict[str, list[dict[str, Any]]]) -> tuple[list[str], str]
     m = eagle.get("metrics") or {}
     single = (m.get("single_stream") or {}).get("1", {}).get("delta_pct")
     sweep = [lv.get("delta_pct") for lv in (m.get("parallel") or {}).values()]
-    story = (eagle.get("verdict") == "dead_end" and single is not None and single > 0 and bool(sweep)
-             and all(d is not None and d < 0 for d in sweep))
+    story = (
+        eagle.get("verdict") == "dead_end"
+        and single is not None
+        and single > 0
+        and bool(sweep)
+        and all(d is not None and d < 0 for d in sweep)
+    )
     if not story:
         bad.append(f"eagle3 (CUDA 13) {eagle.get('verdict')}: {eagle.get('reason')}")
     figure = f"{single:+.1f}%" if single is not None else "-"
@@ -101,8 +116,19 @@ def one_run(index: int, base: Path) -> dict[str, Any]:
         return row
     before = {k: v[-1] for k, v in _attempts(cwd, cid).items()}
     row["problems"] += _gate_problems(before)
-    res = _cli(cwd, "resume", cid, "--db", "c.db", "--approve", "--set", "node.cuda=13.0",
-               "--note", "node upgraded to CUDA 13", "-q")
+    res = _cli(
+        cwd,
+        "resume",
+        cid,
+        "--db",
+        "c.db",
+        "--approve",
+        "--set",
+        "node.cuda=13.0",
+        "--note",
+        "node upgraded to CUDA 13",
+        "-q",
+    )
     if res.returncode != 0:
         row["problems"].append(f"resume exited {res.returncode}: {(res.stderr or res.stdout)[-300:]}")
     else:
@@ -127,8 +153,10 @@ def main() -> int:
     print("|---:|---:|---:|---:|---|")
     for r in rows:
         told = "yes" if not r["problems"] else "no: " + "; ".join(r["problems"])
-        print(f"| {r['run']} | {r['wall_s'] / 60:.1f} min | {r.get('experiments', '-')} | "
-              f"{r.get('eagle3_single_cuda13', '-')} | {told} |")
+        print(
+            f"| {r['run']} | {r['wall_s'] / 60:.1f} min | {r.get('experiments', '-')} | "
+            f"{r.get('eagle3_single_cuda13', '-')} | {told} |"
+        )
     good = sum(1 for r in rows if not r["problems"])
     print(f"\n{good} of {len(rows)} runs told the seeds' story ({args.workers} at a time)")
     if args.json:

@@ -61,42 +61,86 @@ from bench.kill_watch import (
 from campaign.domain.killpoint import KILL_ENV, TRACE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-MOMENTS = ("random", "server_start", "mid_sweep", "after_record", "journal_write", "sigterm", "sigint",
-           "launch", "window", "finish", "review_gate", "resume_random")
+MOMENTS = (
+    "random",
+    "server_start",
+    "mid_sweep",
+    "after_record",
+    "journal_write",
+    "sigterm",
+    "sigint",
+    "launch",
+    "window",
+    "finish",
+    "review_gate",
+    "resume_random",
+)
 HYPOTHESES = [
-    {"name": "smaller-cuda-graph", "rationale": "may win: adopted if it does", "flags": {"cuda-graph-max-bs": 128},
-     "adopt_if_win": True},
+    {
+        "name": "smaller-cuda-graph",
+        "rationale": "may win: adopted if it does",
+        "flags": {"cuda-graph-max-bs": 128},
+        "adopt_if_win": True,
+    },
     {"name": "torch-symm-mem", "rationale": "crashes at start on SM120", "flags": {"enable-torch-symm-mem": True}},
     {"name": "nccl-tree", "rationale": "ordinary", "env": {"NCCL_ALGO": "Tree"}},
     {"name": "custom-allreduce", "rationale": "ordinary", "flags": {"enable-custom-all-reduce": True}},
 ]
 
 
-def write_playbook(trial_dir: Path, hypotheses: list[dict] | None = None, time_scale: float = 400,
-                   review_after: int | None = REVIEW_AFTER) -> Path:
+def write_playbook(
+    trial_dir: Path,
+    hypotheses: list[dict] | None = None,
+    time_scale: float = 400,
+    review_after: int | None = REVIEW_AFTER,
+) -> Path:
     import yaml
 
     data = {
         "name": "kill-anywhere",
         "journal": str(trial_dir / "journal" / "kill.md"),
         "database": str(trial_dir / "state" / "campaign.db"),
-        "node": {"kind": "simulated", "profile": "rtx6000bw-pcie-8x", "cuda": "12.8", "seed": 5,
-                 "time_scale": time_scale, "noise_pct": 1.0},
-        "server": {"engine": "simulated", "model": "sim-model", "startup_timeout_s": 120,
-                   "command": "{python} -m tools.simnode --host {host} --port {port} --profile {profile} "
-                              "--cuda {cuda} --seed {seed} --time-scale {time_scale} --noise-pct {noise_pct} "
-                              "--model-path {model} --tp 8 --stream-interval 8 {flags}"},
+        "node": {
+            "kind": "simulated",
+            "profile": "rtx6000bw-pcie-8x",
+            "cuda": "12.8",
+            "seed": 5,
+            "time_scale": time_scale,
+            "noise_pct": 1.0,
+        },
+        "server": {
+            "engine": "simulated",
+            "model": "sim-model",
+            "startup_timeout_s": 120,
+            "command": "{python} -m tools.simnode --host {host} --port {port} --profile {profile} "
+            "--cuda {cuda} --seed {seed} --time-scale {time_scale} --noise-pct {noise_pct} "
+            "--model-path {model} --tp 8 --stream-interval 8 {flags}",
+        },
         "baseline": {"flags": {"cuda-graph-max-bs": 512, "mem-fraction-static": 0.88}},
         "workloads": {
-            "single_stream": {"concurrency": [1], "prompts": "fixed", "output_tokens": 16,
-                              "requests_per_level": 2, "warmup_requests": 0},
-            "parallel": {"concurrency": [4], "prompts": "diverse", "output_tokens": 16,
-                         "requests_per_level": "C", "warmup_requests": 0},
+            "single_stream": {
+                "concurrency": [1],
+                "prompts": "fixed",
+                "output_tokens": 16,
+                "requests_per_level": 2,
+                "warmup_requests": 0,
+            },
+            "parallel": {
+                "concurrency": [4],
+                "prompts": "diverse",
+                "output_tokens": 16,
+                "requests_per_level": "C",
+                "warmup_requests": 0,
+            },
         },
         # interleaved adaptive rounds (C B C B, a third round while a level straddles a band
         # edge) and a review gate after every 2 ideas without a win: two gates in a run
-        "verdict": {"min_effect_pct": 3, "repeats": {"min": 2, "max": 3}, "interleave": True,
-                    "correctness": {"prompts": 2, "max_tokens": 8}},
+        "verdict": {
+            "min_effect_pct": 3,
+            "repeats": {"min": 2, "max": 3},
+            "interleave": True,
+            "correctness": {"prompts": 2, "max_tokens": 8},
+        },
         "review": {"after_no_win_streak": review_after, "before_patch": False},
         "hypotheses": hypotheses or HYPOTHESES,
     }
@@ -139,8 +183,11 @@ def plan_kill(t: Trial, rng: random.Random, calib: dict) -> None:
     """Pick the process and the point (kill-point moments) or the delay of the kill."""
     points: list[tuple[int, str]] = calib["points"]  # (process, "name#k") of the calibration run
     if t.moment in ("window", "launch", "finish", "review_gate"):
-        want = {"launch": ("launch:spawned",), "finish": ("finish:marked", "finish:after", "finish:writes"),
-                "review_gate": ("review:after", "review:writes")}.get(t.moment)
+        want = {
+            "launch": ("launch:spawned",),
+            "finish": ("finish:marked", "finish:after", "finish:writes"),
+            "review_gate": ("review:after", "review:writes"),
+        }.get(t.moment)
         names = sorted({pt.split("#")[0] for _p, pt in points if not pt.startswith("__")})
         names = [n for n in names if want is None or n in want] or names
         name = rng.choice(names)
@@ -167,15 +214,22 @@ def run_trial(index: int, moment: str, seed: int, base: Path, calib: dict, timeo
         penv = {**env, KILL_ENV: t.target} if aimed and ":" in t.target else env
         # output to a file, not a pipe: a process that outlives the controller must not hang the trial
         log = open(trial_dir / f"process-{proc_index}.out", "w+", encoding="utf-8")  # noqa: SIM115
-        proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", *args], cwd=trial_dir, env=penv,
-                                stdout=log, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "campaign.cli.main", *args],
+            cwd=trial_dir,
+            env=penv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         if proc_index:
             t.resumes += 1
         sig = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT}.get(moment, signal.SIGKILL)
         try:
             if aimed and ":" not in t.target:  # an external kill, timed by watching the process
-                sent, target = _wait_for_moment(Watch(proc.pid, db, trial_dir / "journal"), proc, moment, rng,
-                                                calib, t.target)
+                sent, target = _wait_for_moment(
+                    Watch(proc.pid, db, trial_dir / "journal"), proc, moment, rng, calib, t.target
+                )
                 t.target = t.target or target
                 if sent:
                     t.killed_at_s = round(time.monotonic() - t0, 2)
@@ -219,8 +273,9 @@ def run_trial(index: int, moment: str, seed: int, base: Path, calib: dict, timeo
     return t
 
 
-def _wait_for_moment(watch: Watch, proc: subprocess.Popen, moment: str, rng: random.Random,
-                     calib: dict, planned: str) -> tuple[bool, str]:
+def _wait_for_moment(
+    watch: Watch, proc: subprocess.Popen, moment: str, rng: random.Random, calib: dict, planned: str
+) -> tuple[bool, str]:
     if moment in ("random", "resume_random"):
         delay = float(planned[:-1]) if planned else rng.uniform(0.5, max(1.0, calib["process_seconds"][0] * 0.9))
         deadline = time.monotonic() + delay
@@ -281,12 +336,15 @@ def _check_final(t: Trial, trial_dir: Path, db: Path, calib: dict) -> None:
     names = [h["name"] for h in HYPOTHESES]
     for problem in finished_experiments(db, names):
         t.problems.append(problem)
-    facts = record_facts(db) if db.exists() else {"reviews": -1, "expected_reviews": -2, "stale": -1,
-                                                  "redone_rounds": -1}
+    facts = (
+        record_facts(db) if db.exists() else {"reviews": -1, "expected_reviews": -2, "stale": -1, "redone_rounds": -1}
+    )
     t.reviews, t.stale, t.redone_rounds = facts["reviews"], facts["stale"], facts["redone_rounds"]
     if t.reviews != facts["expected_reviews"]:
-        t.problems.append(f"{t.reviews} review gates where the verdicts call for {facts['expected_reviews']} "
-                          "(the no-win streak drifted)")
+        t.problems.append(
+            f"{t.reviews} review gates where the verdicts call for {facts['expected_reviews']} "
+            "(the no-win streak drifted)"
+        )
     if t.redone_rounds:
         t.problems.append(f"{t.redone_rounds} finished round(s) marked stale and measured again")
     journal = trial_dir / "journal" / "kill.md"
@@ -299,8 +357,10 @@ def _check_final(t: Trial, trial_dir: Path, db: Path, calib: dict) -> None:
         if missing:
             t.problems.append(f"journal lacks {missing}")
         if "| status | finished" not in text:
-            t.problems.append("journal header does not say finished: " + next(
-                (ln for ln in text.splitlines() if ln.startswith("| status |")), "no status row")[:120])
+            t.problems.append(
+                "journal header does not say finished: "
+                + next((ln for ln in text.splitlines() if ln.startswith("| status |")), "no status row")[:120]
+            )
     leftovers = [str(p.relative_to(trial_dir)) for p in trial_dir.rglob("*.tmp")]
     t.temp_files = len(leftovers)
     if leftovers:
@@ -331,15 +391,26 @@ def calibrate(base: Path) -> dict:
         args = ["resume", cid, "--db", str(db), "--approve", "-q"] if cid else ["run", str(pb), "--db", str(db), "-q"]
         trace.unlink(missing_ok=True)
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", *args], cwd=trial_dir,
-                                env={**trial_env(trial_dir), TRACE_ENV: str(trace)}, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "campaign.cli.main", *args],
+            cwd=trial_dir,
+            env={**trial_env(trial_dir), TRACE_ENV: str(trace)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         if index == 0:
             watch = Watch(proc.pid, db, trial_dir / "journal")
-            watch.until(lambda w=watch: bool(w.server_count() + w.records() + w.journal_writes()) and False,
-                        proc, interval=0.003)
-            counts = {"servers": watch.server_count(), "records": watch.records(),
-                      "journal_writes": watch.journal_writes()}
+            watch.until(
+                lambda w=watch: bool(w.server_count() + w.records() + w.journal_writes()) and False,
+                proc,
+                interval=0.003,
+            )
+            counts = {
+                "servers": watch.server_count(),
+                "records": watch.records(),
+                "journal_writes": watch.journal_writes(),
+            }
         out, _ = proc.communicate()
         seconds.append(round(time.monotonic() - start, 1))
         points += [(index, ln) for ln in (trace.read_text().split() if trace.exists() else [])]
@@ -351,8 +422,14 @@ def calibrate(base: Path) -> dict:
     if problems:
         raise SystemExit(f"calibration run is already wrong: {problems}")
     facts = record_facts(db)
-    return {"seconds": time.monotonic() - t0, **counts, "points": points, "processes": len(seconds),
-            "process_seconds": seconds, "reviews": facts["reviews"]}
+    return {
+        "seconds": time.monotonic() - t0,
+        **counts,
+        "points": points,
+        "processes": len(seconds),
+        "process_seconds": seconds,
+        "reviews": facts["reviews"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -371,23 +448,40 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     base = Path(tempfile.mkdtemp(prefix="kill-anywhere-"))
     calib = calibrate(base)
-    print(f"calibration: {calib['seconds']:.1f}s in {calib['processes']} processes, {calib['reviews']} review gates, "
-          f"{calib['servers']} servers, {calib['records']} records, {calib['journal_writes']} journal writes "
-          f"in the first; {len(calib['points'])} kill points", flush=True)
-    print(f"{'#':>3} {'moment':<14} {'target':<22} {'p':>2} {'landed':<6} {'kill@s':>7} {'orphans':>7} "
-          f"{'unledg':>6} {'resumes':>7} {'secs':>6}  result", flush=True)
+    print(
+        f"calibration: {calib['seconds']:.1f}s in {calib['processes']} processes, {calib['reviews']} review gates, "
+        f"{calib['servers']} servers, {calib['records']} records, {calib['journal_writes']} journal writes "
+        f"in the first; {len(calib['points'])} kill points",
+        flush=True,
+    )
+    print(
+        f"{'#':>3} {'moment':<14} {'target':<22} {'p':>2} {'landed':<6} {'kill@s':>7} {'orphans':>7} "
+        f"{'unledg':>6} {'resumes':>7} {'secs':>6}  result",
+        flush=True,
+    )
     plan = [(i, moments[i % len(moments)], rng.randrange(2**32)) for i in range(args.trials)]
     trials: list[Trial] = []
 
     def done(t: Trial) -> None:
         trials.append(t)
         trials.sort(key=lambda x: x.index)
-        print(f"{t.index:>3} {t.moment:<14} {t.target[:22]:<22} {t.process:>2} {'yes' if t.hit else 'no':<6} "
-              f"{t.killed_at_s:>7} {t.orphans:>7} {t.unledgered:>6} {t.resumes:>7} {t.seconds:>6}  "
-              f"{'ok' if t.ok else 'FAIL: ' + '; '.join(t.problems)}", flush=True)
+        print(
+            f"{t.index:>3} {t.moment:<14} {t.target[:22]:<22} {t.process:>2} {'yes' if t.hit else 'no':<6} "
+            f"{t.killed_at_s:>7} {t.orphans:>7} {t.unledgered:>6} {t.resumes:>7} {t.seconds:>6}  "
+            f"{'ok' if t.ok else 'FAIL: ' + '; '.join(t.problems)}",
+            flush=True,
+        )
         if args.json:
-            args.json.write_text(json.dumps({"calibration": calib, "summary": summarize(trials),
-                                             "trials": [asdict(x) | {"ok": x.ok} for x in trials]}, indent=2))
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "calibration": calib,
+                        "summary": summarize(trials),
+                        "trials": [asdict(x) | {"ok": x.ok} for x in trials],
+                    },
+                    indent=2,
+                )
+            )
 
     with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
         for fut in as_completed([pool.submit(run_trial, i, m, seed, base, calib) for i, m, seed in plan]):
@@ -407,14 +501,20 @@ def main(argv: list[str] | None = None) -> int:
 def summarize(trials: list[Trial]) -> dict[str, object]:
     """The figures docs/benchmarks/kill-anywhere.md shows: landed kills are the ones counted."""
     landed = [t for t in trials if t.hit]
-    return {"trials": len(trials), "landed": len(landed), "landed_ok": sum(t.ok for t in landed),
-            "failures": sum(not t.ok for t in trials), "orphans_reaped": sum(t.orphans for t in trials),
-            "unledgered_servers": sum(t.unledgered for t in trials),
-            "temp_files_left": sum(t.temp_files for t in trials),
-            "redone_finished_rounds": sum(t.redone_rounds for t in trials),
-            "landed_by_moment": {m: f"{sum(t.hit for t in trials if t.moment == m)}/"
-                                    f"{sum(t.moment == m for t in trials)}"
-                                 for m in dict.fromkeys(t.moment for t in sorted(trials, key=lambda x: x.index))}}
+    return {
+        "trials": len(trials),
+        "landed": len(landed),
+        "landed_ok": sum(t.ok for t in landed),
+        "failures": sum(not t.ok for t in trials),
+        "orphans_reaped": sum(t.orphans for t in trials),
+        "unledgered_servers": sum(t.unledgered for t in trials),
+        "temp_files_left": sum(t.temp_files for t in trials),
+        "redone_finished_rounds": sum(t.redone_rounds for t in trials),
+        "landed_by_moment": {
+            m: f"{sum(t.hit for t in trials if t.moment == m)}/{sum(t.moment == m for t in trials)}"
+            for m in dict.fromkeys(t.moment for t in sorted(trials, key=lambda x: x.index))
+        },
+    }
 
 
 if __name__ == "__main__":

@@ -51,8 +51,7 @@ def _zombie(pid: int) -> bool:
     return stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]
 
 
-def tagged_processes(trial_dir: Path, *, servers_only: bool = False,
-                     no_servers: bool = False) -> list[tuple[int, str]]:
+def tagged_processes(trial_dir: Path, *, servers_only: bool = False, no_servers: bool = False) -> list[tuple[int, str]]:
     """(pid, command) of every live process of the trial: carrying its tag, or running in
     its directory.  Servers start from a minimal environment (no tag: the campaign drops
     what they did not ask for), but the launcher starts them in the trial's directory."""
@@ -223,8 +222,11 @@ def finished_experiments(db: Path | str, names: list[str]) -> list[str]:
         cid, status = camps[0]
         if status != "finished":
             problems.append(f"campaign status {status}")
-        rows = con.execute("SELECT e.id, e.hypothesis, e.status, e.role, v.kind FROM experiments e "
-                           "LEFT JOIN verdicts v ON v.experiment_id = e.id WHERE e.campaign_id = ?", (cid,)).fetchall()
+        rows = con.execute(
+            "SELECT e.id, e.hypothesis, e.status, e.role, v.kind FROM experiments e "
+            "LEFT JOIN verdicts v ON v.experiment_id = e.id WHERE e.campaign_id = ?",
+            (cid,),
+        ).fetchall()
         for name in names:
             mine = [r for r in rows if r[1] == name]
             done = [r for r in mine if r[2] in ("finished", "failed")]
@@ -244,8 +246,9 @@ def finished_experiments(db: Path | str, names: list[str]) -> list[str]:
         if verdict_on_unfinished:
             problems.append(f"verdicts on unfinished experiments: {verdict_on_unfinished}")
         # one packed row per side and round (store schema 2): a second write of a round shows here
-        dups = con.execute("SELECT experiment_id, side, repeat, count(*) FROM run_sides "
-                           "GROUP BY 1, 2, 3 HAVING count(*) > 1").fetchall()
+        dups = con.execute(
+            "SELECT experiment_id, side, repeat, count(*) FROM run_sides GROUP BY 1, 2, 3 HAVING count(*) > 1"
+        ).fetchall()
         if dups:
             problems.append(f"runs recorded twice: {dups[:3]}")
         hyps = con.execute("SELECT name, status FROM hypotheses WHERE campaign_id = ?", (cid,)).fetchall()
@@ -288,21 +291,30 @@ def record_facts(db: Path | str) -> dict[str, int]:
     con = read_only(db)
     try:
         reviews = con.execute("SELECT count(*) FROM reviews").fetchone()[0]
-        kinds = [k for (k,) in con.execute(
-            "SELECT v.kind FROM experiments e JOIN verdicts v ON v.experiment_id = e.id "
-            "WHERE e.role = 'candidate' AND e.status IN ('finished', 'failed') ORDER BY e.finished_at")]
+        kinds = [
+            k
+            for (k,) in con.execute(
+                "SELECT v.kind FROM experiments e JOIN verdicts v ON v.experiment_id = e.id "
+                "WHERE e.role = 'candidate' AND e.status IN ('finished', 'failed') ORDER BY e.finished_at"
+            )
+        ]
         stale = con.execute("SELECT id, role FROM experiments WHERE status = 'stale'").fetchall()
         redone = 0
         for eid, role in stale:
-            sides = con.execute("SELECT repeat, count(DISTINCT side) FROM run_sides WHERE experiment_id = ? "
-                                "GROUP BY repeat", (eid,)).fetchall()
+            sides = con.execute(
+                "SELECT repeat, count(DISTINCT side) FROM run_sides WHERE experiment_id = ? GROUP BY repeat", (eid,)
+            ).fetchall()
             redone += int(any(n >= (1 if role == "baseline" else 2) for _r, n in sides))
     except sqlite3.Error:
         return {"reviews": -1, "expected_reviews": -2, "stale": -1, "redone_rounds": -1}
     finally:
         con.close()
-    return {"reviews": reviews, "expected_reviews": expected_gates(kinds, REVIEW_AFTER), "stale": len(stale),
-            "redone_rounds": redone}
+    return {
+        "reviews": reviews,
+        "expected_reviews": expected_gates(kinds, REVIEW_AFTER),
+        "stale": len(stale),
+        "redone_rounds": redone,
+    }
 
 
 #: the bench playbook's `review.after_no_win_streak`

@@ -36,8 +36,22 @@ from campaign.domain.prompts import build_prompt_set
 from campaign.domain.work import MEASUREMENT_PROTOCOL
 from tools.loadgen.stats import requests_for_level
 
-__all__ = ["NEAR_MARGIN_SHARE", "STRUCTURES", "Case", "LabNode", "Structure", "deciding", "draw_case", "draw_cases",
-           "launch_var", "near_margin_case", "stratum", "truth_label", "verdict_is_owed", "verdict_is_wrong"]
+__all__ = [
+    "NEAR_MARGIN_SHARE",
+    "STRUCTURES",
+    "Case",
+    "LabNode",
+    "Structure",
+    "deciding",
+    "draw_case",
+    "draw_cases",
+    "launch_var",
+    "near_margin_case",
+    "stratum",
+    "truth_label",
+    "verdict_is_owed",
+    "verdict_is_wrong",
+]
 
 Level = tuple[str, int]
 CASE_FLAG = "lab-case"
@@ -113,8 +127,9 @@ def near_margin_case(rng: random.Random, levels: list[Level], m: float) -> Case:
     return Case("near_margin", {lv: round(v, 6) for lv, v in eff.items()})
 
 
-def draw_cases(rng: random.Random, levels: list[Level], m: float, n: int, seed: str,
-               near_share: float = NEAR_MARGIN_SHARE) -> list[Case]:
+def draw_cases(
+    rng: random.Random, levels: list[Level], m: float, n: int, seed: str, near_share: float = NEAR_MARGIN_SHARE
+) -> list[Case]:
     """`n` cases from `draw_case`, about `near_share` of them redrawn as near-margin cases
     from their own RNG (seeded by `seed` and the case), so the other cases are those an
     earlier lab drew for the same campaign, case for case (`near_share` 0: all of them,
@@ -199,8 +214,9 @@ def launch_var(s: Structure, requests: int, candidate: bool) -> float:
 class LabNode:
     """An in-process `campaign.ports.Node`: each `measure` is one launch of the generator."""
 
-    def __init__(self, seed: str, structure: Structure, cases: list[Case], workloads: list[WorkloadSpec],
-                 draws: str = "paired") -> None:
+    def __init__(
+        self, seed: str, structure: Structure, cases: list[Case], workloads: list[WorkloadSpec], draws: str = "paired"
+    ) -> None:
         self.name = "lab-node"
         self.seed, self.structure, self.cases = seed, structure, cases
         if draws not in ("paired", "sequential"):
@@ -209,10 +225,14 @@ class LabNode:
         self.launches = 0
         self._case: int | None = None  # the case whose rounds the node measures now
         self._count: dict[tuple[str, int | None], int] = {}
-        self.truth = {(w.name, c): 1000.0 * c / (1.0 + c / 40.0) / (1.0 + 0.1 * i)
-                      for i, w in enumerate(workloads) for c in w.concurrency}
-        self.requests = {(w.name, c): requests_for_level(w.requests_per_level, c)
-                         for w in workloads for c in w.concurrency}
+        self.truth = {
+            (w.name, c): 1000.0 * c / (1.0 + c / 40.0) / (1.0 + 0.1 * i)
+            for i, w in enumerate(workloads)
+            for c in w.concurrency
+        }
+        self.requests = {
+            (w.name, c): requests_for_level(w.requests_per_level, c) for w in workloads for c in w.concurrency
+        }
         # the prompt sets the playbook names: the graph reads only launches of today's work
         self.prompts = {w.name: build_prompt_set(w).hash for w in workloads}
 
@@ -255,11 +275,29 @@ class LabNode:
         self._count[side] = n + 1
         return f"{self.seed}:{side[0]}{side[1]}:{n}"
 
-    def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
-                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16) -> Measurement:
+    def measure(
+        self,
+        config: EffectiveConfig,
+        workloads: list[WorkloadSpec],
+        *,
+        label: str,
+        correctness_prompts: list[str] | None = None,
+        correctness_tokens: int = 16,
+    ) -> Measurement:
         case = config.flags.get(CASE_FLAG)
         figures = self.draw(int(case) if case is not None else None)
-        sweeps = {w.name: SweepResult(workload=w, prompt_set_hash=self.prompts[w.name], protocol=MEASUREMENT_PROTOCOL, levels=[
-            LevelResult(concurrency=c, requests=self.requests[(w.name, c)],
-                        output_tokens_per_s=figures[(w.name, c)]) for c in w.concurrency]) for w in workloads}
+        sweeps = {
+            w.name: SweepResult(
+                workload=w,
+                prompt_set_hash=self.prompts[w.name],
+                protocol=MEASUREMENT_PROTOCOL,
+                levels=[
+                    LevelResult(
+                        concurrency=c, requests=self.requests[(w.name, c)], output_tokens_per_s=figures[(w.name, c)]
+                    )
+                    for c in w.concurrency
+                ],
+            )
+            for w in workloads
+        }
         return Measurement(sweeps=sweeps, command=f"lab {label}", node_seconds=LAUNCH_NODE_S)

@@ -49,8 +49,9 @@ def _jitter_var(node: LabNode, lv: Level, candidate: bool) -> float:
     return (j * scale) ** 2
 
 
-def oracle_units(node: LabNode, case: Case, cand: list[dict[Level, float]],
-                 base: list[dict[Level, float]]) -> list[tuple[float, float]]:
+def oracle_units(
+    node: LabNode, case: Case, cand: list[dict[Level, float]], base: list[dict[Level, float]]
+) -> list[tuple[float, float]]:
     """The tests the oracle makes: (log delta, its true standard error) per common effect
     or level (module doc)."""
     rounds = len(cand)
@@ -59,8 +60,10 @@ def oracle_units(node: LabNode, case: Case, cand: list[dict[Level, float]],
         by_wl.setdefault(lv[0], []).append(lv)
     units: list[tuple[float, float]] = []
     for levels in by_wl.values():
-        d = {lv: math.fsum(math.log(x[lv]) for x in cand) / rounds - math.fsum(math.log(x[lv]) for x in base) / rounds
-             for lv in levels}
+        d = {
+            lv: math.fsum(math.log(x[lv]) for x in cand) / rounds - math.fsum(math.log(x[lv]) for x in base) / rounds
+            for lv in levels
+        }
         if len(levels) > 1 and len({case.effects[lv] for lv in levels}) == 1:
             # GLS over the levels: weights by jitter, the launch offset shared by all of them
             w = {lv: 1.0 / (_jitter_var(node, lv, False) + _jitter_var(node, lv, True)) for lv in levels}
@@ -68,8 +71,10 @@ def oracle_units(node: LabNode, case: Case, cand: list[dict[Level, float]],
             shared = math.fsum(_launch_var(node, levels[0], c) - _jitter_var(node, levels[0], c) for c in (False, True))
             units.append((math.fsum(w[lv] * d[lv] for lv in levels) / tot, math.sqrt((shared + 1.0 / tot) / rounds)))
         else:
-            units.extend((d[lv], math.sqrt((_launch_var(node, lv, False) + _launch_var(node, lv, True)) / rounds))
-                         for lv in levels)
+            units.extend(
+                (d[lv], math.sqrt((_launch_var(node, lv, False) + _launch_var(node, lv, True)) / rounds))
+                for lv in levels
+            )
     return units
 
 

@@ -56,9 +56,19 @@ THROUGHPUT_RATIO_MIN = 0.97
 
 def start_server(first_token_ms: float, interval_ms: float) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "reference_server.py"), "--port", "0",
-         "--first-token-ms", str(first_token_ms), "--interval-ms", str(interval_ms)],
-        stdout=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            str(ROOT / "bench" / "reference_server.py"),
+            "--port",
+            "0",
+            "--first-token-ms",
+            str(first_token_ms),
+            "--interval-ms",
+            str(interval_ms),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     line = proc.stdout.readline() if proc.stdout else ""
     if not line.startswith("LISTENING"):
@@ -69,10 +79,20 @@ def start_server(first_token_ms: float, interval_ms: float) -> tuple[subprocess.
 
 async def raw_client(port: int, concurrency: int, requests: int, output_tokens: int) -> dict:
     """Minimal keep-alive HTTP/1.1 client: count content events, time the level."""
-    body = json.dumps({"model": "reference-model", "prompt": "hello " * 32, "max_tokens": output_tokens,
-                       "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}).encode()
-    request = (b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    body = json.dumps(
+        {
+            "model": "reference-model",
+            "prompt": "hello " * 32,
+            "max_tokens": output_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+        }
+    ).encode()
+    request = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
     conns = [await asyncio.open_connection("127.0.0.1", port, limit=1 << 20) for _ in range(concurrency)]
     next_index, tokens, ttfts = 0, 0, []
 
@@ -116,8 +136,15 @@ async def measure_level(port: int, concurrency: int, output_tokens: int, http_cl
         if event.phase == "warmup" and event.completed == event.total:
             boundary[0] = time.perf_counter()
 
-    workload = WorkloadSpec(name="accuracy", concurrency=[concurrency], prompts="fixed", prompt_tokens=32,
-                            output_tokens=output_tokens, requests_per_level=requests, warmup_requests=concurrency)
+    workload = WorkloadSpec(
+        name="accuracy",
+        concurrency=[concurrency],
+        prompts="fixed",
+        prompt_tokens=32,
+        output_tokens=output_tokens,
+        requests_per_level=requests,
+        warmup_requests=concurrency,
+    )
     sweep = await run_sweep(url, workload, time_scale=1.0, progress=on_progress, http_client=http_client)
     async with httpx.AsyncClient() as client:
         records = (await client.get(url + "/records")).json()
@@ -129,19 +156,29 @@ async def measure_level(port: int, concurrency: int, output_tokens: int, http_cl
     limit = TTFT_LIMIT_MS.get(concurrency, 5.0)
     ratio = level.output_tokens_per_s / raw["tokens_per_s"]
     return {
-        "concurrency": concurrency, "requests": requests, "errors": level.errors,
+        "concurrency": concurrency,
+        "requests": requests,
+        "errors": level.errors,
         "server_requests_seen": len(server_ttfts),
-        "server_ttft_p50_ms": server_p50, "loadgen_ttft_p50_ms": level.ttft_ms.p50,
-        "ttft_delta_ms": level.ttft_ms.p50 - server_p50, "ttft_limit_ms": limit,
+        "server_ttft_p50_ms": server_p50,
+        "loadgen_ttft_p50_ms": level.ttft_ms.p50,
+        "ttft_delta_ms": level.ttft_ms.p50 - server_p50,
+        "ttft_limit_ms": limit,
         # against the old record (request read by the server, not received by its kernel)
-        "ttft_delta_vs_read_ms": level.ttft_ms.p50 - statistics.median(f - r for f, r in zip(
-            (records["first_tokens"][i] for i in measured), (records["reads"][i] for i in measured))) * 1000,
+        "ttft_delta_vs_read_ms": level.ttft_ms.p50
+        - statistics.median(
+            f - r
+            for f, r in zip((records["first_tokens"][i] for i in measured), (records["reads"][i] for i in measured))
+        )
+        * 1000,
         "ttft_pass": abs(level.ttft_ms.p50 - server_p50) <= limit and level.errors == 0,
         "server_read_delay_p50_ms": statistics.median(read_delays) * 1000,
         "server_buffered_writes": records["buffered_writes"],
         "raw_ttft_p50_ms": raw["ttft_p50_ms"],
-        "raw_tokens_per_s": raw["tokens_per_s"], "loadgen_tokens_per_s": level.output_tokens_per_s,
-        "throughput_ratio": ratio, "throughput_pass": ratio >= THROUGHPUT_RATIO_MIN,
+        "raw_tokens_per_s": raw["tokens_per_s"],
+        "loadgen_tokens_per_s": level.output_tokens_per_s,
+        "throughput_ratio": ratio,
+        "throughput_pass": ratio >= THROUGHPUT_RATIO_MIN,
     }
 
 
@@ -164,8 +201,11 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         )
     ttft_ok = all(r["ttft_pass"] for r in rows)
     tps_ok = all(r["throughput_pass"] for r in rows)
-    out += ["", f"- TTFT p50 within limit of the server's record: **{'PASS' if ttft_ok else 'FAIL'}**",
-            f"- output tok/s >= {THROUGHPUT_RATIO_MIN:.0%} of the raw-socket client: **{'PASS' if tps_ok else 'FAIL'}**"]
+    out += [
+        "",
+        f"- TTFT p50 within limit of the server's record: **{'PASS' if ttft_ok else 'FAIL'}**",
+        f"- output tok/s >= {THROUGHPUT_RATIO_MIN:.0%} of the raw-socket client: **{'PASS' if tps_ok else 'FAIL'}**",
+    ]
     return "\n".join(out)
 
 
@@ -192,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     args.load_after = os.getloadavg()[0]
     print(markdown(rows, args))
     if args.json:
-        args.json.write_text(json.dumps({"settings": vars(args) | {"json": str(args.json), "cores": os.cpu_count()}, "levels": rows}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"settings": vars(args) | {"json": str(args.json), "cores": os.cpu_count()}, "levels": rows}, indent=2
+            )
+        )
     return 0 if all(r["ttft_pass"] and r["throughput_pass"] for r in rows) else 1
 
 

@@ -24,31 +24,63 @@ from campaign.cli.runner import start_campaign
 from campaign.store import Store
 
 #: independent flag hypotheses (none adopted, no patch, no dependency): one batch per N.
-FLAGS = [{"chunked-prefill-size": 1024}, {"cuda-graph-max-bs": 256}, {"disable-cuda-graph": True},
-         {"mem-fraction-static": 0.85}, {"cuda-graph-max-bs": 384}, {"chunked-prefill-size": 2048},
-         {"cuda-graph-max-bs": 128}, {"chunked-prefill-size": 4096}]
+FLAGS = [
+    {"chunked-prefill-size": 1024},
+    {"cuda-graph-max-bs": 256},
+    {"disable-cuda-graph": True},
+    {"mem-fraction-static": 0.85},
+    {"cuda-graph-max-bs": 384},
+    {"chunked-prefill-size": 2048},
+    {"cuda-graph-max-bs": 128},
+    {"chunked-prefill-size": 4096},
+]
 
 
 def playbook(dirpath: Path, *, nodes: int, hypotheses: int, time_scale: float) -> Path:
-    sim = {"kind": "simulated", "profile": "rtx6000bw-pcie-8x", "cuda": "12.8", "time_scale": time_scale,
-           "noise_pct": 1.0}
+    sim = {
+        "kind": "simulated",
+        "profile": "rtx6000bw-pcie-8x",
+        "cuda": "12.8",
+        "time_scale": time_scale,
+        "noise_pct": 1.0,
+    }
     data = {
         "name": f"bench-{nodes}-nodes",
         "journal": str(dirpath / "journal.md"),
         "database": str(dirpath / "campaign.db"),
         "nodes": [{**sim, "name": f"sim-{i}", "seed": i} for i in range(nodes)] if nodes > 1 else [],
         "node": {**sim, "name": "sim-0", "seed": 0},
-        "server": {"engine": "simulated", "model": "sim-model", "startup_timeout_s": 120,
-                   "command": "{python} -m tools.simnode --host {host} --port {port} --profile {profile} "
-                              "--cuda {cuda} --seed {seed} --time-scale {time_scale} --noise-pct {noise_pct} "
-                              "--model-path {model} --tp 8 {flags}"},
+        "server": {
+            "engine": "simulated",
+            "model": "sim-model",
+            "startup_timeout_s": 120,
+            "command": "{python} -m tools.simnode --host {host} --port {port} --profile {profile} "
+            "--cuda {cuda} --seed {seed} --time-scale {time_scale} --noise-pct {noise_pct} "
+            "--model-path {model} --tp 8 {flags}",
+        },
         "baseline": {"flags": {"cuda-graph-max-bs": 512, "mem-fraction-static": 0.88}},
-        "workloads": {"single_stream": {"concurrency": [1], "prompts": "fixed", "output_tokens": 128,
-                                        "requests_per_level": 3, "warmup_requests": 0},
-                      "parallel": {"concurrency": [8], "prompts": "diverse", "output_tokens": 128,
-                                   "requests_per_level": "C", "warmup_requests": 0}},
-        "verdict": {"min_effect_pct": 3, "repeats": {"min": 2, "max": 2}, "policy": "fixed",
-                    "correctness": {"prompts": 3, "max_tokens": 8}},
+        "workloads": {
+            "single_stream": {
+                "concurrency": [1],
+                "prompts": "fixed",
+                "output_tokens": 128,
+                "requests_per_level": 3,
+                "warmup_requests": 0,
+            },
+            "parallel": {
+                "concurrency": [8],
+                "prompts": "diverse",
+                "output_tokens": 128,
+                "requests_per_level": "C",
+                "warmup_requests": 0,
+            },
+        },
+        "verdict": {
+            "min_effect_pct": 3,
+            "repeats": {"min": 2, "max": 2},
+            "policy": "fixed",
+            "correctness": {"prompts": 3, "max_tokens": 8},
+        },
         "review": {"after_no_win_streak": 100},
         "hypotheses": [{"name": f"h{i}", "flags": FLAGS[i % len(FLAGS)]} for i in range(hypotheses)],
     }
@@ -66,8 +98,9 @@ def run_once(dirpath: Path, *, nodes: int, hypotheses: int, time_scale: float) -
     if out.status != "finished":
         raise SystemExit(f"{nodes} node(s): campaign {out.status}: {out.reason}")
     data = Store(dirpath / "campaign.db").show_json(out.campaign_id)
-    verdicts = ", ".join(f"{e['hypothesis']}@{e['node']}={e['verdict']}" for e in data["experiments"]
-                         if e["hypothesis"] != "baseline")
+    verdicts = ", ".join(
+        f"{e['hypothesis']}@{e['node']}={e['verdict']}" for e in data["experiments"] if e["hypothesis"] != "baseline"
+    )
     return wall, verdicts
 
 
@@ -85,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((n, wall, verdicts))
         print(f"{n} node(s): {wall:.1f} s  ({verdicts})", file=sys.stderr)
     one = rows[0][1]
-    print(f"\n{ns.hypotheses} independent hypotheses, simulated nodes at time scale {ns.time_scale:g}, "
-          f"2 interleaved rounds each (baseline at start on the first node):\n")
+    print(
+        f"\n{ns.hypotheses} independent hypotheses, simulated nodes at time scale {ns.time_scale:g}, "
+        f"2 interleaved rounds each (baseline at start on the first node):\n"
+    )
     print("| nodes | wall time | vs one node |")
     print("|---:|---:|---:|")
     for n, wall, _ in rows:

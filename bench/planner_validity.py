@@ -51,16 +51,32 @@ def baseline_figures(pb: Playbook) -> dict[str, dict[int, float]]:
     if not isinstance(node, SimulatedNodeSpec):
         return {}
     config = EngineConfig.from_flags(pb.baseline.flags)
-    return {name: {c: round(expected_output_tps(config, node.profile, node.cuda, c, "diverse" if wl.prompts == "diverse"
-                                                else "fixed", output_tokens=wl.output_tokens,
-                                                prompt_tokens=wl.prompt_tokens), 1) for c in wl.concurrency}
-            for name, wl in pb.workloads.items()}
+    return {
+        name: {
+            c: round(
+                expected_output_tps(
+                    config,
+                    node.profile,
+                    node.cuda,
+                    c,
+                    "diverse" if wl.prompts == "diverse" else "fixed",
+                    output_tokens=wl.output_tokens,
+                    prompt_tokens=wl.prompt_tokens,
+                ),
+                1,
+            )
+            for c in wl.concurrency
+        }
+        for name, wl in pb.workloads.items()
+    }
 
 
 def context(pb: Playbook) -> PlannerContext:
-    base = BaselineView(experiment_id="b0", config=EffectiveConfig(flags=dict(pb.baseline.flags),
-                                                                  env=dict(pb.baseline.env)),
-                        figures=baseline_figures(pb))
+    base = BaselineView(
+        experiment_id="b0",
+        config=EffectiveConfig(flags=dict(pb.baseline.flags), env=dict(pb.baseline.env)),
+        figures=baseline_figures(pb),
+    )
     return PlannerContext(playbook=pb, view=CampaignView(id="bench", name=pb.name, status="running", baseline=base))
 
 
@@ -88,9 +104,15 @@ def run_mode(pb: Playbook, base_url: str, structured: bool, n: int) -> tuple[int
             print(f"  {i + 1:2d} valid: {h.name} flags={h.flags} env={h.env} unset={h.unset_flags}", flush=True)
         else:
             errors = [c.error for c in outcome.calls if c.error]
-            why = reason_kind(outcome.rejections[0].reason) if outcome.rejections else (errors[0] if errors else outcome.note)
+            why = (
+                reason_kind(outcome.rejections[0].reason)
+                if outcome.rejections
+                else (errors[0] if errors else outcome.note)
+            )
             refused[why] += 1
-            print(f"  {i + 1:2d} refused: {outcome.rejections[0].reason if outcome.rejections else why}"[:300], flush=True)
+            print(
+                f"  {i + 1:2d} refused: {outcome.rejections[0].reason if outcome.rejections else why}"[:300], flush=True
+            )
     return valid, refused, seconds, tokens
 
 
@@ -121,13 +143,17 @@ def main() -> int:
             print(f"{label}:", flush=True)
             valid, refused, seconds, tokens = run_mode(pb, base_url, structured, args.n)
             rows.append((label, valid, refused, seconds, tokens))
-    print(f"\nmodel {pb.planner.model} at {base_url}, temperature {pb.planner.temperature:g}, "
-          f"max_tokens {pb.planner.max_tokens}, {args.n} proposals per mode, {time.monotonic() - t0:.0f} s in all")
+    print(
+        f"\nmodel {pb.planner.model} at {base_url}, temperature {pb.planner.temperature:g}, "
+        f"max_tokens {pb.planner.max_tokens}, {args.n} proposals per mode, {time.monotonic() - t0:.0f} s in all"
+    )
     print("| mode | valid | share | s per answer | tokens per answer | refused (count: reason) |")
     print("|---|---|---|---|---|---|")
     for label, valid, refused, seconds, tokens in rows:
         why = "; ".join(f"{c}: {r}" for r, c in refused.most_common()) or "none"
-        print(f"| {label} | {valid}/{args.n} | {valid / args.n:.0%} | {seconds / args.n:.1f} | {tokens / args.n:.0f} | {why} |")
+        print(
+            f"| {label} | {valid}/{args.n} | {valid / args.n:.0%} | {seconds / args.n:.1f} | {tokens / args.n:.0f} | {why} |"
+        )
     return 0
 
 

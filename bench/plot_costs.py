@@ -87,20 +87,31 @@ def main(argv: list[str] | None = None) -> int:
         def pillow() -> None:
             Image.fromarray(rgb).save(io.BytesIO(), format="png", compress_level=1, dpi=(plots.DPI, plots.DPI))
 
-        rows.append(("PNG of one plot", best_ms(lambda: plots.png_bytes(rgb, plots.DPI), 30),
-                     best_ms(pillow, 30)))
+        rows.append(("PNG of one plot", best_ms(lambda: plots.png_bytes(rgb, plots.DPI), 30), best_ms(pillow, 30)))
 
         fig, ax = _axes()
 
         def labels(stamp: bool) -> Callable[[], None]:
             def run() -> None:
-                made = [Label(ax, f"C +{i}%", (x, 100.0 * i), 6, plots.CANDIDATE, 7) if stamp else
-                        ax.annotate(f"C +{i}%", (x, 100.0 * i), textcoords="offset points", xytext=(0, 6),
-                                    ha="center", fontsize=7, color=plots.CANDIDATE) for i, x in enumerate(XS)]
+                made = [
+                    Label(ax, f"C +{i}%", (x, 100.0 * i), 6, plots.CANDIDATE, 7)
+                    if stamp
+                    else ax.annotate(
+                        f"C +{i}%",
+                        (x, 100.0 * i),
+                        textcoords="offset points",
+                        xytext=(0, 6),
+                        ha="center",
+                        fontsize=7,
+                        color=plots.CANDIDATE,
+                    )
+                    for i, x in enumerate(XS)
+                ]
                 for a in made:
                     ax.draw_artist(a)
                 for a in made:
                     a.remove()
+
             return run
 
         rows.append(("8 level labels", best_ms(labels(True), 30), best_ms(labels(False), 30)))
@@ -109,10 +120,14 @@ def main(argv: list[str] | None = None) -> int:
 
         def side(new: bool) -> Callable[[], None]:
             def run() -> None:
-                made = (plots._series(ax, XS, ys, err, plots.CANDIDATE) if new else
-                        [ax.errorbar(XS, ys, yerr=err, color=plots.CANDIDATE, marker="o", ms=4, lw=1.6, capsize=3)])
+                made = (
+                    plots._series(ax, XS, ys, err, plots.CANDIDATE)
+                    if new
+                    else [ax.errorbar(XS, ys, yerr=err, color=plots.CANDIDATE, marker="o", ms=4, lw=1.6, capsize=3)]
+                )
                 for a in made:
                     a.remove()
+
             return run
 
         rows.append(("one side with error bars (created)", best_ms(side(True), 50), best_ms(side(False), 50)))
@@ -120,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         titles = iter(range(10**9))
 
         def draw_title() -> None:
-            title.set_text(f"allreduce-{next(titles)} (attempt 1): INCONCLUSIVE (no level differs beyond the noise floor)")
+            title.set_text(
+                f"allreduce-{next(titles)} (attempt 1): INCONCLUSIVE (no level differs beyond the noise floor)"
+            )
             fig.draw_artist(title)
 
         rows.append(("the title (75 characters, drawn)", best_ms(draw_title, 50), None))

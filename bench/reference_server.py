@@ -105,8 +105,8 @@ class Connection:
                     length = int(line[15:].strip())
             if len(self.buf) < end + 4 + length:
                 return
-            body = self.buf[end + 4:end + 4 + length]
-            self.buf = self.buf[end + 4 + length:]
+            body = self.buf[end + 4 : end + 4 + length]
+            self.buf = self.buf[end + 4 + length :]
             method, path, _ = lines[0].split(" ", 2)
             self.server.route(self, method, path, body)
 
@@ -149,8 +149,14 @@ class Connection:
 class ReferenceServer:
     """Routes requests, runs the token schedules, keeps the first-token records."""
 
-    def __init__(self, first_token_s: float, interval_s: float, usage: bool = True, time_scale: float = 1.0,
-                 model: str = "reference-model") -> None:
+    def __init__(
+        self,
+        first_token_s: float,
+        interval_s: float,
+        usage: bool = True,
+        time_scale: float = 1.0,
+        model: str = "reference-model",
+    ) -> None:
         self.first_token_s, self.interval_s = first_token_s, interval_s
         self.usage, self.time_scale, self.model = usage, time_scale, model
         self.arrivals: list[float] = []
@@ -158,8 +164,12 @@ class ReferenceServer:
         self.first_tokens: list[float] = []
         self.buffered_writes = 0
         self.token_event = {
-            False: chunk(b'data: {"id":"r","object":"text_completion","choices":[{"index":0,"text":" tok","finish_reason":null}]}\n\n'),
-            True: chunk(b'data: {"id":"r","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n'),
+            False: chunk(
+                b'data: {"id":"r","object":"text_completion","choices":[{"index":0,"text":" tok","finish_reason":null}]}\n\n'
+            ),
+            True: chunk(
+                b'data: {"id":"r","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n'
+            ),
         }
 
     def route(self, conn: Connection, method: str, path: str, body: bytes) -> None:
@@ -172,8 +182,17 @@ class ReferenceServer:
         elif path == "/health":
             conn.write(plain_response("200 OK", {}))
         elif path == "/records":
-            conn.write(plain_response("200 OK", {"arrivals": self.arrivals, "reads": self.reads,
-                                                 "first_tokens": self.first_tokens, "buffered_writes": self.buffered_writes}))
+            conn.write(
+                plain_response(
+                    "200 OK",
+                    {
+                        "arrivals": self.arrivals,
+                        "reads": self.reads,
+                        "first_tokens": self.first_tokens,
+                        "buffered_writes": self.buffered_writes,
+                    },
+                )
+            )
         elif path == "/reset" and method == "POST":
             self.arrivals, self.reads, self.first_tokens, self.buffered_writes = [], [], [], 0
             conn.write(plain_response("200 OK", {}))
@@ -209,7 +228,9 @@ class ReferenceServer:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    server = ReferenceServer(args.first_token_ms / 1000, args.interval_ms / 1000, not args.no_usage, args.time_scale, args.model)
+    server = ReferenceServer(
+        args.first_token_ms / 1000, args.interval_ms / 1000, not args.no_usage, args.time_scale, args.model
+    )
     listener = socket.create_server((args.host, args.port), backlog=4096)
     # stamp receives from the start: Linux turns stamping on for the whole host lazily
     # (a deferred job after the first socket asks), and accepted sockets inherit the flag,

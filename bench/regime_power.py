@@ -47,8 +47,10 @@ def launch(rng: random.Random, offset: float, jitter: float, single_pct: float |
 
 
 def _tables(launches: list[Figures]) -> dict[str, list[list[float]]]:
-    return {"single_stream": [[math.log(f[("single_stream", 1)])] for f in launches],
-            "parallel": [[math.log(f[("parallel", c)]) for c in SWEEP] for f in launches]}
+    return {
+        "single_stream": [[math.log(f[("single_stream", 1)])] for f in launches],
+        "parallel": [[math.log(f[("parallel", c)]) for c in SWEEP] for f in launches],
+    }
 
 
 def trial(rng: random.Random, spec: VerdictSpec, offset: float, jitter: float, single_pct: float) -> bool:
@@ -71,16 +73,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--playbook", default=str(ROOT / "playbooks" / "eagle_verify.yaml"))
     args = ap.parse_args(argv)
     spec = load_playbook(args.playbook).verdict
-    print(f"regime shown in {args.trials} trials per row (repeats {spec.repeats.min}-{spec.repeats.max}, "
-          f"min effect {spec.min_effect_pct:g}%, confidence {spec.confidence:g})")
+    print(
+        f"regime shown in {args.trials} trials per row (repeats {spec.repeats.min}-{spec.repeats.max}, "
+        f"min effect {spec.min_effect_pct:g}%, confidence {spec.confidence:g})"
+    )
     print("| single-stream effect | launch offset | harness jitter | regime shown |")
     print("|---:|---:|---:|---:|")
     for single in (5.2, 7.4):
         for offset, jitter in ((0.0, 0.01), (0.005, 0.01), (0.01, 0.01), (0.015, 0.01), (0.015, 0.02)):
             rng = random.Random(1)
             ok = sum(trial(rng, spec, offset, jitter, single) for _ in range(args.trials))
-            print(f"| +{single}% | {offset * 100:.1f}% | {jitter * 100:.1f}% | {ok}/{args.trials} "
-                  f"({ok / args.trials:.0%}) |")
+            print(
+                f"| +{single}% | {offset * 100:.1f}% | {jitter * 100:.1f}% | {ok}/{args.trials} "
+                f"({ok / args.trials:.0%}) |"
+            )
     return 0
 
 

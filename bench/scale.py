@@ -120,8 +120,9 @@ def run_measured(cmd: list[str]) -> tuple[float, float, str]:
 
 def _dir_size(path: Path) -> tuple[int, int]:
     """Bytes and files under `path`, without what the bench moved aside (`TRASH`)."""
-    files = [p for p in path.rglob("*") if p.is_file() and TRASH not in p.relative_to(path).parts] \
-        if path.exists() else []
+    files = (
+        [p for p in path.rglob("*") if p.is_file() and TRASH not in p.relative_to(path).parts] if path.exists() else []
+    )
     return sum(p.stat().st_size for p in files), len(files)
 
 
@@ -223,12 +224,15 @@ def op_update(db: str, cid: str, journal: str, n: int, plots: bool = True) -> No
             from campaign.store.convert import fingerprint_id
 
             fp = fingerprint_id(FP)
-        samples: dict[str, list[float]] = {k: [] for k in ("update_s", "update_cpu_s", "update_with_plot_s",
-                                                           "show_refresh_s", "show_refresh_cpu_s")}
+        samples: dict[str, list[float]] = {
+            k: [] for k in ("update_s", "update_cpu_s", "update_with_plot_s", "show_refresh_s", "show_refresh_cpu_s")
+        }
         for k in range(UPDATES):  # one verdict after another; the median of each figure
             add_experiment(store, cid, random.Random(n + k), n + 1 + k, fp, camp.baseline_experiment_id or "")
             t0, c0 = time.perf_counter(), time.process_time()
-            publish_journal(store, cid, Path(journal), db_label="campaign.db", plots=plots, verify=False)  # as the loop does
+            publish_journal(
+                store, cid, Path(journal), db_label="campaign.db", plots=plots, verify=False
+            )  # as the loop does
             written, cpu = time.perf_counter() - t0, time.process_time() - c0
             samples["update_with_plot_s"].append(written + _wait_plots())
             samples["update_s"].append(written)
@@ -320,24 +324,44 @@ def measure(n: int, base: Path, plots: bool = True, prebuilt: Path | None = None
     return row
 
 
-COLUMNS = [("n", "N"), ("loop_cpu_s", "loop CPU s per experiment"), ("loop_cpu_max_s", "its max"),
-           ("show_s", "show (s)"), ("show_cpu_s", "its CPU s"), ("render_plots_s", "full render, plots (s)"), ("render_plots_cpu_s", "its CPU s"),
-           ("render_noplots_s", "full render, no plots (s)"), ("render_noplots_cpu_s", "its CPU s"),
-           ("update_s", "per-verdict update (s)"), ("update_cpu_s", "its CPU s"),
-           ("update_with_plot_s", "update + its plot (s)"),
-           ("show_refresh_s", "+ show pieces (s)"),
-           ("show_first_s", "first show --json (s)"), ("show_json_s", "show --json (s)"), ("show_json_cpu_s", "its CPU s"),
-           ("status_s", "status (s)"),
-           ("status_cpu_s", "its CPU s"), ("db_kb_per_exp", "DB KB/exp"),
-           ("db_mb", "DB MB"), ("journal_mb", "journal MB"), ("journal_files", "journal files"),
-           ("main_kb", "main file KB"), ("peak_rss_mb", "peak MB, process tree"), ("load_avg", "load avg"),
-           ("cpu_ref_s", "CPU reference (s)")]
+COLUMNS = [
+    ("n", "N"),
+    ("loop_cpu_s", "loop CPU s per experiment"),
+    ("loop_cpu_max_s", "its max"),
+    ("show_s", "show (s)"),
+    ("show_cpu_s", "its CPU s"),
+    ("render_plots_s", "full render, plots (s)"),
+    ("render_plots_cpu_s", "its CPU s"),
+    ("render_noplots_s", "full render, no plots (s)"),
+    ("render_noplots_cpu_s", "its CPU s"),
+    ("update_s", "per-verdict update (s)"),
+    ("update_cpu_s", "its CPU s"),
+    ("update_with_plot_s", "update + its plot (s)"),
+    ("show_refresh_s", "+ show pieces (s)"),
+    ("show_first_s", "first show --json (s)"),
+    ("show_json_s", "show --json (s)"),
+    ("show_json_cpu_s", "its CPU s"),
+    ("status_s", "status (s)"),
+    ("status_cpu_s", "its CPU s"),
+    ("db_kb_per_exp", "DB KB/exp"),
+    ("db_mb", "DB MB"),
+    ("journal_mb", "journal MB"),
+    ("journal_files", "journal files"),
+    ("main_kb", "main file KB"),
+    ("peak_rss_mb", "peak MB, process tree"),
+    ("load_avg", "load avg"),
+    ("cpu_ref_s", "CPU reference (s)"),
+]
 
 
 def table(rows: list[dict[str, float | int]]) -> str:
     lines = ["| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "|".join("---:" for _ in COLUMNS) + "|"]
-    lines += ["| " + " | ".join(f"{r.get(k, '-'):,}" if isinstance(r.get(k), int) else str(r.get(k, "-"))
-                                for k, _ in COLUMNS) + " |" for r in rows]
+    lines += [
+        "| "
+        + " | ".join(f"{r.get(k, '-'):,}" if isinstance(r.get(k), int) else str(r.get(k, "-")) for k, _ in COLUMNS)
+        + " |"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 

@@ -45,14 +45,28 @@ class BenchNode:
     def fingerprint(self) -> Fingerprint:
         return FP
 
-    def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
-                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16,
-                source: str | None = None) -> Measurement:
+    def measure(
+        self,
+        config: EffectiveConfig,
+        workloads: list[WorkloadSpec],
+        *,
+        label: str,
+        correctness_prompts: list[str] | None = None,
+        correctness_tokens: int = 16,
+        source: str | None = None,
+    ) -> Measurement:
         effect = self.effect if "-candidate-" in label else 1.0
-        sweeps = {w.name: SweepResult(workload=w, prompt_set_hash=build_prompt_set(w).hash, protocol=2,
-                                      levels=[_level(self.rng, c, _truth(w.name, c) * effect * self.rng.gauss(1, 0.01))
-                                              for c in w.concurrency])
-                  for w in workloads}
+        sweeps = {
+            w.name: SweepResult(
+                workload=w,
+                prompt_set_hash=build_prompt_set(w).hash,
+                protocol=2,
+                levels=[
+                    _level(self.rng, c, _truth(w.name, c) * effect * self.rng.gauss(1, 0.01)) for c in w.concurrency
+                ],
+            )
+            for w in workloads
+        }
         outputs = [f"answer {i}" for i in range(len(correctness_prompts))] if correctness_prompts else None
         return Measurement(sweeps=sweeps, outputs=outputs, command=f"bench launch {label}", node_seconds=90.0)
 
@@ -79,8 +93,13 @@ def loop_cpu(db: Path, cid: str, k: int) -> dict[str, float]:
     with Store(db) as store:
         camp = store.get_campaign(cid)
         base = store.get_experiment(camp.baseline_experiment_id or "")
-        state: dict[str, Any] = {"campaign_id": cid, "baseline_id": base.id, "fingerprint_id": base.fingerprint_id,
-                                 "baseline_config": base.config.model_dump(), "baseline_patches": []}
+        state: dict[str, Any] = {
+            "campaign_id": cid,
+            "baseline_id": base.id,
+            "fingerprint_id": base.fingerprint_id,
+            "baseline_config": base.config.model_dump(),
+            "baseline_patches": [],
+        }
         names = [f"loop-bench-{i}" for i in range(k + 1)]
         for i, name in enumerate(names):
             store.upsert_hypothesis(cid, HypothesisSpec(name=name, flags={"loop-bench-knob": i}))
@@ -93,6 +112,4 @@ def loop_cpu(db: Path, cid: str, k: int) -> dict[str, float]:
             if i:
                 cpu.append(time.process_time() - c0)
         assert store.loop_tally(cid) == store.recount_tally(cid), "the kept counts drifted from the records"
-    return {"loop_cpu_s": round(statistics.median(cpu), 4), "loop_cpu_max_s": round(max(cpu), 4),
-            "loop_experiments": k}
-
+    return {"loop_cpu_s": round(statistics.median(cpu), 4), "loop_cpu_max_s": round(max(cpu), 4), "loop_experiments": k}

@@ -98,10 +98,18 @@ def read_log(path: Path) -> CorpusLog:
     try:
         expected = FailureClass(header["class"])
     except ValueError:
-        raise CorpusError(f"{path}: class {header['class']!r} is not a FailureClass "
-                          f"(fix: one of {', '.join(c.value for c in FailureClass)})") from None
-    return CorpusLog(name=path.name, source=header["source"], engine=header["engine"], expected=expected,
-                     lines=lines[body_start:], version=header.get("version", ""))
+        raise CorpusError(
+            f"{path}: class {header['class']!r} is not a FailureClass "
+            f"(fix: one of {', '.join(c.value for c in FailureClass)})"
+        ) from None
+    return CorpusLog(
+        name=path.name,
+        source=header["source"],
+        engine=header["engine"],
+        expected=expected,
+        lines=lines[body_start:],
+        version=header.get("version", ""),
+    )
 
 
 def load_corpus(directory: Path = CORPUS) -> list[CorpusLog]:
@@ -112,8 +120,14 @@ def score_log(log: CorpusLog, llm: LlmTriage | None = None) -> Scored:
     failure = engine_profile(log.engine).classify(EXIT_CODE, log.lines, phase="start")
     if is_unmatched(failure):
         guess = llm(log.lines) if llm else None
-        return Scored(log.name, log.engine, log.expected.value, failure.failure_class.value, "unknown",
-                      llm=None if llm is None else (guess.value if guess else "none"))
+        return Scored(
+            log.name,
+            log.engine,
+            log.expected.value,
+            failure.failure_class.value,
+            "unknown",
+            llm=None if llm is None else (guess.value if guess else "none"),
+        )
     outcome: Outcome = "right" if failure.failure_class == log.expected else "wrong"
     return Scored(log.name, log.engine, log.expected.value, failure.failure_class.value, outcome)
 
@@ -142,9 +156,11 @@ def table(results: list[Scored]) -> str:
     n = len(results) or 1
     shares = {o: sum(r.outcome == o for r in results) / n for o in ("right", "wrong", "unknown")}
     rows.append("")
-    rows.append(f"right {shares['right']:.1%}, wrong {shares['wrong']:.1%}, unknown {shares['unknown']:.1%} "
-                f"of {len(results)} logs ({sum(r.engine == 'vllm' for r in results)} vLLM, "
-                f"{sum(r.engine == 'sglang' for r in results)} SGLang)")
+    rows.append(
+        f"right {shares['right']:.1%}, wrong {shares['wrong']:.1%}, unknown {shares['unknown']:.1%} "
+        f"of {len(results)} logs ({sum(r.engine == 'vllm' for r in results)} vLLM, "
+        f"{sum(r.engine == 'sglang' for r in results)} SGLang)"
+    )
     return "\n".join(rows)
 
 
@@ -153,8 +169,12 @@ def llm_triage(base_url: str, model: str) -> LlmTriage:
     from campaign.planner.llm import LlmPlanner
     from campaign.playbook.schema import KnobSpace, PlannerSpec
 
-    planner = LlmPlanner(PlannerSpec(kind="llm", model=model, base_url=base_url, max_retries=1), KnobSpace(),
-                         api_key=os.environ.get("OPENAI_API_KEY"), base_url=base_url)
+    planner = LlmPlanner(
+        PlannerSpec(kind="llm", model=model, base_url=base_url, max_retries=1),
+        KnobSpace(),
+        api_key=os.environ.get("OPENAI_API_KEY"),
+        base_url=base_url,
+    )
     return lambda lines: planner.triage(lines).failure_class
 
 
@@ -182,10 +202,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             for r in results:
                 if r.outcome != "right":
-                    print(f"{r.outcome:7} {r.name}: expected {r.expected}, got {r.got}" + (f", llm {r.llm}" if r.llm else ""))
+                    print(
+                        f"{r.outcome:7} {r.name}: expected {r.expected}, got {r.got}"
+                        + (f", llm {r.llm}" if r.llm else "")
+                    )
     if args.json:
-        args.json.write_text(json.dumps({t: [asdict(r) for r in rs] for t, rs in every.items()}, indent=1) + "\n",
-                             encoding="utf-8")
+        args.json.write_text(
+            json.dumps({t: [asdict(r) for r in rs] for t, rs in every.items()}, indent=1) + "\n", encoding="utf-8"
+        )
     return 1 if any(r.outcome == "wrong" for rs in every.values() for r in rs) else 0
 
 

@@ -83,16 +83,24 @@ Result = tuple[int, str, int]  # case index, verdict kind, rounds
 def policies(shipped: VerdictSpec) -> dict[str, VerdictSpec]:
     return {
         "adaptive": shipped,
-        "fixed-3": shipped.model_copy(update={"policy": "fixed", "repeats": shipped.repeats.model_copy(
-            update={"min": 3, "max": 3})}),
-        "fixed-6": shipped.model_copy(update={"policy": "fixed", "repeats": shipped.repeats.model_copy(
-            update={"min": 6, "max": 6})}),
+        "fixed-3": shipped.model_copy(
+            update={"policy": "fixed", "repeats": shipped.repeats.model_copy(update={"min": 3, "max": 3})}
+        ),
+        "fixed-6": shipped.model_copy(
+            update={"policy": "fixed", "repeats": shipped.repeats.model_copy(update={"min": 6, "max": 6})}
+        ),
     }
 
 
-def campaign_setup(structure: str, index: int, n_cases: int, workloads: list[WorkloadSpec], m: float,
-                   offset_pct: float | None = None,
-                   near_share: float = NEAR_MARGIN_SHARE) -> tuple[Structure, list[Case]]:
+def campaign_setup(
+    structure: str,
+    index: int,
+    n_cases: int,
+    workloads: list[WorkloadSpec],
+    m: float,
+    offset_pct: float | None = None,
+    near_share: float = NEAR_MARGIN_SHARE,
+) -> tuple[Structure, list[Case]]:
     """One lab campaign's node and cases (`near_share` 0: the cases as drawn before the
     near-margin stratum, to replay a case found then)."""
     rng = random.Random(f"lab:{structure}:{index}")
@@ -101,7 +109,9 @@ def campaign_setup(structure: str, index: int, n_cases: int, workloads: list[Wor
     return st, draw_cases(rng, levels, m, n_cases, f"lab:{structure}:{index}", near_share)
 
 
-def _tables(launches: list[dict[tuple[str, int], float]], workloads: list[WorkloadSpec]) -> dict[str, list[list[float]]]:
+def _tables(
+    launches: list[dict[tuple[str, int], float]], workloads: list[WorkloadSpec]
+) -> dict[str, list[list[float]]]:
     out = {}
     for w in workloads:
         t = log_table([[f[(w.name, c)] for c in w.concurrency] for f in launches])
@@ -110,8 +120,9 @@ def _tables(launches: list[dict[tuple[str, int], float]], workloads: list[Worklo
     return out
 
 
-def run_direct(node: LabNode, spec: VerdictSpec, workloads: list[WorkloadSpec], n_cases: int,
-               settings: RuleSettings = SHIPPED) -> list[Result]:
+def run_direct(
+    node: LabNode, spec: VerdictSpec, workloads: list[WorkloadSpec], n_cases: int, settings: RuleSettings = SHIPPED
+) -> list[Result]:
     """The graph's sequence of launches and rule calls, without the graph (module doc);
     `settings`: the rule's components (`--ablate` leaves one out)."""
     start = baseline_launches(spec.repeats, NodeNoise())  # the start baseline: no launch on the node yet
@@ -129,8 +140,9 @@ def run_direct(node: LabNode, spec: VerdictSpec, workloads: list[WorkloadSpec], 
                 s.baseline.append(LevelResult(concurrency=lv[1], requests=1, output_tokens_per_s=base[lv]))
             base_launches.append(base)
             rounds += 1
-            if not round_decision(list(samples.values()), spec, rounds, confounded=False, noise=noise,
-                                  settings=settings).more:
+            if not round_decision(
+                list(samples.values()), spec, rounds, confounded=False, noise=noise, settings=settings
+            ).more:
                 break
             if rounds >= spec.repeats.max:
                 break
@@ -142,16 +154,19 @@ def run_direct(node: LabNode, spec: VerdictSpec, workloads: list[WorkloadSpec], 
 
 def lab_playbook(pb: Playbook, spec: VerdictSpec, n_cases: int) -> Playbook:
     data = pb.model_dump(mode="json", exclude={"hypotheses", "planner", "nodes"})
-    data.update(verdict=spec.model_dump(mode="json"), review={"after_no_win_streak": None, "before_patch": False},
-                budget={"max_experiments": n_cases + 5, "max_hours": 1e9},
-                hypotheses=[{"name": f"case-{i}", "flags": {CASE_FLAG: i}, "declares": [CASE_FLAG]}
-                            for i in range(n_cases)])
+    data.update(
+        verdict=spec.model_dump(mode="json"),
+        review={"after_no_win_streak": None, "before_patch": False},
+        budget={"max_experiments": n_cases + 5, "max_hours": 1e9},
+        hypotheses=[{"name": f"case-{i}", "flags": {CASE_FLAG: i}, "declares": [CASE_FLAG]} for i in range(n_cases)],
+    )
     data["verdict"]["correctness"]["enabled"] = False
     return Playbook.model_validate(data)
 
 
-def run_graph(node: LabNode, spec: VerdictSpec, pb: Playbook, n_cases: int,
-              stopped: dict[int, str] | None = None) -> list[Result]:
+def run_graph(
+    node: LabNode, spec: VerdictSpec, pb: Playbook, n_cases: int, stopped: dict[int, str] | None = None
+) -> list[Result]:
     """The real campaign graph with the lab node (module doc); `stopped` collects each
     case's recorded rounds line (why its rounds stopped), as the journal shows it."""
     from langgraph.checkpoint.memory import InMemorySaver
@@ -184,8 +199,14 @@ def case_row(node: LabNode, c: Case, m: float) -> dict:
     """What a case is scored by: its truth, its stratum, the deciding test's distance to its
     margin (x m) and the noisier side's per-launch SD at that test's level (`deciding`)."""
     got = deciding(c, m)
-    return {"case": c.kind, "truth": truth_label(c, m), "stratum": stratum(c, m), "owed": verdict_is_owed(c, m),
-            "distance": got[0] if got else None, "noise_pct": node.noise_pct(got[1]) if got else None}
+    return {
+        "case": c.kind,
+        "truth": truth_label(c, m),
+        "stratum": stratum(c, m),
+        "owed": verdict_is_owed(c, m),
+        "distance": got[0] if got else None,
+        "noise_pct": node.noise_pct(got[1]) if got else None,
+    }
 
 
 Job = tuple[str, int, int, str, str, str, float | None, int, str]
@@ -201,19 +222,36 @@ def _job(args: Job) -> dict:
     if policy == "oracle-6":
         driver, results = "oracle", run_oracle(node, cases, spec.confidence, spec.min_effect_pct)
     elif left_out:
-        driver, results = "direct", run_direct(node, spec, workloads, n_cases,
-                                               RuleSettings.model_validate({left_out: False}))
+        driver, results = (
+            "direct",
+            run_direct(node, spec, workloads, n_cases, RuleSettings.model_validate({left_out: False})),
+        )
     else:
         if driver == "auto":
             driver = "graph" if policy == "adaptive" else "direct"
-        results = run_graph(node, spec, pb, n_cases) if driver == "graph" else run_direct(node, spec, workloads, n_cases)
+        results = (
+            run_graph(node, spec, pb, n_cases) if driver == "graph" else run_direct(node, spec, workloads, n_cases)
+        )
     m = spec.min_effect_pct
     rows = []
     for i, kind, rounds in results:
         c = cases[i]
-        rows.append({"structure": structure, "policy": policy, "driver": driver, "offset_pct": st.offset_pct,
-                     "campaign": index, "draw": draw, "left_out": left_out, "index": i, "kind": kind,
-                     "wrong": verdict_is_wrong(c, kind, m), "rounds": rounds, **case_row(node, c, m)})
+        rows.append(
+            {
+                "structure": structure,
+                "policy": policy,
+                "driver": driver,
+                "offset_pct": st.offset_pct,
+                "campaign": index,
+                "draw": draw,
+                "left_out": left_out,
+                "index": i,
+                "kind": kind,
+                "wrong": verdict_is_wrong(c, kind, m),
+                "rounds": rounds,
+                **case_row(node, c, m),
+            }
+        )
     return {"rows": rows}
 
 
@@ -229,10 +267,17 @@ def score(rows: Iterable[dict]) -> dict:
     missed = [r for r in decisive if r["kind"] == "inconclusive"]
     strong = [r for r in decisive if _strong(r)]
     near = [r for r in rows if r.get("stratum") == "near_margin"]
-    return {"n": len(rows), "wrong": len(wrong), "missed": len(missed), "decisive": len(decisive),
-            "missed_strong": sum(1 for r in strong if r["kind"] == "inconclusive"), "strong": len(strong),
-            "near": len(near), "wrong_near": sum(1 for r in near if r["wrong"]),
-            "rounds": sum(r["rounds"] for r in rows) / max(1, len(rows))}
+    return {
+        "n": len(rows),
+        "wrong": len(wrong),
+        "missed": len(missed),
+        "decisive": len(decisive),
+        "missed_strong": sum(1 for r in strong if r["kind"] == "inconclusive"),
+        "strong": len(strong),
+        "near": len(near),
+        "wrong_near": sum(1 for r in near if r["wrong"]),
+        "rounds": sum(r["rounds"] for r in rows) / max(1, len(rows)),
+    }
 
 
 def _pct(a: int, b: int) -> str:
@@ -246,8 +291,13 @@ def _draw_name(draw: int, campaigns: int) -> str:
 def print_table(rows: list[dict], structures: list[str], pols: list[str], draws: list[int], campaigns: int) -> bool:
     """The two-draw table (one column group per draw) and whether the adaptive row meets
     the issue's targets on every draw."""
-    print("| structure | policy | " + " | ".join(
-        f"wrong [{d}] | near-margin wrong [{d}] | missed strong [{d}] | rounds (x fixed-6) [{d}]" for d in draws) + " |")
+    print(
+        "| structure | policy | "
+        + " | ".join(
+            f"wrong [{d}] | near-margin wrong [{d}] | missed strong [{d}] | rounds (x fixed-6) [{d}]" for d in draws
+        )
+        + " |"
+    )
     print("|---|---|" + "---:|---:|---:|---:|" * len(draws))
     ok = True
     for s in structures:
@@ -259,19 +309,26 @@ def print_table(rows: list[dict], structures: list[str], pols: list[str], draws:
                 f6 = score(r for r in mine if r["policy"] == "fixed-6")
                 oracle = score(r for r in mine if r["policy"] == "oracle-6")
                 ratio = f" ({sc['rounds'] / f6['rounds']:.2f})" if f6["n"] else ""
-                cells.append(f"{_pct(sc['wrong'], sc['n'])} | {_pct(sc['wrong_near'], sc['near'])} | "
-                             f"{_pct(sc['missed_strong'], sc['strong'])} | {sc['rounds']:.2f}{ratio}")
+                cells.append(
+                    f"{_pct(sc['wrong'], sc['n'])} | {_pct(sc['wrong_near'], sc['near'])} | "
+                    f"{_pct(sc['missed_strong'], sc['strong'])} | {sc['rounds']:.2f}{ratio}"
+                )
                 if p == "adaptive":
                     ok &= sc["wrong"] <= 0.005 * sc["n"]
                     ok &= not f6["n"] or sc["rounds"] <= 0.6 * f6["rounds"]
                     if oracle["n"]:
                         ok &= sc["wrong_near"] <= oracle["wrong_near"]
-                        ok &= (sc["missed_strong"] / max(1, sc["strong"])
-                               <= oracle["missed_strong"] / max(1, oracle["strong"]) + 0.03)
+                        ok &= (
+                            sc["missed_strong"] / max(1, sc["strong"])
+                            <= oracle["missed_strong"] / max(1, oracle["strong"]) + 0.03
+                        )
             print(f"| {s} | {p} | " + " | ".join(cells) + " |")
-    print("draws: " + "; ".join(f"[{d}] = {_draw_name(d, campaigns)}" for d in draws)
-          + ".  missed strong: inconclusive where the deciding test is >= 1x the minimum effect from its margin "
-            "at noisier-side noise <= 1.5%")
+    print(
+        "draws: "
+        + "; ".join(f"[{d}] = {_draw_name(d, campaigns)}" for d in draws)
+        + ".  missed strong: inconclusive where the deciding test is >= 1x the minimum effect from its margin "
+        "at noisier-side noise <= 1.5%"
+    )
     return ok
 
 
@@ -280,8 +337,11 @@ STRATA = ("near_margin", "< 0.5x m", "0.5-1x m", ">= 1x m", "null", "gray")
 
 def print_strata(rows: list[dict], pols: list[str], draws: list[int]) -> None:
     """Wrong and missed per stratum and policy, over every structure, one column group per draw."""
-    print("| stratum | policy | " + " | ".join(f"experiments [{d}] | wrong [{d}] | missed / owed [{d}]" for d in draws)
-          + " |")
+    print(
+        "| stratum | policy | "
+        + " | ".join(f"experiments [{d}] | wrong [{d}] | missed / owed [{d}]" for d in draws)
+        + " |"
+    )
     print("|---|---|" + "---:|---:|---:|" * len(draws))
     for st in STRATA:
         if not any(r["stratum"] == st for r in rows):
@@ -296,16 +356,24 @@ def print_strata(rows: list[dict], pols: list[str], draws: list[int]) -> None:
 
 def print_ablation(rows: list[dict], draws: list[int], left_out: list[str]) -> None:
     """The adaptive rule with each component left out in turn, over every structure."""
-    print("| left out | " + " | ".join(f"wrong [{d}] | near-margin wrong [{d}] | missed / owed [{d}] | "
-                                        f"missed strong [{d}] | rounds [{d}]" for d in draws) + " |")
+    print(
+        "| left out | "
+        + " | ".join(
+            f"wrong [{d}] | near-margin wrong [{d}] | missed / owed [{d}] | missed strong [{d}] | rounds [{d}]"
+            for d in draws
+        )
+        + " |"
+    )
     print("|---|" + "---:|---:|---:|---:|---:|" * len(draws))
     for left in ("", *left_out):
         cells = []
         for d in draws:
             sc = score(r for r in rows if r["left_out"] == left and r["draw"] == d)
-            cells.append(f"{_pct(sc['wrong'], sc['n'])} | {_pct(sc['wrong_near'], sc['near'])} | "
-                         f"{_pct(sc['missed'], sc['decisive'])} | {_pct(sc['missed_strong'], sc['strong'])} | "
-                         f"{sc['rounds']:.2f}")
+            cells.append(
+                f"{_pct(sc['wrong'], sc['n'])} | {_pct(sc['wrong_near'], sc['near'])} | "
+                f"{_pct(sc['missed'], sc['decisive'])} | {_pct(sc['missed_strong'], sc['strong'])} | "
+                f"{sc['rounds']:.2f}"
+            )
         print(f"| {left or 'nothing (shipped)'} | " + " | ".join(cells) + " |")
 
 
@@ -313,17 +381,32 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--playbook", default=str(PLAYBOOK))
     ap.add_argument("--campaigns", type=int, default=80, help="lab campaigns (nodes) per noise structure and draw")
-    ap.add_argument("--first-campaign", type=int, default=0,
-                    help="index of the first lab campaign: another index draws the same structures anew")
-    ap.add_argument("--draws", help="first campaigns of independent draws, reported side by side (e.g. 0,1000: "
-                                    "the draw the constants were tuned on and a fresh one); default --first-campaign")
+    ap.add_argument(
+        "--first-campaign",
+        type=int,
+        default=0,
+        help="index of the first lab campaign: another index draws the same structures anew",
+    )
+    ap.add_argument(
+        "--draws",
+        help="first campaigns of independent draws, reported side by side (e.g. 0,1000: "
+        "the draw the constants were tuned on and a fresh one); default --first-campaign",
+    )
     ap.add_argument("--cases", type=int, default=25, help="experiments per campaign")
     ap.add_argument("--structures", default=",".join(STRUCTURES))
-    ap.add_argument("--policies", default="adaptive,fixed-3,fixed-6,oracle-6",
-                    help="oracle-6: the floor for any rule keeping the per-level no-loss test (bench/lab_oracle.py)")
-    ap.add_argument("--ablate", nargs="?", const=",".join(COMPONENTS), metavar="COMPONENTS",
-                    help="the adaptive rule (direct driver) with each statistical component left out in turn "
-                         f"(default all: {', '.join(COMPONENTS)})")
+    ap.add_argument(
+        "--policies",
+        default="adaptive,fixed-3,fixed-6,oracle-6",
+        help="oracle-6: the floor for any rule keeping the per-level no-loss test (bench/lab_oracle.py)",
+    )
+    ap.add_argument(
+        "--ablate",
+        nargs="?",
+        const=",".join(COMPONENTS),
+        metavar="COMPONENTS",
+        help="the adaptive rule (direct driver) with each statistical component left out in turn "
+        f"(default all: {', '.join(COMPONENTS)})",
+    )
     ap.add_argument("--driver", choices=["auto", "direct", "graph"], default="auto")
     ap.add_argument("--offset-pct", type=float, help="fix the per-launch offset (default: 0.5-3%% per node)")
     ap.add_argument("--workers", type=int, default=2)
@@ -339,10 +422,14 @@ def main(argv: list[str] | None = None) -> int:
     variants = ("", *left_out)
     if args.ablate:
         pols = ["adaptive"]
-    jobs: list[Job] = [(s, i, args.cases, p, "direct" if args.ablate else args.driver, args.playbook, args.offset_pct,
-                        d, v)
-                       for d in draws for s in structures for i in range(d, d + args.campaigns) for p in pols
-                       for v in variants]
+    jobs: list[Job] = [
+        (s, i, args.cases, p, "direct" if args.ablate else args.driver, args.playbook, args.offset_pct, d, v)
+        for d in draws
+        for s in structures
+        for i in range(d, d + args.campaigns)
+        for p in pols
+        for v in variants
+    ]
     t0 = time.time()
     if args.from_json:
         rows = json.loads(Path(args.from_json).read_text())["rows"]
@@ -350,9 +437,11 @@ def main(argv: list[str] | None = None) -> int:
         with Pool(args.workers) as pool:
             rows = [r for out in pool.imap_unordered(_job, jobs, chunksize=1) for r in out["rows"]]
     took = max(time.time() - t0, 1e-9)
-    print(f"verdict lab: {len(rows)} experiments in {took:.0f} s ({len(rows) / took * 60:.0f}/min, driver "
-          f"{'direct' if args.ablate else args.driver}, {args.workers} workers); {len(draws)} draw(s) x "
-          f"{args.campaigns} nodes x {args.cases} cases per structure and policy")
+    print(
+        f"verdict lab: {len(rows)} experiments in {took:.0f} s ({len(rows) / took * 60:.0f}/min, driver "
+        f"{'direct' if args.ablate else args.driver}, {args.workers} workers); {len(draws)} draw(s) x "
+        f"{args.campaigns} nodes x {args.cases} cases per structure and policy"
+    )
     if args.ablate:
         print_ablation(rows, draws, left_out)
         ok = True
@@ -360,8 +449,10 @@ def main(argv: list[str] | None = None) -> int:
         ok = print_table(rows, structures, pols, draws, args.campaigns)
         print()
         print_strata(rows, pols, draws)
-        print(f"targets (adaptive, every structure and draw: wrong <= 0.5%; near-margin wrong <= the oracle's; "
-              f"missed strong <= the oracle's + 3 points; rounds <= 0.6x fixed-6): {'met' if ok else 'NOT met'}")
+        print(
+            f"targets (adaptive, every structure and draw: wrong <= 0.5%; near-margin wrong <= the oracle's; "
+            f"missed strong <= the oracle's + 3 points; rounds <= 0.6x fixed-6): {'met' if ok else 'NOT met'}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}))
     return 0 if ok else 1

@@ -150,7 +150,8 @@ def _type_name(annotation: Any, sections: dict[type[BaseModel], Section]) -> str
         return f"mapping of {_type_name(args[0], sections)} to {_type_name(args[1], sections)}"
     if isinstance(annotation, type):
         return {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(
-            annotation.__name__, annotation.__name__)
+            annotation.__name__, annotation.__name__
+        )
     return str(annotation).replace("typing.", "")
 
 
@@ -206,9 +207,17 @@ class Row:
 
 
 def rows(sec: Section, sections: dict[type[BaseModel], Section]) -> list[Row]:
-    return [Row(name, _type_name(info.annotation, sections), _default(info), info.description or "",
-                _example(name, info, sec))
-            for name, info in sec.model.model_fields.items() if name not in _INTERNAL]
+    return [
+        Row(
+            name,
+            _type_name(info.annotation, sections),
+            _default(info),
+            info.description or "",
+            _example(name, info, sec),
+        )
+        for name, info in sec.model.model_fields.items()
+        if name not in _INTERNAL
+    ]
 
 
 def load_playbooks() -> list[tuple[str, dict[str, Any]]]:
@@ -240,15 +249,16 @@ def reference_markdown() -> str:
         kinds = get_args(kind.annotation) if kind is not None else ()
         if len(kinds) == 1 and sec.paths[0]:  # one member of the node union
             title += f" (kind: {kinds[0]})"
-        out.append(f'## {title} {{#{sec.anchor}}}\n')
+        out.append(f"## {title} {{#{sec.anchor}}}\n")
         doc = (sec.model.__doc__ or "").strip()
         if doc and sec.model.__module__.startswith(("campaign.", "tools.")):
             out.append(_cell(doc) + "\n")
         out.append(f"Where: {where}. Model: `{sec.model.__module__}.{sec.model.__name__}`.\n")
         out.append("| field | type | default | description | example |\n|---|---|---|---|---|")
         for r in rows(sec, by_model):
-            out.append(f"| `{r.name}` | {_cell(r.type)} | {_cell(r.default)} | {_cell(r.description)} "
-                       f"| {_cell(r.example)} |")
+            out.append(
+                f"| `{r.name}` | {_cell(r.type)} | {_cell(r.default)} | {_cell(r.description)} | {_cell(r.example)} |"
+            )
         out.append("")
     return "\n".join(out)
 
@@ -256,9 +266,13 @@ def reference_markdown() -> str:
 def undescribed() -> list[str]:
     """Fields the reference cannot describe fully: no description, or no example anywhere."""
     secs, by_model = reference_sections()
-    return [f"{s.model.__name__}.{r.name}: no {'description' if not r.description else 'example'} "
-            f"(fix: Field(description=..., examples=[...]) in {s.model.__module__})"
-            for s in secs for r in rows(s, by_model) if not r.description or not r.example]
+    return [
+        f"{s.model.__name__}.{r.name}: no {'description' if not r.description else 'example'} "
+        f"(fix: Field(description=..., examples=[...]) in {s.model.__module__})"
+        for s in secs
+        for r in rows(s, by_model)
+        if not r.description or not r.example
+    ]
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

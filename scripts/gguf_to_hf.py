@@ -45,14 +45,17 @@ def main() -> int:
         print("gguf_to_hf: the GGUF carries no chat template", file=sys.stderr)
         return 1
     question, expect = CHECK
-    ids = tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
-                                  return_tensors="pt", return_dict=True)
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": question}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     with torch.no_grad():
         gen = model.generate(**ids, max_new_tokens=12, do_sample=False)
-    answer = tok.decode(gen[0][ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    answer = tok.decode(gen[0][ids["input_ids"].shape[1] :], skip_special_tokens=True)
     params = sum(p.numel() for p in model.parameters())
-    print(f"gguf_to_hf: {params / 1e6:.1f}M parameters, {len(tok)} tokens, float32 in {out} "
-          f"({time.monotonic() - t0:.0f} s); check: {question!r} -> {answer.strip()!r}")
+    print(
+        f"gguf_to_hf: {params / 1e6:.1f}M parameters, {len(tok)} tokens, float32 in {out} "
+        f"({time.monotonic() - t0:.0f} s); check: {question!r} -> {answer.strip()!r}"
+    )
     if expect not in answer:
         print(f"gguf_to_hf: the converted model answered {answer!r}, expected {expect!r}", file=sys.stderr)
         return 1

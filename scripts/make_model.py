@@ -74,24 +74,36 @@ def build(size: str, out: Path) -> dict[str, int]:
     )
     tok.train_from_iterator(training_text(), trainer)
     ftok = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-        pad_token="<pad>", model_max_length=MAX_POSITIONS,
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        model_max_length=MAX_POSITIONS,
     )
     ftok.chat_template = CHAT_TEMPLATE
     ftok.save_pretrained(out)
     cfg = LlamaConfig(
-        vocab_size=tok.get_vocab_size(), num_key_value_heads=dims["num_attention_heads"],
-        max_position_embeddings=MAX_POSITIONS, bos_token_id=ftok.bos_token_id,
-        eos_token_id=ftok.eos_token_id, pad_token_id=ftok.pad_token_id,
-        tie_word_embeddings=False, torch_dtype="float32", **dims,
+        vocab_size=tok.get_vocab_size(),
+        num_key_value_heads=dims["num_attention_heads"],
+        max_position_embeddings=MAX_POSITIONS,
+        bos_token_id=ftok.bos_token_id,
+        eos_token_id=ftok.eos_token_id,
+        pad_token_id=ftok.pad_token_id,
+        tie_word_embeddings=False,
+        torch_dtype="float32",
+        **dims,
     )
     model = LlamaForCausalLM(cfg)
     with torch.no_grad():  # logit 0: greedy never picks them (see module doc)
         for token_id in unprintable_tokens(tok):
             model.lm_head.weight[token_id].zero_()
     model.save_pretrained(out, safe_serialization=True)
-    return {"vocab": tok.get_vocab_size(), "params": sum(p.numel() for p in model.parameters()),
-            "masked_tokens": len(unprintable_tokens(tok))}
+    return {
+        "vocab": tok.get_vocab_size(),
+        "params": sum(p.numel() for p in model.parameters()),
+        "masked_tokens": len(unprintable_tokens(tok)),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

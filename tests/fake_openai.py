@@ -61,20 +61,32 @@ def answer(obj: Any, **kw: Any) -> Reply:
     return Reply(content=json.dumps(obj), **kw)
 
 
-def proposal(name: str = "try-it", *, flags: dict[str, Any] | None = None, env: dict[str, Any] | None = None,
-             unset_flags: list[str] | None = None, patch: str | None = None, revisit_of: str | None = None,
-             rationale: str = "because", expected_effect: str = "+3% at C=64", **kw: Any) -> Reply:
+def proposal(
+    name: str = "try-it",
+    *,
+    flags: dict[str, Any] | None = None,
+    env: dict[str, Any] | None = None,
+    unset_flags: list[str] | None = None,
+    patch: str | None = None,
+    revisit_of: str | None = None,
+    rationale: str = "because",
+    expected_effect: str = "+3% at C=64",
+    **kw: Any,
+) -> Reply:
     """A proposal in the strict wire form ({"name", "value"} pairs)."""
-    return answer({
-        "name": name,
-        "rationale": rationale,
-        "expected_effect": expected_effect,
-        "flags": [{"name": k, "value": v} for k, v in (flags or {}).items()],
-        "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
-        "unset_flags": unset_flags or [],
-        "patch": patch,
-        "revisit_of": revisit_of,
-    }, **kw)
+    return answer(
+        {
+            "name": name,
+            "rationale": rationale,
+            "expected_effect": expected_effect,
+            "flags": [{"name": k, "value": v} for k, v in (flags or {}).items()],
+            "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
+            "unset_flags": unset_flags or [],
+            "patch": patch,
+            "revisit_of": revisit_of,
+        },
+        **kw,
+    )
 
 
 def status(code: int, message: str = "scripted error", **kw: Any) -> Reply:
@@ -158,7 +170,9 @@ class FakeOpenAI:
 
     async def _models(self, request: web.Request) -> web.Response:
         await self._record(request)
-        return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "fake"}]})
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "fake"}]}
+        )
 
     async def _chat(self, request: web.Request) -> web.Response:
         await self._record(request)
@@ -175,9 +189,13 @@ class FakeOpenAI:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": (self.requests[-1].body or {}).get("model", self.model),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply.content}}],
-            "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                      "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+            "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply.content}}
+            ],
+            "usage": {
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+            },
         }
         return web.json_response(body, headers=reply.headers)

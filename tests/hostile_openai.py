@@ -40,8 +40,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.owner.received.append(body)
         self.server.owner.next_shape()(self)
 
-    def raw(self, status: int, body: bytes, *, ctype: str = "application/json",
-            headers: dict[str, str] | None = None, length: int | None = None) -> None:
+    def raw(
+        self,
+        status: int,
+        body: bytes,
+        *,
+        ctype: str = "application/json",
+        headers: dict[str, str] | None = None,
+        length: int | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("content-type", ctype)
         self.send_header("content-length", str(len(body) if length is None else length))
@@ -76,8 +83,7 @@ class HostileServer:
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -102,9 +108,14 @@ class HostileServer:
 
 # ------------------------------------------------------------------ shapes
 def completion_body(content: Any, **over: Any) -> dict[str, Any]:
-    body = {"id": "chatcmpl-x", "object": "chat.completion", "created": int(time.time()), "model": "fake-model",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+    body = {
+        "id": "chatcmpl-x",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "fake-model",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+    }
     body.update(over)
     return body
 
@@ -128,8 +139,16 @@ def answer(obj: Any) -> Shape:
 
 
 def proposal(name: str = "try-it", **fields: Any) -> Shape:
-    obj = {"name": name, "rationale": "because", "expected_effect": "+3%", "flags": [], "env": [],
-           "unset_flags": [], "patch": None, "revisit_of": None}
+    obj = {
+        "name": name,
+        "rationale": "because",
+        "expected_effect": "+3%",
+        "flags": [],
+        "env": [],
+        "unset_flags": [],
+        "patch": None,
+        "revisit_of": None,
+    }
     for key in ("flags", "env"):
         if isinstance(fields.get(key), dict):
             fields[key] = [{"name": k, "value": v} for k, v in fields[key].items()]
@@ -148,6 +167,7 @@ def truncated(full: bytes, keep: int) -> Shape:
 
 def slow_drip(data: bytes, every_s: float) -> Shape:
     """The body one byte at a time, `every_s` apart (each read arrives well within a read timeout)."""
+
     def shape(h: _Handler) -> None:
         h.send_response(200)
         h.send_header("content-type", "application/json")
@@ -161,14 +181,17 @@ def slow_drip(data: bytes, every_s: float) -> Shape:
                 h.wfile.flush()
             except OSError:
                 return
+
     return shape
 
 
 def silence(seconds: float) -> Shape:
     """Read the request, answer nothing for `seconds`, then close."""
+
     def shape(h: _Handler) -> None:
         h.stop_event().wait(seconds)
         h.close_connection = True
+
     return shape
 
 
@@ -182,28 +205,33 @@ def headers_then_silence(seconds: float) -> Shape:
         h.wfile.flush()
         h.stop_event().wait(seconds)
         h.close_connection = True
+
     return shape
 
 
 def reset() -> Shape:
     """Close the socket without a response (RST where the OS allows)."""
+
     def shape(h: _Handler) -> None:
         try:
             h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         except OSError:
             pass
         h.close_connection = True
+
     return shape
 
 
 def broken_chunks() -> Shape:
     """Chunked transfer encoding with a malformed chunk size."""
+
     def shape(h: _Handler) -> None:
         h.send_response(200)
         h.send_header("content-type", "application/json")
         h.send_header("transfer-encoding", "chunked")
         h.end_headers()
-        h.wfile.write(b"5\r\n{\"id\"\r\nZZZ\r\nnot a chunk\r\n")
+        h.wfile.write(b'5\r\n{"id"\r\nZZZ\r\nnot a chunk\r\n')
         h.wfile.flush()
         h.close_connection = True
+
     return shape

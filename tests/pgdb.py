@@ -24,8 +24,10 @@ def server_url() -> str:
     """The test server's URL (no password: it is in PGPASSFILE), or skip/fail."""
     url = os.environ.get("CAMPAIGN_TEST_DATABASE_URL", "")
     if not url:
-        missing("no PostgreSQL: CAMPAIGN_TEST_DATABASE_URL is not set "
-                "(sudo bash .ci/postgres_up.sh; set -a; . /tmp/campaign-pg/env; set +a)")
+        missing(
+            "no PostgreSQL: CAMPAIGN_TEST_DATABASE_URL is not set "
+            "(sudo bash .ci/postgres_up.sh; set -a; . /tmp/campaign-pg/env; set +a)"
+        )
     return url
 
 

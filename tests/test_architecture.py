@@ -27,11 +27,14 @@ def test_import_contracts_hold_on_the_shipped_tree() -> None:
     assert "0 broken" in res.stdout
 
 
-@pytest.mark.parametrize("module, line", [
-    ("campaign/verdict/stats.py", "from campaign.store import Store  # noqa: F401"),   # a lower layer reaching up
-    ("campaign/journal/format.py", "import tools.node_runtime  # noqa: F401"),          # the core importing an adapter
-    ("tools/server/triage.py", "import campaign.loop.graph  # noqa: F401"),            # an adapter importing the loop
-])
+@pytest.mark.parametrize(
+    "module, line",
+    [
+        ("campaign/verdict/stats.py", "from campaign.store import Store  # noqa: F401"),  # a lower layer reaching up
+        ("campaign/journal/format.py", "import tools.node_runtime  # noqa: F401"),  # the core importing an adapter
+        ("tools/server/triage.py", "import campaign.loop.graph  # noqa: F401"),  # an adapter importing the loop
+    ],
+)
 def test_a_wrong_arrow_breaks_a_contract(tmp_path: Path, module: str, line: str) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(ROOT / "campaign", tree / "campaign")

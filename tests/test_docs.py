@@ -143,7 +143,7 @@ def line_problems(line: str, commands: dict[str, set[str]]) -> list[str]:
         m = re.match(r"campaign\s+([a-z][\w-]*)", command)
         if m:
             name = m.group(1)
-            part = command[m.end():]
+            part = command[m.end() :]
             if name not in commands:
                 problems.append(f"no such command: campaign {name}")
                 continue
@@ -183,16 +183,27 @@ def test_a_page_names_only_paths_commands_and_options_that_exist(path: Path) -> 
 
 def test_the_checks_catch_what_does_not_exist() -> None:
     commands = cli_commands()
-    bad = ("`tools/source/patches.py`, `campaign.verdict.nosuch`, `campaign frobnicate`, "
-           "`campaign run PLAYBOOK --no-such-flag`\n\n```bash\ncampaign resume ID --aprove\n"
-           "pip install . && OPENAI_API_KEY=x campaign runn P   # campaign ignored in a comment\n```\n")
+    bad = (
+        "`tools/source/patches.py`, `campaign.verdict.nosuch`, `campaign frobnicate`, "
+        "`campaign run PLAYBOOK --no-such-flag`\n\n```bash\ncampaign resume ID --aprove\n"
+        "pip install . && OPENAI_API_KEY=x campaign runn P   # campaign ignored in a comment\n```\n"
+    )
     found = problems_in(bad, commands)
-    assert sorted(found) == sorted(["no such path: tools/source/patches.py", "no such name: campaign.verdict.nosuch",
-                                    "no such command: campaign frobnicate", "campaign run has no option --no-such-flag",
-                                    "campaign resume has no option --aprove", "no such command: campaign runn"]), found
-    fine = ("`vllm serve --max-num-seqs 4`, `journal/eagle-fast-verify.md`, `campaign simnode --tp 8`, "
-            "`<journal>.d/index.sqlite`, `python -m pytest -q tests/test_docs.py -k paths`, "
-            "`thread id = campaign id`")
+    assert sorted(found) == sorted(
+        [
+            "no such path: tools/source/patches.py",
+            "no such name: campaign.verdict.nosuch",
+            "no such command: campaign frobnicate",
+            "campaign run has no option --no-such-flag",
+            "campaign resume has no option --aprove",
+            "no such command: campaign runn",
+        ]
+    ), found
+    fine = (
+        "`vllm serve --max-num-seqs 4`, `journal/eagle-fast-verify.md`, `campaign simnode --tp 8`, "
+        "`<journal>.d/index.sqlite`, `python -m pytest -q tests/test_docs.py -k paths`, "
+        "`thread id = campaign id`"
+    )
     assert problems_in(fine, commands) == []
 
 

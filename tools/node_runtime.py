@@ -61,11 +61,26 @@ def launch_seed(base: object, label: str) -> int:
 class NodeRuntime:
     """A node: its executor plus how to start the engine on it."""
 
-    def __init__(self, name: str, executor: Executor, *, model: str, fmt: dict[str, object], workdir: str,
-                 profile: EngineProfile = SIMULATED, command: str | None = None, python: str | None = None,
-                 health: str | None = None, startup_timeout_s: float | None = None,
-                 fingerprint_argv: list[str] | None = None, ledger: ProcessLedger | None = None, progress: ProgressFn | None = None,
-                 sweep_on: str = "controller", base_env: list[str] | None = None, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        executor: Executor,
+        *,
+        model: str,
+        fmt: dict[str, object],
+        workdir: str,
+        profile: EngineProfile = SIMULATED,
+        command: str | None = None,
+        python: str | None = None,
+        health: str | None = None,
+        startup_timeout_s: float | None = None,
+        fingerprint_argv: list[str] | None = None,
+        ledger: ProcessLedger | None = None,
+        progress: ProgressFn | None = None,
+        sweep_on: str = "controller",
+        base_env: list[str] | None = None,
+        api_key: str | None = None,
+    ) -> None:
         # the engine profile is the one source of the launch command, env defaults, health path,
         # start-up time, triage rules and metrics reader; the playbook's `server:` may override
         # them (command, python, health, startup_timeout_s, base_env): tools.engines.launch_spec
@@ -87,14 +102,32 @@ class NodeRuntime:
         self.ledger = ledger
         self.progress = progress or (lambda kind, data: None)
 
-    def launch_spec(self, config: EffectiveConfig, *, port: int | str, label: str, source: str | None = None,
-                    expand_secrets: bool = True, seed: int | str | None = None) -> ServerLaunch:
+    def launch_spec(
+        self,
+        config: EffectiveConfig,
+        *,
+        port: int | str,
+        label: str,
+        source: str | None = None,
+        expand_secrets: bool = True,
+        seed: int | str | None = None,
+    ) -> ServerLaunch:
         """The server `measure` starts for `config` (and `campaign plan` prints, with
         placeholders for the port, the worktree and a seeded launch's seed)."""
         fill = self._fmt(launch_seed(self.fmt.get("launch_seed_base"), label) if seed is None else seed, source)
-        return build_launch(self.profile, config, model=self.model, port=port, fill=fill, command=self.command,
-                            python=self.python, health=self.health, startup_timeout_s=self.startup_timeout_s,
-                            base_env=self.base_env, expand_secrets=expand_secrets)
+        return build_launch(
+            self.profile,
+            config,
+            model=self.model,
+            port=port,
+            fill=fill,
+            command=self.command,
+            python=self.python,
+            health=self.health,
+            startup_timeout_s=self.startup_timeout_s,
+            base_env=self.base_env,
+            expand_secrets=expand_secrets,
+        )
 
     # ------------------------------------------------------------ environment
     def fingerprint(self) -> Fingerprint:
@@ -103,10 +136,12 @@ class NodeRuntime:
             res = self.executor.run(self.fingerprint_argv, timeout=120)
             text = res.stdout.strip()
             try:
-                return Fingerprint.model_validate(json.loads(text[text.index("{"):]))
+                return Fingerprint.model_validate(json.loads(text[text.index("{") :]))
             except ValueError:
-                raise NodeError(f"node {self.name}: the fingerprint command failed (exit {res.returncode}): "
-                                   f"{redact_text((res.stderr or res.stdout).strip()[-300:])}") from None
+                raise NodeError(
+                    f"node {self.name}: the fingerprint command failed (exit {res.returncode}): "
+                    f"{redact_text((res.stderr or res.stdout).strip()[-300:])}"
+                ) from None
         fp = probe_fingerprint(self.executor)
         fp.engine = self.profile.name
         fp.engine_version = self._engine_version()
@@ -116,8 +151,10 @@ class NodeRuntime:
         """The engine's installed version, read with the interpreter the launch command
         runs ("" when it cannot be read: the fingerprint then says "unknown")."""
         try:  # no launch: no port, no seed, no worktree (the installed engine is the one asked about)
-            argv = version_argv(self.launch_spec(EffectiveConfig(), port=0, label="", source="",
-                                                 expand_secrets=False).argv, self.profile.package)
+            argv = version_argv(
+                self.launch_spec(EffectiveConfig(), port=0, label="", source="", expand_secrets=False).argv,
+                self.profile.package,
+            )
         except UserError:  # a placeholder only a launch fills: the launch names the fault
             return ""
         if argv is None:
@@ -137,9 +174,16 @@ class NodeRuntime:
         return fmt
 
     # ------------------------------------------------------------ measurement
-    def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
-                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16,
-                source: str | None = None) -> Measurement:
+    def measure(
+        self,
+        config: EffectiveConfig,
+        workloads: list[WorkloadSpec],
+        *,
+        label: str,
+        correctness_prompts: list[str] | None = None,
+        correctness_tokens: int = 16,
+        source: str | None = None,
+    ) -> Measurement:
         """Launch `config` from the tree at `source` (the `{source}` of the command
         template, a worktree on the node), run the workloads, stop."""
         from tools.loadgen.correctness import greedy_outputs
@@ -152,16 +196,24 @@ class NodeRuntime:
         out = Measurement(command=redact_argv(spec.argv))
         t0 = time.monotonic()
         self.progress("launch", {"label": label, "node": self.name, "command": out.command})
-        launcher = ServerLauncher(self.executor, ledger=self.ledger, extra_rules=self.extra_rules,
-                                  api_key=self._api_key)
+        launcher = ServerLauncher(
+            self.executor, ledger=self.ledger, extra_rules=self.extra_rules, api_key=self._api_key
+        )
         try:
             server = launcher.launch(req)
         except LaunchFailed as exc:
             out.failure = exc.failure
             out.wall_seconds = time.monotonic() - t0
-            self.progress("launch_failed", {"label": label, "class": exc.failure.failure_class.value,
-                                            "summary": exc.failure.summary, "lines": exc.failure.evidence,
-                                            "log_path": exc.failure.log_path})
+            self.progress(
+                "launch_failed",
+                {
+                    "label": label,
+                    "class": exc.failure.failure_class.value,
+                    "summary": exc.failure.summary,
+                    "lines": exc.failure.evidence,
+                    "log_path": exc.failure.log_path,
+                },
+            )
             return out
         out.queue_seconds = self.executor.queue_wait_s(server.handle) or 0.0
         with server:
@@ -172,18 +224,33 @@ class NodeRuntime:
             timeout = request_timeout_s(out.time_scale)
             try:
                 if correctness_prompts:
-                    out.outputs = asyncio.run(greedy_outputs(server.url, correctness_prompts,
-                                                             correctness_tokens, model=self.model, timeout_s=timeout,
-                                                             api_key=self._api_key))
+                    out.outputs = asyncio.run(
+                        greedy_outputs(
+                            server.url,
+                            correctness_prompts,
+                            correctness_tokens,
+                            model=self.model,
+                            timeout_s=timeout,
+                            api_key=self._api_key,
+                        )
+                    )
                 before = info
                 for wl in workloads:
                     self.progress("sweep", {"label": label, "workload": wl.name})
                     if self.sweep_on == "node":
                         res = self._sweep_on_node(port, wl, out.time_scale, timeout, label)
                     else:
-                        res = asyncio.run(run_sweep(server.url, wl, model=self.model, time_scale=out.time_scale,
-                                                    progress=lambda ev: self.progress("level", {"event": ev}),
-                                                    request_timeout_s=timeout, api_key=self._api_key))
+                        res = asyncio.run(
+                            run_sweep(
+                                server.url,
+                                wl,
+                                model=self.model,
+                                time_scale=out.time_scale,
+                                progress=lambda ev: self.progress("level", {"event": ev}),
+                                request_timeout_s=timeout,
+                                api_key=self._api_key,
+                            )
+                        )
                     out.sweeps[wl.name] = res
                     after = self._metrics(server.url)
                     acc = self.profile.accept_length_between(before, after)
@@ -200,8 +267,11 @@ class NodeRuntime:
                 text = redact_text(str(exc))[:500]
                 cls = FailureClass.hang if "timeout" in text.lower() else FailureClass.server_error
                 out.failure = server.check() or Failure(
-                    failure_class=cls, phase="load", evidence=[text],
-                    summary=f"requests failed while serving: {exc.__class__.__name__}")
+                    failure_class=cls,
+                    phase="load",
+                    evidence=[text],
+                    summary=f"requests failed while serving: {exc.__class__.__name__}",
+                )
             health_url = server.url + spec.health_path
             if out.failure is not None and server.check() is None and not _answers(health_url):
                 out.failure = _outage(health_url, out.failure)
@@ -232,8 +302,7 @@ class NodeRuntime:
         except Exception:  # a server that has no metrics endpoint, or garbage there: no figures
             return None
 
-    def _sweep_on_node(self, port: int, wl: WorkloadSpec, time_scale: float, timeout: float,
-                       label: str) -> SweepResult:
+    def _sweep_on_node(self, port: int, wl: WorkloadSpec, time_scale: float, timeout: float, label: str) -> SweepResult:
         """Run the load sweep on the node itself (closer to the server: latency figures
         without the network between controller and node), then fetch its JSON."""
         import tempfile
@@ -251,10 +320,15 @@ class NodeRuntime:
         n_requests = len(wl.concurrency) * 2 * max(wl.concurrency)
         argv = _bench_argv(python, port, wl, self.model, time_scale, timeout, prompts, remote)
         key_env = {BENCH_KEY_ENV: self._api_key} if self._api_key else {}  # over the executor's env, not argv
-        res = self.executor.run(argv + (["--api-key-env", BENCH_KEY_ENV] if key_env else []), env=key_env,
-                                timeout=timeout * max(4, n_requests))
-        failed = RuntimeError(f"load sweep on node {self.name} failed (exit {res.returncode}): "
-                              f"{redact_text((res.stderr or res.stdout).strip()[-300:])}")
+        res = self.executor.run(
+            argv + (["--api-key-env", BENCH_KEY_ENV] if key_env else []),
+            env=key_env,
+            timeout=timeout * max(4, n_requests),
+        )
+        failed = RuntimeError(
+            f"load sweep on node {self.name} failed (exit {res.returncode}): "
+            f"{redact_text((res.stderr or res.stdout).strip()[-300:])}"
+        )
         if res.returncode not in (0, 2):
             raise failed
         # exit 2: bad arguments (no JSON written) or requests that failed (JSON written
@@ -271,13 +345,14 @@ class NodeRuntime:
         if result.protocol != MEASUREMENT_PROTOCOL:
             # an older `campaign` on the node hands the prompts out otherwise: its figures
             # are other work than this controller compares (`campaign.domain.work`)
-            raise UserError(f"node {self.name}: its campaign's load generator hands out prompts by protocol "
-                            f"{result.protocol}, this controller's by {MEASUREMENT_PROTOCOL}: its sweeps are not "
-                            f"comparable with this campaign's (fix: install this campaign version on the node for "
-                            f"{python}, then campaign resume)")
+            raise UserError(
+                f"node {self.name}: its campaign's load generator hands out prompts by protocol "
+                f"{result.protocol}, this controller's by {MEASUREMENT_PROTOCOL}: its sweeps are not "
+                f"comparable with this campaign's (fix: install this campaign version on the node for "
+                f"{python}, then campaign resume)"
+            )
         result.workload = wl
         return result
-
 
 
 #: a request that takes longer than this (node time) is taken for a hang; a time-scaled
@@ -304,21 +379,49 @@ def _answers(url: str) -> bool:
 def _outage(health_url: str, seen: Failure) -> Failure:
     """Requests failed and the server's process lives but its health endpoint cannot be
     reached: the node (or the network to it) is out, not the idea under test."""
-    return Failure(failure_class=FailureClass.unreachable, phase="load",
-                   summary=f"{health_url} cannot be reached while the server process runs "
-                           f"(requests failed: {seen.summary})",
-                   evidence=seen.evidence[:5])
+    return Failure(
+        failure_class=FailureClass.unreachable,
+        phase="load",
+        summary=f"{health_url} cannot be reached while the server process runs (requests failed: {seen.summary})",
+        evidence=seen.evidence[:5],
+    )
 
 
-def _bench_argv(python: str, port: int, wl: WorkloadSpec, model: str, time_scale: float, timeout: float,
-                prompts: str, out: str) -> list[str]:
+def _bench_argv(
+    python: str, port: int, wl: WorkloadSpec, model: str, time_scale: float, timeout: float, prompts: str, out: str
+) -> list[str]:
     """`campaign bench` on the node with exactly the workload's parameters."""
-    return [python, "-m", "campaign.cli.main", "bench", f"http://127.0.0.1:{port}",
-            "--concurrency", ",".join(str(c) for c in wl.concurrency),
-            "--requests-per-level", str(wl.requests_per_level), "--output-tokens", str(wl.output_tokens),
-            "--prompts", prompts, "--prompt-tokens", str(wl.prompt_tokens), "--warmup", str(wl.warmup_requests),
-            "--seed", str(wl.seed), "--endpoint", wl.endpoint, "--model", model,
-            "--time-scale", repr(time_scale), "--timeout", str(max(1, math.ceil(timeout))), "--json", out]
+    return [
+        python,
+        "-m",
+        "campaign.cli.main",
+        "bench",
+        f"http://127.0.0.1:{port}",
+        "--concurrency",
+        ",".join(str(c) for c in wl.concurrency),
+        "--requests-per-level",
+        str(wl.requests_per_level),
+        "--output-tokens",
+        str(wl.output_tokens),
+        "--prompts",
+        prompts,
+        "--prompt-tokens",
+        str(wl.prompt_tokens),
+        "--warmup",
+        str(wl.warmup_requests),
+        "--seed",
+        str(wl.seed),
+        "--endpoint",
+        wl.endpoint,
+        "--model",
+        model,
+        "--time-scale",
+        repr(time_scale),
+        "--timeout",
+        str(max(1, math.ceil(timeout))),
+        "--json",
+        out,
+    ]
 
 
 def _load_failure(res: SweepResult) -> Failure | None:
@@ -328,8 +431,9 @@ def _load_failure(res: SweepResult) -> Failure | None:
         return None
     samples = [s for lv in res.levels for s in lv.error_samples][:5]
     cls = FailureClass.hang if any("timeout" in s.lower() for s in samples) else FailureClass.server_error
-    return Failure(failure_class=cls, phase="load", evidence=samples,
-                   summary=f"{errors} of the requests failed while serving")
+    return Failure(
+        failure_class=cls, phase="load", evidence=samples, summary=f"{errors} of the requests failed while serving"
+    )
 
 
 #: `cuda` of a node without a GPU: a CUDA toolkit installed there runs nothing.
@@ -342,8 +446,10 @@ def probe_fingerprint(executor: Executor) -> Fingerprint:
     build of an engine does not use it, and a revisit condition on CUDA must not fire
     when someone installs a toolkit on a CPU box."""
     fp = Fingerprint()
-    res = executor.run(["sh", "-c", "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader"
-                        " 2>/dev/null"], timeout=30)
+    res = executor.run(
+        ["sh", "-c", "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null"],
+        timeout=30,
+    )
     lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
     if res.returncode == 0 and lines:
         name, driver, cap = (x.strip() for x in (lines[0].split(",") + ["", "", ""])[:3])

@@ -53,8 +53,11 @@ def read_planner_model_setup(root: str | Path = ".") -> PlannerModelSetup | None
         return None
     v = read_env_file(path)
     try:
-        setup = PlannerModelSetup(model_dir=v["CAMPAIGN_PLANNER_MODEL_DIR"],
-                                  served_name=v["CAMPAIGN_PLANNER_MODEL_NAME"], gguf=v.get("CAMPAIGN_PLANNER_MODEL_GGUF", ""))
+        setup = PlannerModelSetup(
+            model_dir=v["CAMPAIGN_PLANNER_MODEL_DIR"],
+            served_name=v["CAMPAIGN_PLANNER_MODEL_NAME"],
+            gguf=v.get("CAMPAIGN_PLANNER_MODEL_GGUF", ""),
+        )
     except KeyError:
         return None
     model = Path(setup.model_dir)
@@ -71,24 +74,39 @@ def missing_reason(root: str | Path = ".") -> str | None:
     return None
 
 
-def launch_request(vllm: VllmSetup, model: PlannerModelSetup, *, port: int, log_path: str,
-                   startup_timeout_s: float = 600) -> LaunchRequest:
+def launch_request(
+    vllm: VllmSetup, model: PlannerModelSetup, *, port: int, log_path: str, startup_timeout_s: float = 600
+) -> LaunchRequest:
     """vLLM's OpenAI-compatible server for the planner model: eager (no compile warm-up),
     float32 (the CPU build's settings), listed in /v1/models under its served name."""
-    config = vllm.cpu_config(EffectiveConfig(flags={
-        "served-model-name": model.served_name, "max-model-len": MAX_MODEL_LEN, "enforce-eager": True,
-        # compact JSON under a schema: no tokens spent on whitespace between fields (vLLM allows
-        # it with the xgrammar and guidance backends only, so the backend is named)
-        "structured-outputs-config": '{"backend":"xgrammar","disable_any_whitespace":true}',
-    }))
-    spec = build_launch(engine_profile("vllm"), config, model=model.model_dir, port=port,
-                        fill={"host": "127.0.0.1"}, python=vllm.python, startup_timeout_s=startup_timeout_s)
+    config = vllm.cpu_config(
+        EffectiveConfig(
+            flags={
+                "served-model-name": model.served_name,
+                "max-model-len": MAX_MODEL_LEN,
+                "enforce-eager": True,
+                # compact JSON under a schema: no tokens spent on whitespace between fields (vLLM allows
+                # it with the xgrammar and guidance backends only, so the backend is named)
+                "structured-outputs-config": '{"backend":"xgrammar","disable_any_whitespace":true}',
+            }
+        )
+    )
+    spec = build_launch(
+        engine_profile("vllm"),
+        config,
+        model=model.model_dir,
+        port=port,
+        fill={"host": "127.0.0.1"},
+        python=vllm.python,
+        startup_timeout_s=startup_timeout_s,
+    )
     return spec.request(port=port, log_path=log_path).model_copy(update={"expect_model": model.served_name})
 
 
 @contextlib.contextmanager
-def serve(root: str | Path, *, log_dir: Path, port: int | None = None,
-          startup_timeout_s: float = 600) -> Iterator[RunningServer]:
+def serve(
+    root: str | Path, *, log_dir: Path, port: int | None = None, startup_timeout_s: float = 600
+) -> Iterator[RunningServer]:
     """The planner model's server, up (health and /v1/models answered) until the block ends."""
     why = missing_reason(root)
     if why is not None:
@@ -97,15 +115,18 @@ def serve(root: str | Path, *, log_dir: Path, port: int | None = None,
     assert vllm is not None and model is not None
     executor = LocalExecutor()
     port = port or executor.free_port()
-    req = launch_request(vllm, model, port=port, log_path=str(log_dir / f"planner-vllm-{port}.log"),
-                         startup_timeout_s=startup_timeout_s)
+    req = launch_request(
+        vllm, model, port=port, log_path=str(log_dir / f"planner-vllm-{port}.log"), startup_timeout_s=startup_timeout_s
+    )
     engine = engine_profile("vllm")
     with ServerLauncher(executor, extra_rules=engine.triage_rules).launch(req) as server:
         yield server
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tools.planner_model", description="Serve the planner model until Ctrl-C.")
+    ap = argparse.ArgumentParser(
+        prog="python -m tools.planner_model", description="Serve the planner model until Ctrl-C."
+    )
     ap.add_argument("--port", type=int, default=DEFAULT_PORT)
     ap.add_argument("--root", default=".", help="the repository root (where .campaign/ is)")
     args = ap.parse_args(argv)
@@ -117,15 +138,20 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, kill: stop the server's group, then exit
         signal.signal(sig, lambda *_: stop.set())
     with tempfile.TemporaryDirectory(prefix="planner-model-") as tmp:
-        print(f"planner_model: starting vLLM on 127.0.0.1:{args.port} (a minute or two on 2 cores); log in {tmp}",
-              flush=True)
+        print(
+            f"planner_model: starting vLLM on 127.0.0.1:{args.port} (a minute or two on 2 cores); log in {tmp}",
+            flush=True,
+        )
         try:
             with serve(args.root, log_dir=Path(tmp), port=args.port) as server:
                 model = read_planner_model_setup(args.root)
                 assert model is not None
-                print(f"planner_model: serving {model.served_name}; in another shell:\n"
-                      f"  export OPENAI_BASE_URL={server.url.rstrip('/')}/v1\n"
-                      "planner_model: Ctrl-C stops it", flush=True)
+                print(
+                    f"planner_model: serving {model.served_name}; in another shell:\n"
+                    f"  export OPENAI_BASE_URL={server.url.rstrip('/')}/v1\n"
+                    "planner_model: Ctrl-C stops it",
+                    flush=True,
+                )
                 stop.wait()
         except Exception as err:  # a launch failure: one line with its class and evidence
             print(f"planner_model: {err}", file=sys.stderr)

@@ -33,16 +33,27 @@ def launch_of(profile: EngineProfile, pb: Playbook, config: EffectiveConfig) -> 
     """The command line and environment the one launch builder renders for `config`
     (`${NAME}` references left as written)."""
     template = launch_template(profile, pb.server.command, pb.server.python)
-    launch = build_launch(profile, config, model=pb.server.model, port="<port>", fill=_placeholders(template),
-                          command=pb.server.command, python=pb.server.python, expand_secrets=False)
+    launch = build_launch(
+        profile,
+        config,
+        model=pb.server.model,
+        port="<port>",
+        fill=_placeholders(template),
+        command=pb.server.command,
+        python=pb.server.python,
+        expand_secrets=False,
+    )
     return launch.argv, launch.env
 
 
 def _why_same(h: HypothesisSpec, baseline: EffectiveConfig) -> str:
     """What the hypothesis writes that changes nothing, for the message."""
     parts = [f"{k}: false emits no flag" for k, v in h.flags.items() if v is False or v is None]
-    parts += [f"{k}: {v!r} is already the baseline's" for k, v in h.flags.items()
-              if v not in (False, None) and k.lstrip("-") in baseline.flags]
+    parts += [
+        f"{k}: {v!r} is already the baseline's"
+        for k, v in h.flags.items()
+        if v not in (False, None) and k.lstrip("-") in baseline.flags
+    ]
     parts += [f"unset_flags {k} is not in the baseline" for k in h.unset_flags if k.lstrip("-") not in baseline.flags]
     parts += [f"env {k} is already the baseline's" for k in h.env if k in baseline.env]
     return "; ".join(parts) or "it changes nothing"
@@ -62,10 +73,16 @@ def identical_launches(pb: Playbook, source: str, at: tuple[str, ...] = ("hypoth
         if launch_of(profile, pb, merge(baseline, h.flags, h.env, h.unset_flags)) != base_launch:
             continue
         off = next((k.lstrip("-") for k, v in h.flags.items() if v is False), None)
-        fix = (f"to turn off a feature that is on by default, set its negative flag (e.g. no-{off}: true) if the "
-               "engine has one" if off else "change a flag or env value the baseline does not already have")
-        lines.append(f"{source}:{line_at(source, *at, i, 'name')}: hypotheses[{i}] ({h.name}): launches "
-                     f"exactly the baseline's command and environment ({_why_same(h, baseline)}) (fix: {fix})")
+        fix = (
+            f"to turn off a feature that is on by default, set its negative flag (e.g. no-{off}: true) if the "
+            "engine has one"
+            if off
+            else "change a flag or env value the baseline does not already have"
+        )
+        lines.append(
+            f"{source}:{line_at(source, *at, i, 'name')}: hypotheses[{i}] ({h.name}): launches "
+            f"exactly the baseline's command and environment ({_why_same(h, baseline)}) (fix: {fix})"
+        )
     return lines
 
 
@@ -82,9 +99,11 @@ def local_python(pb: Playbook, source: str) -> list[str]:
     python = pb.server.python
     if python is None or any(spec.remote for spec in pb.all_nodes()) or _runnable(python):
         return []
-    return [f"{source}:{line_at(source, 'server', 'python')}: server.python: {python} is not an executable on this "
-            "machine (fix: give the path of the engine's interpreter, e.g. /path/to/venv/bin/python, or remove "
-            "the line to use the controller's python)"]
+    return [
+        f"{source}:{line_at(source, 'server', 'python')}: server.python: {python} is not an executable on this "
+        "machine (fix: give the path of the engine's interpreter, e.g. /path/to/venv/bin/python, or remove "
+        "the line to use the controller's python)"
+    ]
 
 
 def remote_notes(pb: Playbook) -> list[str]:
@@ -93,8 +112,10 @@ def remote_notes(pb: Playbook) -> list[str]:
     if not remote:
         return []
     python = pb.server.python or "the node's python"
-    return [f"not checked here: {python} on {', '.join(remote)} (it is looked for on the node: a missing interpreter "
-            "fails the baseline's launch with the line of its log that says so)"]
+    return [
+        f"not checked here: {python} on {', '.join(remote)} (it is looked for on the node: a missing interpreter "
+        "fails the baseline's launch with the line of its log that says so)"
+    ]
 
 
 def adapter_problems(pb: Playbook, source: str) -> None:

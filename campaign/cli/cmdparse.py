@@ -24,22 +24,39 @@ _ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 
 #: the module each engine's launcher is run as (`python -m MODULE`)
-_MODULES = {"vllm.entrypoints.openai.api_server": "vllm", "vllm.entrypoints.cli.main": "vllm",
-            "sglang.launch_server": "sglang"}
+_MODULES = {
+    "vllm.entrypoints.openai.api_server": "vllm",
+    "vllm.entrypoints.cli.main": "vllm",
+    "sglang.launch_server": "sglang",
+}
 #: the flags that name the model, per engine (vLLM also takes it as `serve`'s positional)
 _MODEL_FLAGS = {"vllm": ("model",), "sglang": ("model-path", "model")}
 #: single-dash short options and the long flag they stand for
-_SHORT = {"vllm": {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size", "dp": "data-parallel-size",
-                   "q": "quantization", "O": "compilation-config"},
-          "sglang": {}}
+_SHORT = {
+    "vllm": {
+        "tp": "tensor-parallel-size",
+        "pp": "pipeline-parallel-size",
+        "dp": "data-parallel-size",
+        "q": "quantization",
+        "O": "compilation-config",
+    },
+    "sglang": {},
+}
 #: the flags whose product is the number of GPUs a server uses
-_PARALLEL = {"vllm": (("tensor-parallel-size", "tp"), ("pipeline-parallel-size", "pp"), ("data-parallel-size", "dp")),
-             "sglang": (("tp-size", "tensor-parallel-size", "tp"), ("pp-size", "pipeline-parallel-size"),
-                        ("dp-size", "data-parallel-size", "dp"))}
+_PARALLEL = {
+    "vllm": (("tensor-parallel-size", "tp"), ("pipeline-parallel-size", "pp"), ("data-parallel-size", "dp")),
+    "sglang": (
+        ("tp-size", "tensor-parallel-size", "tp"),
+        ("pp-size", "pipeline-parallel-size"),
+        ("dp-size", "data-parallel-size", "dp"),
+    ),
+}
 #: flags the campaign sets per launch, and why they leave the user's command
-_CAMPAIGN_OWNS = {"port": "each launch gets a free port on its node",
-                  "host": "the node decides (127.0.0.1 locally, 0.0.0.0 on a remote node)",
-                  "served-model-name": "the campaign waits for /v1/models to list server.model"}
+_CAMPAIGN_OWNS = {
+    "port": "each launch gets a free port on its node",
+    "host": "the node decides (127.0.0.1 locally, 0.0.0.0 on a remote node)",
+    "served-model-name": "the campaign waits for /v1/models to list server.model",
+}
 
 
 class ServeCommand(BaseModel):
@@ -87,7 +104,7 @@ def _is_value(token: str) -> bool:
 def _engine_and_rest(tokens: list[str]) -> tuple[str, str | None, list[str]]:
     """(engine, interpreter path or None, the tokens after the launcher)."""
     if not tokens:
-        raise _bad("no command after the environment (fix: pass the whole command, e.g. \"vllm serve MODEL ...\")")
+        raise _bad('no command after the environment (fix: pass the whole command, e.g. "vllm serve MODEL ...")')
     head = tokens[0]
     name = PurePath(head).name
     if name == "vllm" and len(tokens) > 1 and tokens[1] == "serve":
@@ -99,13 +116,17 @@ def _engine_and_rest(tokens: list[str]) -> tuple[str, str | None, list[str]]:
             rest = tokens[3:]
             if tokens[2] == "vllm.entrypoints.cli.main":  # `python -m vllm.entrypoints.cli.main serve MODEL`
                 if not rest or rest[0] != "serve":
-                    raise _bad(f"{' '.join(tokens[:4])}: only `serve` starts a server (fix: use `vllm serve MODEL ...`)")
+                    raise _bad(
+                        f"{' '.join(tokens[:4])}: only `serve` starts a server (fix: use `vllm serve MODEL ...`)"
+                    )
                 rest = rest[1:]
             return _MODULES[tokens[2]], python, rest
     shown = " ".join(tokens[:3])
-    raise _bad(f"'{shown}' is not a vLLM or SGLang server command (fix: pass `vllm serve MODEL ...`, "
-               "`python -m vllm.entrypoints.openai.api_server --model MODEL ...` or "
-               "`python -m sglang.launch_server --model-path MODEL ...`)")
+    raise _bad(
+        f"'{shown}' is not a vLLM or SGLang server command (fix: pass `vllm serve MODEL ...`, "
+        "`python -m vllm.entrypoints.openai.api_server --model MODEL ...` or "
+        "`python -m sglang.launch_server --model-path MODEL ...`)"
+    )
 
 
 def parse_serve_command(command: str) -> ServeCommand:
@@ -160,5 +181,6 @@ def parse_serve_command(command: str) -> ServeCommand:
         raise _bad(f"the command names no model (fix: add it, e.g. `{fix}`)")
     # a secret becomes a reference: its value stays in the controller's environment
     env = {key: f"${{{key}}}" if is_secret_name(key) else value for key, value in env.items()}
-    return ServeCommand(engine=engine, model=model, launcher=tokens[0], python=python, flags=flags, env=env,
-                        dropped=dropped)
+    return ServeCommand(
+        engine=engine, model=model, launcher=tokens[0], python=python, flags=flags, env=env, dropped=dropped
+    )

@@ -14,8 +14,9 @@ if TYPE_CHECKING:  # sqlmodel is imported by the commands that open a store, not
 
 __all__ = ["DB_OPT", "fail", "open_store"]
 
-DB_OPT = typer.Option(None, "--db", help="campaign database (default: the playbook's `database`, "
-                      "else .campaign/campaign.db)")
+DB_OPT = typer.Option(
+    None, "--db", help="campaign database (default: the playbook's `database`, else .campaign/campaign.db)"
+)
 
 
 def fail(exc: UserError) -> NoReturn:

@@ -51,15 +51,27 @@ def side_by_side(store: Store, a_ref: str, b_ref: str) -> dict[str, Any]:
         noise = node_noise(store, a.campaign_id, a.node, a.environment, pb.verdict.metric, work=a.work)
     verdict = judge(pairing.samples, pb.verdict, noise, primary_workload=pairing.samples[0].workload)
     by_level = {(c.workload, c.concurrency): c for c in verdict.levels}
-    rows = [LevelRow(workload=s.workload, concurrency=s.concurrency, comparison=by_level.get((s.workload, s.concurrency)),
-                     baseline=sum(getattr(r, pb.verdict.metric) for r in s.baseline) / len(s.baseline),
-                     candidate=sum(getattr(r, pb.verdict.metric) for r in s.candidate) / len(s.candidate),
-                     latency=latency_means({"candidate": _latency(s.candidate), "baseline": _latency(s.baseline)}))
-            for s in pairing.samples]
-    return {"a": a.model_dump(include={"label", "experiment_id", "side"}) | {"launches": _launches(a.levels)},
-            "b": b.model_dump(include={"label", "experiment_id", "side"}) | {"launches": _launches(b.levels)},
-            "metric": pb.verdict.metric, "rows": rows, "verdict": verdict, "noise": verdict.noise,
-            "only_a": pairing.only_a, "only_b": pairing.only_b}
+    rows = [
+        LevelRow(
+            workload=s.workload,
+            concurrency=s.concurrency,
+            comparison=by_level.get((s.workload, s.concurrency)),
+            baseline=sum(getattr(r, pb.verdict.metric) for r in s.baseline) / len(s.baseline),
+            candidate=sum(getattr(r, pb.verdict.metric) for r in s.candidate) / len(s.candidate),
+            latency=latency_means({"candidate": _latency(s.candidate), "baseline": _latency(s.baseline)}),
+        )
+        for s in pairing.samples
+    ]
+    return {
+        "a": a.model_dump(include={"label", "experiment_id", "side"}) | {"launches": _launches(a.levels)},
+        "b": b.model_dump(include={"label", "experiment_id", "side"}) | {"launches": _launches(b.levels)},
+        "metric": pb.verdict.metric,
+        "rows": rows,
+        "verdict": verdict,
+        "noise": verdict.noise,
+        "only_a": pairing.only_a,
+        "only_b": pairing.only_b,
+    }
 
 
 def _launches(levels: dict[Any, list[Any]]) -> int:
@@ -78,20 +90,41 @@ def _print(doc: dict[str, Any]) -> None:
     con = Console(highlight=False, width=None if probe.is_terminal else 150)  # a pipe gets whole rows
     a, b, v = doc["a"], doc["b"], doc["verdict"]
     for tag, s in (("A", a), ("B", b)):
-        con.print(line(f"{tag}: ", (s["label"], "bold"), f" = {s['side']} side of ", (s["experiment_id"], ""),
-                       f", {s['launches']} launches"))
+        con.print(
+            line(
+                f"{tag}: ",
+                (s["label"], "bold"),
+                f" = {s['side']} side of ",
+                (s["experiment_id"], ""),
+                f", {s['launches']} launches",
+            )
+        )
     unit = unit_of(doc["metric"])
     for workload in dict.fromkeys(r.workload for r in doc["rows"]):
         t = Table(title=plain(f"{workload}: B against A"), title_justify="left")
-        for name in ("C", f"A ({unit})", f"B ({unit})", "B vs A", "interval", "winner",
-                     "TTFT p50/p99 ms: B (A)", "ITL p50/p99 ms: B (A)"):
+        for name in (
+            "C",
+            f"A ({unit})",
+            f"B ({unit})",
+            "B vs A",
+            "interval",
+            "winner",
+            "TTFT p50/p99 ms: B (A)",
+            "ITL p50/p99 ms: B (A)",
+        ):
             t.add_column(name, justify="right")
         for r in (r for r in doc["rows"] if r.workload == workload):
             c = r.comparison
             interval = f"[{fmt_pct(c.ci_low_pct)}, {fmt_pct(c.ci_high_pct)}]" if c else "-"
-            t.add_row(str(r.concurrency), fmt_num(r.baseline), fmt_num(r.candidate), fmt_pct(c.delta_pct if c else None),
-                      interval, c.winner.replace("candidate", "B").replace("baseline", "A") if c else "-",
-                      *latency_cells(r))
+            t.add_row(
+                str(r.concurrency),
+                fmt_num(r.baseline),
+                fmt_num(r.candidate),
+                fmt_pct(c.delta_pct if c else None),
+                interval,
+                c.winner.replace("candidate", "B").replace("baseline", "A") if c else "-",
+                *latency_cells(r),
+            )
         con.print(t)
     for tag, levels in (("A", doc["only_a"]), ("B", doc["only_b"])):
         if levels:
@@ -103,9 +136,12 @@ def _print(doc: dict[str, Any]) -> None:
     con.print(line(f"confidence {v.confidence * 100:.0f}%, A's playbook's bar; ", (v.noise, "")))
 
 
-def compare(a: str = typer.Argument(..., help="the baseline: ID (a campaign's current baseline) or ID:EXPERIMENT"),
-            b: str = typer.Argument(..., help="the candidate: ID or ID:EXPERIMENT"),
-            db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json")) -> None:
+def compare(
+    a: str = typer.Argument(..., help="the baseline: ID (a campaign's current baseline) or ID:EXPERIMENT"),
+    b: str = typer.Argument(..., help="the candidate: ID or ID:EXPERIMENT"),
+    db: str | None = DB_OPT,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """Two experiments or two campaigns side by side on the same workloads, with a verdict."""
     from campaign.cli.ids import resolve_side
 
@@ -114,8 +150,10 @@ def compare(a: str = typer.Argument(..., help="the baseline: ID (a campaign's cu
     except UserError as exc:
         fail(exc)
     if as_json:
-        out = doc | {"rows": [r.model_dump(mode="json") for r in doc["rows"]],
-                     "verdict": doc["verdict"].model_dump(mode="json")}
+        out = doc | {
+            "rows": [r.model_dump(mode="json") for r in doc["rows"]],
+            "verdict": doc["verdict"].model_dump(mode="json"),
+        }
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
     _print(doc)

@@ -64,11 +64,15 @@ def copy_checkpoints(src: Any, dst: Any, thread_id: str) -> int:
     return len(found)
 
 
-def copy(source: str = typer.Option(..., "--from", help="the database to read: a SQLite file "
-                                    "(PATH or sqlite:///PATH) or a postgresql:// URL"),
-         target: str = typer.Option(..., "--to", help="the database to write, as --from"),
-         campaigns: list[str] = typer.Option([], "--campaign", help="only this campaign id (repeatable); "
-                                             "default: every campaign")) -> None:
+def copy(
+    source: str = typer.Option(
+        ..., "--from", help="the database to read: a SQLite file (PATH or sqlite:///PATH) or a postgresql:// URL"
+    ),
+    target: str = typer.Option(..., "--to", help="the database to write, as --from"),
+    campaigns: list[str] = typer.Option(
+        [], "--campaign", help="only this campaign id (repeatable); default: every campaign"
+    ),
+) -> None:
     """Copy campaigns with their checkpoints from one database to another (SQLite <-> PostgreSQL)."""
     from campaign.store import Store
 

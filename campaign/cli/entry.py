@@ -33,7 +33,7 @@ def _fast_args(argv: list[str]) -> tuple[str, str | None, str | None, bool] | No
         elif arg == "--db" and rest and db is None:
             db = rest.pop(0)
         elif arg.startswith("--db=") and db is None:
-            db = arg[len("--db="):]
+            db = arg[len("--db=") :]
         elif argv[0] == "show" and not arg.startswith("-") and cid is None:
             cid = arg
         else:
@@ -65,7 +65,9 @@ def _quick_show(cid: str, db: str | None, as_json: bool = True) -> bool:
 
     path = _quick_file(db)
     buf = io.StringIO()  # the summary is printed from the whole document
-    if not (path is not None and path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout if as_json else buf)):
+    if not (
+        path is not None and path.is_file() and quick_show(path, cid, SCHEMA_VERSION, sys.stdout if as_json else buf)
+    ):
         return False
     if not as_json:
         from campaign.cli.plain import console

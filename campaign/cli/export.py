@@ -63,10 +63,12 @@ def _write(path: Path, text: str) -> None:
         raise
 
 
-def export(campaign_id: str = typer.Argument(..., help="campaign id, or a prefix naming one (campaign status lists them)"),
-           fmt: Format = typer.Option(Format.csv, "--format", help="csv or json"),
-           out: str | None = typer.Option(None, "--output", "-o", help="write here instead of to stdout"),
-           db: str | None = DB_OPT) -> None:
+def export(
+    campaign_id: str = typer.Argument(..., help="campaign id, or a prefix naming one (campaign status lists them)"),
+    fmt: Format = typer.Option(Format.csv, "--format", help="csv or json"),
+    out: str | None = typer.Option(None, "--output", "-o", help="write here instead of to stdout"),
+    db: str | None = DB_OPT,
+) -> None:
     """Every level measurement: experiment, side, launch, workload, C, tok/s, req/s, latencies."""
     from campaign.cli.ids import resolve_id
 

@@ -40,8 +40,9 @@ def resolve_id(given: str, db: str | None) -> str:
         return given
     matches = [i for i in ids if i.startswith(given)]
     if len(matches) > 1:
-        raise UserError(f"{given}: {len(matches)} campaigns start with it: {', '.join(matches)} "
-                        "(fix: type more of the id)")
+        raise UserError(
+            f"{given}: {len(matches)} campaigns start with it: {', '.join(matches)} (fix: type more of the id)"
+        )
     return matches[0] if matches else given
 
 

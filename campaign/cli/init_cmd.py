@@ -24,28 +24,59 @@ from campaign.domain.errors import UserError
 #: example ideas per engine: (name, flag, value, why); the first three the baseline does not set are used
 EXAMPLES: dict[str, list[tuple[str, str, Scalar, str]]] = {
     "vllm": [
-        ("ngram-spec", "speculative-config",
-         '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}',
-         "Prompt-lookup (n-gram) speculation drafts tokens from the context: no draft model, "
-         "faster decode when outputs repeat their prompts."),
-        ("bigger-prefill-budget", "max-num-batched-tokens", 16384,
-         "A larger per-step token budget batches more prefill work per step: higher throughput at "
-         "high concurrency, at some cost to inter-token latency."),
-        ("fewer-running-seqs", "max-num-seqs", 64,
-         "A smaller cap on running sequences lowers per-step cost and latency, but queues requests "
-         "at high concurrency."),
-        ("fp8-kv-cache", "kv-cache-dtype", "fp8",
-         "An fp8 KV cache holds twice the tokens: more concurrent sequences (GPUs with fp8 support)."),
+        (
+            "ngram-spec",
+            "speculative-config",
+            '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}',
+            "Prompt-lookup (n-gram) speculation drafts tokens from the context: no draft model, "
+            "faster decode when outputs repeat their prompts.",
+        ),
+        (
+            "bigger-prefill-budget",
+            "max-num-batched-tokens",
+            16384,
+            "A larger per-step token budget batches more prefill work per step: higher throughput at "
+            "high concurrency, at some cost to inter-token latency.",
+        ),
+        (
+            "fewer-running-seqs",
+            "max-num-seqs",
+            64,
+            "A smaller cap on running sequences lowers per-step cost and latency, but queues requests "
+            "at high concurrency.",
+        ),
+        (
+            "fp8-kv-cache",
+            "kv-cache-dtype",
+            "fp8",
+            "An fp8 KV cache holds twice the tokens: more concurrent sequences (GPUs with fp8 support).",
+        ),
     ],
     "sglang": [
-        ("lpm-schedule", "schedule-policy", "lpm",
-         "Longest-prefix-match scheduling serves requests that share a cached prefix together."),
-        ("smaller-prefill-chunks", "chunked-prefill-size", 4096,
-         "Smaller prefill chunks interleave prefills with decodes: smoother inter-token latency."),
-        ("more-kv-memory", "mem-fraction-static", 0.9,
-         "A larger static memory fraction leaves more room for the KV cache: a larger running batch."),
-        ("torch-compile", "enable-torch-compile", True,
-         "torch.compile fuses the small-batch decode graph: faster single-stream decode, slower start."),
+        (
+            "lpm-schedule",
+            "schedule-policy",
+            "lpm",
+            "Longest-prefix-match scheduling serves requests that share a cached prefix together.",
+        ),
+        (
+            "smaller-prefill-chunks",
+            "chunked-prefill-size",
+            4096,
+            "Smaller prefill chunks interleave prefills with decodes: smoother inter-token latency.",
+        ),
+        (
+            "more-kv-memory",
+            "mem-fraction-static",
+            0.9,
+            "A larger static memory fraction leaves more room for the KV cache: a larger running batch.",
+        ),
+        (
+            "torch-compile",
+            "enable-torch-compile",
+            True,
+            "torch.compile fuses the small-batch decode graph: faster single-stream decode, slower start.",
+        ),
     ],
 }
 
@@ -97,11 +128,20 @@ def node_yaml(node: str, gpus: int) -> list[str]:
     m = re.fullmatch(r"ssh://(?:([^@/:]+)@)?([^@/:]+)(?::(\d+))?", node)
     if m:
         user, host, port = m.groups()
-        return ["node:", "  kind: ssh", f"  host: {_scalar(host)}"] + ([f"  user: {_scalar(user)}"] if user else []) \
-            + ([f"  port: {port}"] if port else []) + ["  python: python3          # the node's python (the controller's code runs there)"]
+        return (
+            ["node:", "  kind: ssh", f"  host: {_scalar(host)}"]
+            + ([f"  user: {_scalar(user)}"] if user else [])
+            + ([f"  port: {port}"] if port else [])
+            + ["  python: python3          # the node's python (the controller's code runs there)"]
+        )
     m = re.fullmatch(r"slurm:([A-Za-z0-9_.-]+)", node)
     if m:
-        return ["node:", "  kind: slurm", f"  partition: {m.group(1)}", f"  gres: {_scalar(f'gpu:{gpus}' if gpus else None)}"]
+        return [
+            "node:",
+            "  kind: slurm",
+            f"  partition: {m.group(1)}",
+            f"  gres: {_scalar(f'gpu:{gpus}' if gpus else None)}",
+        ]
     raise UserError(f"--node: {node!r} is not a node (fix: use local, ssh://user@host or slurm:PARTITION)")
 
 
@@ -131,15 +171,19 @@ def render(parsed: ServeCommand, *, node: str, gpus: int, gpus_from: str, schema
     levels = [1, *(c * gpus for c in LEVELS_PER_GPU)] if gpus else list(CPU_LEVELS)
     prompt, output = _lengths(parsed, gpus)
     launcher = "vllm serve" if parsed.engine == "vllm" else "python -m sglang.launch_server"
-    out = [schema,
-           f"# Written by `campaign init` from your `{launcher}` command (secrets left out).",
-           "# Check it:  campaign validate THIS_FILE      Run it:  campaign run THIS_FILE",
-           f"name: {name}",
-           f"journal: journal/{name}.md",
-           "", *node_yaml(node, gpus), "",
-           "server:",
-           f"  engine: {parsed.engine}",
-           f"  model: {_scalar(parsed.model)}"]
+    out = [
+        schema,
+        f"# Written by `campaign init` from your `{launcher}` command (secrets left out).",
+        "# Check it:  campaign validate THIS_FILE      Run it:  campaign run THIS_FILE",
+        f"name: {name}",
+        f"journal: journal/{name}.md",
+        "",
+        *node_yaml(node, gpus),
+        "",
+        "server:",
+        f"  engine: {parsed.engine}",
+        f"  model: {_scalar(parsed.model)}",
+    ]
     if parsed.python:
         out.append(f"  python: {_scalar(parsed.python)}   # the engine's interpreter: the one your command runs")
     out += ["", "# your command's flags and environment: every hypothesis is measured against them"]
@@ -148,17 +192,35 @@ def render(parsed: ServeCommand, *, node: str, gpus: int, gpus_from: str, schema
     out.append("baseline:")
     out += _mapping("flags", parsed.flags) + _mapping("env", parsed.env)
     sized = f"to {gpus} GPU(s) ({gpus_from})" if gpus else f"for a server without a GPU ({gpus_from}: pass --gpus N)"
-    out += ["", f"# load sized {sized}: one stream, then a sweep up to C={levels[-1]}",
-            "workloads:",
-            "  single_stream:",
-            "    concurrency: [1]", "    prompts: fixed", f"    prompt_tokens: {prompt}", f"    output_tokens: {output}",
-            "    requests_per_level: 5", "    warmup_requests: 1",
-            "  sweep:",
-            f"    concurrency: [{', '.join(map(str, levels))}]", "    prompts: diverse", f"    prompt_tokens: {prompt}",
-            f"    output_tokens: {output}", '    requests_per_level: "max(4, 2*C)"', "    warmup_requests: 1",
-            "", "verdict:", "  metric: output_tokens_per_s", "  min_effect_pct: 2",
-            "", "budget:", "  max_experiments: 12", "  max_hours: 8",
-            "", "# example ideas for this engine: edit them, delete them, add your own"]
+    out += [
+        "",
+        f"# load sized {sized}: one stream, then a sweep up to C={levels[-1]}",
+        "workloads:",
+        "  single_stream:",
+        "    concurrency: [1]",
+        "    prompts: fixed",
+        f"    prompt_tokens: {prompt}",
+        f"    output_tokens: {output}",
+        "    requests_per_level: 5",
+        "    warmup_requests: 1",
+        "  sweep:",
+        f"    concurrency: [{', '.join(map(str, levels))}]",
+        "    prompts: diverse",
+        f"    prompt_tokens: {prompt}",
+        f"    output_tokens: {output}",
+        '    requests_per_level: "max(4, 2*C)"',
+        "    warmup_requests: 1",
+        "",
+        "verdict:",
+        "  metric: output_tokens_per_s",
+        "  min_effect_pct: 2",
+        "",
+        "budget:",
+        "  max_experiments: 12",
+        "  max_hours: 8",
+        "",
+        "# example ideas for this engine: edit them, delete them, add your own",
+    ]
     out += _hypotheses(parsed)
     return "\n".join(out) + "\n"
 
@@ -173,16 +235,23 @@ def _hypotheses(parsed: ServeCommand) -> list[str]:
     picked = [e for e in EXAMPLES[parsed.engine] if e[1] not in parsed.flags][:3]
     out = ["hypotheses:"]
     for name, flag, value, why in picked:
-        out += [f"  - name: {name}", f"    rationale: {_scalar(why)}", f"    flags: {{{_scalar(flag)}: {_scalar(value)}}}"]
+        out += [
+            f"  - name: {name}",
+            f"    rationale: {_scalar(why)}",
+            f"    flags: {{{_scalar(flag)}: {_scalar(value)}}}",
+        ]
     return out if picked else ["hypotheses: []"]
 
 
-def init(from_cmd: str = typer.Option(..., "--from-cmd", help='the server command you run, e.g. "vllm serve MODEL --tp 2"'),
-         out: Path = typer.Option(Path("playbook.yaml"), "--out", "-o", help="where to write the playbook"),
-         node: str = typer.Option("local", "--node", help="local, ssh://user@host[:port] or slurm:PARTITION"),
-         gpus: int | None = typer.Option(None, "--gpus", min=1, help="GPUs the server uses (default: tp*pp*dp, "
-                                         "else nvidia-smi's count)"),
-         force: bool = typer.Option(False, "--force", help="overwrite OUT if it exists")) -> None:
+def init(
+    from_cmd: str = typer.Option(..., "--from-cmd", help='the server command you run, e.g. "vllm serve MODEL --tp 2"'),
+    out: Path = typer.Option(Path("playbook.yaml"), "--out", "-o", help="where to write the playbook"),
+    node: str = typer.Option("local", "--node", help="local, ssh://user@host[:port] or slurm:PARTITION"),
+    gpus: int | None = typer.Option(
+        None, "--gpus", min=1, help="GPUs the server uses (default: tp*pp*dp, else nvidia-smi's count)"
+    ),
+    force: bool = typer.Option(False, "--force", help="overwrite OUT if it exists"),
+) -> None:
     """Write a starter playbook from the vLLM or SGLang command you already run."""
     from campaign.cli.wiring import check_adapters
     from campaign.playbook.load import parse_playbook_text
@@ -207,8 +276,10 @@ def init(from_cmd: str = typer.Option(..., "--from-cmd", help='the server comman
         typer.echo(f"campaign: {out}: cannot write ({exc.strerror}) (fix: choose a writable path)", err=True)
         raise typer.Exit(2) from None
     top = LEVELS_PER_GPU[-1] * count if count else CPU_LEVELS[-1]
-    typer.echo(f"{out}: {parsed.engine} {parsed.model}, {len(parsed.flags)} baseline flags, sweep to C={top} "
-               f"({count or 'no'} GPU(s)); next: campaign validate {out}")
+    typer.echo(
+        f"{out}: {parsed.engine} {parsed.model}, {len(parsed.flags)} baseline flags, sweep to C={top} "
+        f"({count or 'no'} GPU(s)); next: campaign validate {out}"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -55,7 +55,7 @@ def postgres_saver(url: str, *, kill_points: bool = False) -> Iterator[Any]:
     with Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
         saver = saver_cls(conn)
         conn.execute(f"SELECT pg_advisory_lock({SCHEMA_LOCK_KEY})")  # two controllers on a new database:
-        try:                                                          # the tables are created once
+        try:  # the tables are created once
             saver.setup()
         finally:
             conn.execute(f"SELECT pg_advisory_unlock({SCHEMA_LOCK_KEY})")

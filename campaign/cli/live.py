@@ -94,15 +94,30 @@ class LiveView:
             self.t0 = time.monotonic()
         elif kind == "hypothesis":
             self.hypothesis, self.round, self.last = str(g("name")), 0, ""
-            self._line(line(("hypothesis", "bold"), " ", (g("name"), ""), f" (attempt {g('attempt', 1)}): ",
-                            (g("rationale", ""), "dim")))
+            self._line(
+                line(
+                    ("hypothesis", "bold"),
+                    " ",
+                    (g("name"), ""),
+                    f" (attempt {g('attempt', 1)}): ",
+                    (g("rationale", ""), "dim"),
+                )
+            )
         elif kind == "baseline":
             self._line(line(("baseline", "bold"), " measuring (", (g("reason"), ""), ")"))
         elif kind == "launch":
             self._spin(line("starting server for ", (g("label"), ""), " on ", (g("node", "node"), "")))
         elif kind == "launch_failed":
-            self._line(line("  server for ", (g("label"), ""), " failed to start: ", (g("class"), "red"), " ",
-                            (g("summary") or "", "")))
+            self._line(
+                line(
+                    "  server for ",
+                    (g("label"), ""),
+                    " failed to start: ",
+                    (g("class"), "red"),
+                    " ",
+                    (g("summary") or "", ""),
+                )
+            )
             for text in failure_lines(g("lines") or [], g("log_path")):
                 self._line(line("    ", (text, "dim")))
         elif kind == "ready":
@@ -117,23 +132,47 @@ class LiveView:
             c = getattr(ev, "concurrency", None) if ev is not None else None
             if c is not None:
                 self._level_done(ev)
-                self._spin(line(f"sweep C={c} ", (getattr(ev, "completed", ""), ""), "/",
-                                (getattr(ev, "total", ""), "")))
+                self._spin(
+                    line(f"sweep C={c} ", (getattr(ev, "completed", ""), ""), "/", (getattr(ev, "total", ""), ""))
+                )
         elif kind == "round":
             self.round = int(g("round") or 0)
             more = "another round" if g("more") else "enough to decide"
             at_most = f" (at most {self.max_rounds})" if self.max_rounds else ""
             last: list[str | tuple[object, str] | Text] = [" · last level ", (self.last, "")] if self.last else []
-            self._line(line(f"  round {g('round')}{at_most} of ", (g("hypothesis"), ""), f" measured: {more}",
-                            *last, " · ", self.node_time()))
+            self._line(
+                line(
+                    f"  round {g('round')}{at_most} of ",
+                    (g("hypothesis"), ""),
+                    f" measured: {more}",
+                    *last,
+                    " · ",
+                    self.node_time(),
+                )
+            )
         elif kind == "verdict":
             k = str(g("kind"))
             cls = f" ({g('failure_class')})" if g("failure_class") else ""
-            self._line(line("  ", (f"{_MARK.get(k, k)}{cls}", _STYLE.get(k, "bold")), " ", (g("hypothesis"), ""),
-                            ": ", (g("reason"), "")))
+            self._line(
+                line(
+                    "  ",
+                    (f"{_MARK.get(k, k)}{cls}", _STYLE.get(k, "bold")),
+                    " ",
+                    (g("hypothesis"), ""),
+                    ": ",
+                    (g("reason"), ""),
+                )
+            )
         elif kind == "environment":
-            self._line(line(("environment", "bold magenta"), " ", (g("changed"), ""), "; re-opened: ",
-                            (", ".join(str(x) for x in g("reopened") or []) or "none", "")))
+            self._line(
+                line(
+                    ("environment", "bold magenta"),
+                    " ",
+                    (g("changed"), ""),
+                    "; re-opened: ",
+                    (", ".join(str(x) for x in g("reopened") or []) or "none", ""),
+                )
+            )
 
     def _level_done(self, ev: Any) -> None:
         """A finished level's figures: tok/s, and TTFT p50 where the sweep measured it."""
@@ -141,6 +180,8 @@ class LiveView:
         if getattr(ev, "phase", "") != "level_done" or level is None:
             return
         ttft = getattr(getattr(level, "ttft_ms", None), "p50", 0.0) or 0.0
-        self.last = (f"{self.side + ' ' if self.side else ''}{self.workload + ' ' if self.workload else ''}"
-                     f"C={ev.concurrency}: "
-                     f"{level.output_tokens_per_s:.1f} tok/s" + (f", TTFT p50 {ttft:.0f} ms" if ttft else ""))
+        self.last = (
+            f"{self.side + ' ' if self.side else ''}{self.workload + ' ' if self.workload else ''}"
+            f"C={ev.concurrency}: "
+            f"{level.output_tokens_per_s:.1f} tok/s" + (f", TTFT p50 {ttft:.0f} ms" if ttft else "")
+        )

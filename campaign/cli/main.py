@@ -30,9 +30,12 @@ if TYPE_CHECKING:  # heavy imports stay inside the commands
 # the composition root: the playbook's `node:` kinds are the executor registry's
 install_node_kinds()
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
-                  context_settings={"help_option_names": ["-h", "--help"]},
-                  help="Optimization campaigns for LLM inference servers.")
+app = typer.Typer(
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Optimization campaigns for LLM inference servers.",
+)
 
 
 def _version(value: bool) -> None:
@@ -47,9 +50,13 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                            help="print the version and exit")) -> None:
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
     """Optimization campaigns for LLM inference servers."""
+
 
 ID_ARG = typer.Argument(..., help="campaign id, or any prefix of it that names one campaign (campaign status)")
 
@@ -62,11 +69,18 @@ def _outcome(out: RunOutcome) -> None:
     if out.status == "awaiting_review":
         con.print(line((f"campaign {out.campaign_id} halted for review:", "bold yellow"), " ", (out.reason, "")))
         con.print(line("journal: ", (out.journal, "")))
-        con.print(f"resume:  campaign resume {out.campaign_id} --approve [--note TEXT] [--set node.cuda=13.0] "
-                  f"[--add-hypothesis FILE]\n stop:    campaign resume {out.campaign_id} --reject")
+        con.print(
+            f"resume:  campaign resume {out.campaign_id} --approve [--note TEXT] [--set node.cuda=13.0] "
+            f"[--add-hypothesis FILE]\n stop:    campaign resume {out.campaign_id} --reject"
+        )
     elif out.status == "interrupted":
-        con.print(line((f"campaign {out.campaign_id} stopped (", "bold"), (out.reason, "bold"),
-                       ("); every recorded result is kept.", "bold")))
+        con.print(
+            line(
+                (f"campaign {out.campaign_id} stopped (", "bold"),
+                (out.reason, "bold"),
+                ("); every recorded result is kept.", "bold"),
+            )
+        )
         con.print(f"resume:  campaign resume {out.campaign_id}")
         sys.stdout.flush()
         sys.stderr.flush()
@@ -89,9 +103,12 @@ def _outcome(out: RunOutcome) -> None:
 
 
 @app.command()
-def run(playbook: str = typer.Argument(..., help="playbook YAML"), db: str | None = DB_OPT,
-        new: bool = typer.Option(False, "--new", help="start a new campaign even if one is unfinished"),
-        quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
+def run(
+    playbook: str = typer.Argument(..., help="playbook YAML"),
+    db: str | None = DB_OPT,
+    new: bool = typer.Option(False, "--new", help="start a new campaign even if one is unfinished"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
     """Start (or continue) the campaign a playbook describes."""
     from campaign.cli.live import LiveView
     from campaign.cli.runner import start_campaign
@@ -117,14 +134,17 @@ def _parse_sets(sets: list[str]) -> dict[str, str]:
 
 
 @app.command()
-def resume(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
-           approve: bool = typer.Option(False, "--approve", help="approve what the review gate asks"),
-           reject: bool = typer.Option(False, "--reject", help="reject it (at a campaign review: stop)"),
-           note: str = typer.Option("", "--note", help="reviewer's note, kept in the record and journal"),
-           add_hypothesis: str | None = typer.Option(None, "--add-hypothesis", help="YAML file of hypotheses"),
-           set_: list[str] = typer.Option([], "--set", help="override a playbook field, e.g. node.cuda=13.0"),
-           playbook: str | None = typer.Option(None, "--playbook", help="playbook path if it moved"),
-           quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
+def resume(
+    campaign_id: str = ID_ARG,
+    db: str | None = DB_OPT,
+    approve: bool = typer.Option(False, "--approve", help="approve what the review gate asks"),
+    reject: bool = typer.Option(False, "--reject", help="reject it (at a campaign review: stop)"),
+    note: str = typer.Option("", "--note", help="reviewer's note, kept in the record and journal"),
+    add_hypothesis: str | None = typer.Option(None, "--add-hypothesis", help="YAML file of hypotheses"),
+    set_: list[str] = typer.Option([], "--set", help="override a playbook field, e.g. node.cuda=13.0"),
+    playbook: str | None = typer.Option(None, "--playbook", help="playbook path if it moved"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
     """Continue a campaign halted for review, or one that crashed or was killed."""
     from campaign.cli.ids import resolve_id
     from campaign.cli.live import LiveView
@@ -136,8 +156,16 @@ def resume(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
             raise UserError("--approve and --reject: choose one (fix: pass only one of them)")
         decision = "approve" if approve else "reject" if reject else None
         campaign_id = resolve_id(campaign_id, db)
-        out = resume_campaign(campaign_id, db=db, decision=decision, note=note, add_hypothesis=add_hypothesis,
-                              overrides=_parse_sets(set_), playbook_path=playbook, events=live)
+        out = resume_campaign(
+            campaign_id,
+            db=db,
+            decision=decision,
+            note=note,
+            add_hypothesis=add_hypothesis,
+            overrides=_parse_sets(set_),
+            playbook_path=playbook,
+            events=live,
+        )
     except UserError as exc:
         live.close()
         _fail(exc)
@@ -176,9 +204,14 @@ def status(db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"
 
 
 @app.command()
-def show(campaign_id: str = ID_ARG, db: str | None = DB_OPT, as_json: bool = typer.Option(False, "--json"),
-         experiment: str | None = typer.Option(None, "--experiment", help="one experiment in full "
-                                               "(hypothesis name or experiment id)")) -> None:
+def show(
+    campaign_id: str = ID_ARG,
+    db: str | None = DB_OPT,
+    as_json: bool = typer.Option(False, "--json"),
+    experiment: str | None = typer.Option(
+        None, "--experiment", help="one experiment in full (hypothesis name or experiment id)"
+    ),
+) -> None:
     """One campaign, a line per experiment: its verdict and the level that decided it."""
     from campaign.cli.ids import resolve_id
 
@@ -213,8 +246,11 @@ def show(campaign_id: str = ID_ARG, db: str | None = DB_OPT, as_json: bool = typ
 
 
 @app.command()
-def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
-            out: str | None = typer.Option(None, "--out", help="write here instead of the playbook's path")) -> None:
+def journal(
+    campaign_id: str = ID_ARG,
+    db: str | None = DB_OPT,
+    out: str | None = typer.Option(None, "--out", help="write here instead of the playbook's path"),
+) -> None:
     """Regenerate a campaign's journal from the database and print its path."""
     from pathlib import Path
 
@@ -230,8 +266,9 @@ def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
         where = resolve(db)
         store = (None if is_url(where) else open_reader(Path(where))) or _store(db)
         row = store.get_campaign(campaign_id)
-        path = Path(out) if out else claim_journal(Path(load_playbook(row.playbook_path).journal), campaign_id,
-                                                   row.name)
+        path = (
+            Path(out) if out else claim_journal(Path(load_playbook(row.playbook_path).journal), campaign_id, row.name)
+        )
         publish_journal(store, campaign_id, path, db_label=redact(where))
         _wait_for_plots()
     except UserError as exc:
@@ -240,8 +277,11 @@ def journal(campaign_id: str = ID_ARG, db: str | None = DB_OPT,
         from campaign.journal import plot_worker
 
         dropped = plot_worker.cancel()
-        typer.echo(f"campaign: interrupted; {dropped} plots were not drawn "
-                   f"(fix: run `campaign journal {campaign_id}` again to finish the journal)", err=True)
+        typer.echo(
+            f"campaign: interrupted; {dropped} plots were not drawn "
+            f"(fix: run `campaign journal {campaign_id}` again to finish the journal)",
+            err=True,
+        )
         raise typer.Exit(130) from None
     typer.echo(str(path))
 
@@ -259,8 +299,15 @@ def _wait_for_plots() -> None:
     if not total:
         return
     err = console(stderr=True, highlight=False)
-    with Progress(TextColumn("drawing plots"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as bar:
+    with Progress(
+        TextColumn("drawing plots"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
         task = bar.add_task("plots", total=total)
         while (left := plot_worker.outstanding()) > 0:
             bar.update(task, completed=total - left)
@@ -268,15 +315,23 @@ def _wait_for_plots() -> None:
     try:
         plot_worker.wait_idle()
     except Exception as exc:  # a plot is not a record: say so and go on
-        typer.echo(f"campaign: a plot could not be drawn ({type(exc).__name__}: {exc}); the journal is written "
-                   "(fix: run `campaign journal` again)", err=True)
+        typer.echo(
+            f"campaign: a plot could not be drawn ({type(exc).__name__}: {exc}); the journal is written "
+            "(fix: run `campaign journal` again)",
+            err=True,
+        )
 
 
 @app.command()
-def serve(db: str | None = DB_OPT,
-          host: str = typer.Option("127.0.0.1", "--host", help="address to listen on; any but loopback needs "
-                                   "CAMPAIGN_SERVE_TOKEN in the environment"),
-          port: int = typer.Option(8765, "--port", help="port to listen on (0: any free one)")) -> None:
+def serve(
+    db: str | None = DB_OPT,
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        help="address to listen on; any but loopback needs CAMPAIGN_SERVE_TOKEN in the environment",
+    ),
+    port: int = typer.Option(8765, "--port", help="port to listen on (0: any free one)"),
+) -> None:
     """A read-only web view of the database, following running campaigns live."""
     from pathlib import Path
 
@@ -317,8 +372,10 @@ def validate(playbook: str) -> None:
         check_adapters(pb, playbook)
     except UserError as exc:
         _fail(exc)
-    typer.echo(f"{playbook}: ok ({pb.name}: {len(pb.hypotheses)} hypotheses, {len(pb.workloads)} workloads, "
-               f"node {pb.node.kind})")
+    typer.echo(
+        f"{playbook}: ok ({pb.name}: {len(pb.hypotheses)} hypotheses, {len(pb.workloads)} workloads, "
+        f"node {pb.node.kind})"
+    )
     from campaign.cli.checks import remote_notes
 
     for note in remote_notes(pb):

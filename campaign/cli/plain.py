@@ -61,6 +61,7 @@ def console(*, stderr: bool = False, **kwargs: Any) -> Console:
         con = Console(stderr=stderr, width=UNWRAPPED, **kwargs)
     return con
 
+
 def failure_lines(lines: list[str], log_path: object = None) -> list[str]:
     """A failed launch's deciding log lines (or its log's last lines), then where the log is."""
     out = [f"| {ln}" for ln in lines]

@@ -72,29 +72,54 @@ def make_plan(pb: Playbook, path: str) -> Plan:
         launches += [_launch(pb, node, h.name, hypothesis_config(base, h), h) for h in pb.hypotheses]
     rep = pb.verdict.repeats
     return Plan(
-        playbook=path, nodes=nodes, launches=launches,
-        workloads=[PlannedWorkload(name=w.name, concurrency=list(w.concurrency),
-                                   requests={c: requests_for_level(w.requests_per_level, c) for c in w.concurrency},
-                                   warmup_requests=w.warmup_requests, prompts=w.prompts,
-                                   prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens)
-                   for w in workloads_of(pb)],
-        repeats={"baseline_launches": baseline_launches(rep, NodeNoise(), list(pb.workloads)), "min": rep.min, "max": rep.max,
-                 "policy": pb.verdict.policy, "interleave": pb.verdict.interleave},
-        correctness=(f"{pb.verdict.correctness.prompts} greedy prompts of {pb.verdict.correctness.max_tokens} tokens "
-                     f"on each side's first launch, compared" if pb.verdict.correctness.enabled else None),
+        playbook=path,
+        nodes=nodes,
+        launches=launches,
+        workloads=[
+            PlannedWorkload(
+                name=w.name,
+                concurrency=list(w.concurrency),
+                requests={c: requests_for_level(w.requests_per_level, c) for c in w.concurrency},
+                warmup_requests=w.warmup_requests,
+                prompts=w.prompts,
+                prompt_tokens=w.prompt_tokens,
+                output_tokens=w.output_tokens,
+            )
+            for w in workloads_of(pb)
+        ],
+        repeats={
+            "baseline_launches": baseline_launches(rep, NodeNoise(), list(pb.workloads)),
+            "min": rep.min,
+            "max": rep.max,
+            "policy": pb.verdict.policy,
+            "interleave": pb.verdict.interleave,
+        },
+        correctness=(
+            f"{pb.verdict.correctness.prompts} greedy prompts of {pb.verdict.correctness.max_tokens} tokens "
+            f"on each side's first launch, compared"
+            if pb.verdict.correctness.enabled
+            else None
+        ),
         planner=f"model {pb.planner.model} proposes hypotheses as it goes" if pb.planner.kind == "llm" else None,
     )
 
 
-def _launch(pb: Playbook, node: NodeRuntime, name: str, config: EffectiveConfig,
-            h: HypothesisSpec | None) -> PlannedLaunch:
+def _launch(
+    pb: Playbook, node: NodeRuntime, name: str, config: EffectiveConfig, h: HypothesisSpec | None
+) -> PlannedLaunch:
     src = pb.server.source
     patch = h.patch if h is not None else None
     source = None
     if src is not None:
         source = f"a worktree of {src.repo} at {src.ref}" + (f", with {patch} applied" if patch else "")
-    spec = node.launch_spec(config, port=PORT_PLACEHOLDER, label=name, source=WORKTREE if source else None,
-                            expand_secrets=False, seed=SEED if node.seeded_launches() else None)
+    spec = node.launch_spec(
+        config,
+        port=PORT_PLACEHOLDER,
+        label=name,
+        source=WORKTREE if source else None,
+        expand_secrets=False,
+        seed=SEED if node.seeded_launches() else None,
+    )
     command, env = spec.shown()
     for placeholder in (PORT_PLACEHOLDER, WORKTREE, SEED):  # shlex quotes them: shown bare, as written
         command = command.replace(f"'{placeholder}'", placeholder)
@@ -127,13 +152,17 @@ def render_plan(plan: Plan) -> list[str]:
     out += ["", "load, on every launch (baseline and hypotheses alike):"]
     for w in plan.workloads:
         reqs = ", ".join(f"C={c}: {n}" for c, n in w.requests.items())
-        out.append(f"  {w.name}: concurrency {', '.join(map(str, w.concurrency))}; requests per level {reqs}; "
-                   f"{w.warmup_requests} warm-up; {w.prompts} prompts of {w.prompt_tokens} tokens, "
-                   f"{w.output_tokens} output tokens")
+        out.append(
+            f"  {w.name}: concurrency {', '.join(map(str, w.concurrency))}; requests per level {reqs}; "
+            f"{w.warmup_requests} warm-up; {w.prompts} prompts of {w.prompt_tokens} tokens, "
+            f"{w.output_tokens} output tokens"
+        )
     r = plan.repeats
     rounds = f"{r['min']}" if r["min"] == r["max"] else f"{r['min']} to {r['max']}"
-    out.append(f"launches: the baseline {r['baseline_launches']} times at the start; each hypothesis {rounds} rounds "
-               f"({r['policy']}{', each round beside a baseline launch' if r['interleave'] else ''})")
+    out.append(
+        f"launches: the baseline {r['baseline_launches']} times at the start; each hypothesis {rounds} rounds "
+        f"({r['policy']}{', each round beside a baseline launch' if r['interleave'] else ''})"
+    )
     if plan.correctness:
         out.append(f"correctness: {plan.correctness}")
     return out

@@ -141,30 +141,42 @@ def _drive(graph: Any, payload: Any, cid: str, store: LoopStore, on_stop: Any = 
             except Exception:  # the same node may refuse the reaping too: the ledger keeps it
                 pass
         store.add_event(cid, "interrupted", f"stopped: the node failed: {why}")
-        raise UserError(f"campaign {cid}: the node failed: {why} (fix: the node itself, or its host, user, "
-                        f"workdir or python in the playbook's node: entry, then campaign resume {cid})") from None
+        raise UserError(
+            f"campaign {cid}: the node failed: {why} (fix: the node itself, or its host, user, "
+            f"workdir or python in the playbook's node: entry, then campaign resume {cid})"
+        ) from None
     snap = graph.get_state(cfg)
     row = store.get_campaign(cid)
     if snap.next:
         reason = row.halt_reason or "awaiting review"
         return RunOutcome(cid, "awaiting_review", reason=reason)
-    return RunOutcome(cid, "failed" if row.status == "failed" else "finished", reason=row.halt_reason or "",
-                      failure=halt_failure(row.status, store.list_experiments(cid, role="baseline")))
+    return RunOutcome(
+        cid,
+        "failed" if row.status == "failed" else "finished",
+        reason=row.halt_reason or "",
+        failure=halt_failure(row.status, store.list_experiments(cid, role="baseline")),
+    )
 
 
-def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None = None,
-                   new: bool = False) -> RunOutcome:
+def start_campaign(
+    playbook_path: str, *, db: str | None, events: EventFn | None = None, new: bool = False
+) -> RunOutcome:
     pb = load_playbook(playbook_path)
     check_adapters(pb, playbook_path)
     db = resolve(db, pb.database)
     local = state_anchor(db)
     _check_journal_writable(pb, playbook_path)
     store = open_store(db)
-    existing = None if new else next((c for c in store.list_campaigns(pb.name)
-                                      if c.status in ("running", "awaiting_review")), None)
+    existing = (
+        None
+        if new
+        else next((c for c in store.list_campaigns(pb.name) if c.status in ("running", "awaiting_review")), None)
+    )
     if existing is not None and existing.status == "awaiting_review":
-        raise UserError(f"{playbook_path}: campaign '{existing.id}' is awaiting review: {existing.halt_reason} "
-                        f"(fix: campaign resume {existing.id} --approve | --reject)")
+        raise UserError(
+            f"{playbook_path}: campaign '{existing.id}' is awaiting review: {existing.halt_reason} "
+            f"(fix: campaign resume {existing.id} --approve | --reject)"
+        )
     reap_leftovers(local, pb)
     if existing is not None:
         cid = existing.id
@@ -172,8 +184,9 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
     else:
         node = ", ".join(_describe_node(n) for n in pb.all_nodes())
         scale = pb.node.node_time_scale()
-        cid = store.create_campaign(pb.name, playbook=pb, playbook_path=str(Path(playbook_path).resolve()),
-                                    node=node, time_scale=scale).id
+        cid = store.create_campaign(
+            pb.name, playbook=pb, playbook_path=str(Path(playbook_path).resolve()), node=node, time_scale=scale
+        ).id
         for pos, h in enumerate(pb.hypotheses):
             store.upsert_hypothesis(cid, h, source="playbook", position=pos)
     with store.run_lock(cid, owner=f"pid {os.getpid()}"):
@@ -185,8 +198,17 @@ def start_campaign(playbook_path: str, *, db: str | None, events: EventFn | None
             _mark_stale(graph, store, cid)
             clean_temp_files(Path(pb.journal))
             started = graph.get_state({"configurable": {"thread_id": cid}}).values
-            payload = None if started else {"campaign_id": cid, "no_win_streak": 0, "dead_end_streak": 0,
-                                             "experiments_done": 0, "baseline_config": None}
+            payload = (
+                None
+                if started
+                else {
+                    "campaign_id": cid,
+                    "no_win_streak": 0,
+                    "dead_end_streak": 0,
+                    "experiments_done": 0,
+                    "baseline_config": None,
+                }
+            )
             out = _drive(graph, payload, cid, store, on_stop=lambda: reap_leftovers(local, pb))
     out.journal = pb.journal
     return out
@@ -196,14 +218,29 @@ def _announce(events: EventFn | None, pb: Playbook, store: LoopStore, cid: str) 
     """The live view's limits: rounds at most, the node-time budget, the time scale and
     the node time already recorded (a resumed campaign)."""
     if events is not None:
-        events("campaign", {"id": cid, "max_rounds": pb.verdict.repeats.max, "max_hours": pb.budget.max_hours,
-                            "time_scale": pb.node.node_time_scale(),
-                            "node_seconds": store.loop_tally(cid).node_seconds})
+        events(
+            "campaign",
+            {
+                "id": cid,
+                "max_rounds": pb.verdict.repeats.max,
+                "max_hours": pb.budget.max_hours,
+                "time_scale": pb.node.node_time_scale(),
+                "node_seconds": store.loop_tally(cid).node_seconds,
+            },
+        )
 
 
-def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str = "",
-                    add_hypothesis: str | None = None, overrides: dict[str, str] | None = None,
-                    playbook_path: str | None = None, events: EventFn | None = None) -> RunOutcome:
+def resume_campaign(
+    cid: str,
+    *,
+    db: str | None,
+    decision: str | None,
+    note: str = "",
+    add_hypothesis: str | None = None,
+    overrides: dict[str, str] | None = None,
+    playbook_path: str | None = None,
+    events: EventFn | None = None,
+) -> RunOutcome:
     from langgraph.types import Command
 
     db = resolve(db)
@@ -235,10 +272,18 @@ def resume_campaign(cid: str, *, db: str | None, decision: str | None, note: str
             snap = graph.get_state({"configurable": {"thread_id": cid}})
             if snap.next and any(t.interrupts for t in snap.tasks):
                 if decision is None:
-                    raise UserError(f"campaign {cid} is awaiting review: {row.halt_reason} "
-                                    f"(fix: add --approve or --reject)")
-                payload: Any = Command(resume={"decision": decision, "note": note, "add_hypotheses": added,
-                                               "overrides": overrides or {}, "at": time.time()})
+                    raise UserError(
+                        f"campaign {cid} is awaiting review: {row.halt_reason} (fix: add --approve or --reject)"
+                    )
+                payload: Any = Command(
+                    resume={
+                        "decision": decision,
+                        "note": note,
+                        "add_hypotheses": added,
+                        "overrides": overrides or {},
+                        "at": time.time(),
+                    }
+                )
             elif not in_progress(snap) and store.get_campaign(cid).status == "finished":
                 refresh_journal(store, cid, Path(pb.journal), db_label=redact(db))
                 raise UserError(f"campaign {cid} is finished (fix: start a new one with campaign run PLAYBOOK)")
@@ -280,8 +325,11 @@ def _mark_stale(graph: Any, store: Store, cid: str) -> list[str]:
     in_flight = [current] + list((values.get("batch") or []) if going else [])  # parallel branches too
     for cur in in_flight:
         if cur.get("hypothesis"):
-            keep += [e.id for e in store.list_experiments(cid, hypothesis=cur["hypothesis"])
-                     if e.attempt == cur.get("attempt")]
+            keep += [
+                e.id
+                for e in store.list_experiments(cid, hypothesis=cur["hypothesis"])
+                if e.attempt == cur.get("attempt")
+            ]
     attempt = values.get("baseline_attempt") or 0
     keep += [e.id for e in store.list_experiments(cid, role="baseline") if e.attempt in (attempt, attempt + 1)]
     for h in store.list_hypotheses(cid, status="running"):
@@ -319,7 +367,6 @@ def _describe_node(spec: Any) -> str:
     return str(spec.describe())
 
 
-
 def _load_added(path: str, pb: Playbook, store: LoopStore, cid: str) -> list[HypothesisSpec]:
     import yaml
     from pydantic import ValidationError
@@ -346,8 +393,11 @@ def _load_added(path: str, pb: Playbook, store: LoopStore, cid: str) -> list[Hyp
         if h.name in known:
             raise UserError(f"{path}: [{i}].name: hypothesis '{h.name}' already exists (fix: use a new name)")
         out.append(h)
-    same = identical_launches(pb.model_copy(update={"hypotheses": out}), path,
-                              at=("hypotheses",) if isinstance(data, dict) and "hypotheses" in data else ())
+    same = identical_launches(
+        pb.model_copy(update={"hypotheses": out}),
+        path,
+        at=("hypotheses",) if isinstance(data, dict) and "hypotheses" in data else (),
+    )
     if same:
         raise UserError(*same)
     return out
@@ -359,6 +409,8 @@ def _check_journal_writable(pb: Playbook, source: str) -> None:
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError:
-        raise UserError(f"{source}: journal: cannot create directory '{parent}' (fix: choose a writable journal path)") from None
+        raise UserError(
+            f"{source}: journal: cannot create directory '{parent}' (fix: choose a writable journal path)"
+        ) from None
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UserError(f"{source}: journal: '{path}' is not writable (fix: choose a writable journal path)")

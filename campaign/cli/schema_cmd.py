@@ -38,7 +38,9 @@ def schema_line(playbook_path: Path) -> str:
     return f"# yaml-language-server: $schema={target}"
 
 
-def schema(out: Path | None = typer.Option(None, "--out", "-o", help="write it to this file instead of stdout")) -> None:
+def schema(
+    out: Path | None = typer.Option(None, "--out", "-o", help="write it to this file instead of stdout"),
+) -> None:
     """Print the playbook's JSON Schema (editor completion: see docs/cli.md)."""
     text = schema_text()
     if out is None:

@@ -22,7 +22,7 @@ __all__ = ["print_experiment", "print_summary"]
 
 
 def _fit(value: str, width: int) -> str:
-    return value if len(value) <= width else value[:width - 1] + "…"
+    return value if len(value) <= width else value[: width - 1] + "…"
 
 
 def _decided(e: dict[str, Any]) -> str:
@@ -34,11 +34,19 @@ def _decided(e: dict[str, Any]) -> str:
 
 def print_summary(con: Console, data: dict[str, Any]) -> None:
     """A line per experiment, cut to the terminal's width rather than wrapped."""
-    con.print(line((data["id"], "bold"), " status: ", (data["status"], ""),
-                   f" · {len(data['experiments'])} experiments · bar: whole interval beyond "
-                   f"±{data.get('min_effect_pct', 2.0):g}%"))
-    rows = [(str(n), visible(e["hypothesis"]), visible(e.get("label") or e.get("status") or "-"), visible(_decided(e)))
-            for n, e in enumerate(data["experiments"], 1)]
+    con.print(
+        line(
+            (data["id"], "bold"),
+            " status: ",
+            (data["status"], ""),
+            f" · {len(data['experiments'])} experiments · bar: whole interval beyond "
+            f"±{data.get('min_effect_pct', 2.0):g}%",
+        )
+    )
+    rows = [
+        (str(n), visible(e["hypothesis"]), visible(e.get("label") or e.get("status") or "-"), visible(_decided(e)))
+        for n, e in enumerate(data["experiments"], 1)
+    ]
     head = ("#", "hypothesis", "verdict", "deciding level: candidate vs baseline")
     widths = [min(cap, max(len(r[i]) for r in [head, *rows])) for i, cap in enumerate((6, 30, 34))]
     for i, r in enumerate([head, *rows]):
@@ -66,8 +74,7 @@ def print_experiment(con: Console, store: JournalReader, campaign_id: str, name:
     chosen = [(n, e) for n, e in enumerate(view.experiments, 1) if name in (e.hypothesis, e.id)]
     if not chosen:
         names = ", ".join(dict.fromkeys(e.hypothesis for e in view.experiments)) or "none yet"
-        raise UserError(f"campaign show {campaign_id} --experiment: no experiment {name!r} "
-                        f"(fix: one of: {names})")
+        raise UserError(f"campaign show {campaign_id} --experiment: no experiment {name!r} (fix: one of: {names})")
     keys = experiment_keys(view)
     for n, e in chosen:
         con.print(Markdown(experiment_body(view, e, n, keys[e.id], None)))

@@ -48,15 +48,24 @@ def _table(result: Any) -> Any:
     from campaign.cli.plain import plain
 
     # the model name and token source come from the server: never markup
-    table = Table(title=plain(f"{result.model or 'server'}  prompts {result.prompt_set_hash or '-'}  "
-                              f"time x{result.time_scale:g}"))
+    table = Table(
+        title=plain(f"{result.model or 'server'}  prompts {result.prompt_set_hash or '-'}  time x{result.time_scale:g}")
+    )
     for name in ("C", "req", "err", "tok/s", "req/s", "TTFT p50", "TTFT p99", "ITL p50", "TPOT p50", "E2E p50", "src"):
         table.add_column(name, justify="right")
     for lv in result.levels:
         table.add_row(
-            str(lv.concurrency), str(lv.requests), str(lv.errors), f"{lv.output_tokens_per_s:.1f}", f"{lv.requests_per_s:.2f}",
-            f"{lv.ttft_ms.p50:.1f}", f"{lv.ttft_ms.p99:.1f}", f"{lv.itl_ms.p50:.1f}", f"{lv.tpot_ms.p50:.1f}",
-            f"{lv.e2e_ms.p50:.1f}", plain(lv.token_source),
+            str(lv.concurrency),
+            str(lv.requests),
+            str(lv.errors),
+            f"{lv.output_tokens_per_s:.1f}",
+            f"{lv.requests_per_s:.2f}",
+            f"{lv.ttft_ms.p50:.1f}",
+            f"{lv.ttft_ms.p99:.1f}",
+            f"{lv.itl_ms.p50:.1f}",
+            f"{lv.tpot_ms.p50:.1f}",
+            f"{lv.e2e_ms.p50:.1f}",
+            plain(lv.token_source),
         )
     return table
 
@@ -73,8 +82,15 @@ def _api_key(name: str | None) -> str | None:
     return value
 
 
-def _run(url: str, workload: Any, model: str | None, time_scale: float | None, timeout_s: float, client: str,
-         api_key: str | None = None) -> Any:
+def _run(
+    url: str,
+    workload: Any,
+    model: str | None,
+    time_scale: float | None,
+    timeout_s: float,
+    client: str,
+    api_key: str | None = None,
+) -> Any:
     import asyncio
 
     from rich.console import Console
@@ -82,17 +98,32 @@ def _run(url: str, workload: Any, model: str | None, time_scale: float | None, t
 
     from tools.loadgen.sweep import ProgressEvent, run_sweep
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
         task = bar.add_task("connecting", total=None)
 
         def on_progress(event: ProgressEvent) -> None:
             label = f"C={event.concurrency} {event.phase} ({event.level_index + 1}/{event.levels})"
             bar.update(task, description=label, completed=event.completed, total=event.total)
 
-        return asyncio.run(run_sweep(url, workload, model=model, time_scale=time_scale, progress=on_progress,
-                                     request_timeout_s=timeout_s, http_client=client,  # type: ignore[arg-type]
-                                     api_key=api_key))
+        return asyncio.run(
+            run_sweep(
+                url,
+                workload,
+                model=model,
+                time_scale=time_scale,
+                progress=on_progress,
+                request_timeout_s=timeout_s,
+                http_client=client,  # type: ignore[arg-type]
+                api_key=api_key,
+            )
+        )
 
 
 def bench(
@@ -101,7 +132,7 @@ def bench(
     concurrency: str = typer.Option("1,2,5,10", "--concurrency", help="comma-separated concurrency levels"),
     requests_per_level: str = typer.Option("2*C", "--requests-per-level", help="an integer or an expression in C"),
     output_tokens: str = typer.Option("256", "--output-tokens", help="tokens per request (ignore_eos)"),
-    prompts: str = typer.Option("fixed", "--prompts", help="fixed | diverse | a JSONL file of {\"prompt\": ...}"),
+    prompts: str = typer.Option("fixed", "--prompts", help='fixed | diverse | a JSONL file of {"prompt": ...}'),
     prompt_tokens: str = typer.Option("512", "--prompt-tokens", help="approximate length of generated prompts"),
     warmup: str = typer.Option("1", "--warmup", help="uncounted warm-up requests per level"),
     seed: str = typer.Option("0", "--seed"),
@@ -110,8 +141,9 @@ def bench(
     time_scale: str | None = typer.Option(None, "--time-scale", help="default: /server_info time_scale, else 1"),
     timeout: str = typer.Option("600", "--timeout", help="per-request timeout, seconds"),
     client: str = typer.Option("asyncio", "--client", help="streaming HTTP client: asyncio | aiohttp | httpx"),
-    api_key_env: str | None = typer.Option(None, "--api-key-env",
-                                           help="send the server this variable's value as its API key"),
+    api_key_env: str | None = typer.Option(
+        None, "--api-key-env", help="send the server this variable's value as its API key"
+    ),
     json_out: Path | None = typer.Option(None, "--json", help="write the result as JSON"),
     import_file: Path | None = typer.Option(None, "--import", help="import an SGLang/vLLM benchmark result instead"),
 ) -> None:
@@ -131,8 +163,22 @@ def bench(
         else:
             if not url:
                 _fail("a URL is required (or --import FILE)")
-            result = _bench_url(url, concurrency, requests_per_level, output_tokens, prompts, prompt_tokens, warmup, seed,
-                                endpoint, model, time_scale, timeout, client, _api_key(api_key_env))
+            result = _bench_url(
+                url,
+                concurrency,
+                requests_per_level,
+                output_tokens,
+                prompts,
+                prompt_tokens,
+                warmup,
+                seed,
+                endpoint,
+                model,
+                time_scale,
+                timeout,
+                client,
+                _api_key(api_key_env),
+            )
     except UserError as exc:
         _fail(" ".join(exc.lines))
     console().print(_table(result))
@@ -158,13 +204,28 @@ def _failures(result: Any) -> str | None:
     sample = next((s for lv in result.levels for s in lv.error_samples), "")
     sample = " ".join(visible(sample, limit=400).split())  # a server's body: lines, escapes
     sample = sample if len(sample) <= 200 else sample[:197] + "..."
-    return (f"{failed} of {total} requests failed ({where}); first error: {sample or 'none recorded'} "
-            "(fix: check that the server is up and serving this model; the figures above count only completed requests)")
+    return (
+        f"{failed} of {total} requests failed ({where}); first error: {sample or 'none recorded'} "
+        "(fix: check that the server is up and serving this model; the figures above count only completed requests)"
+    )
 
 
-def _bench_url(url: str, concurrency: str, requests_per_level: str, output_tokens: str, prompts: str, prompt_tokens: str,
-               warmup: str, seed: str, endpoint: str, model: str | None, time_scale: str | None, timeout: str,
-               client: str, api_key: str | None = None) -> Any:
+def _bench_url(
+    url: str,
+    concurrency: str,
+    requests_per_level: str,
+    output_tokens: str,
+    prompts: str,
+    prompt_tokens: str,
+    warmup: str,
+    seed: str,
+    endpoint: str,
+    model: str | None,
+    time_scale: str | None,
+    timeout: str,
+    client: str,
+    api_key: str | None = None,
+) -> Any:
     from campaign.domain.models import WorkloadSpec
     from tools.loadgen.sweep import LoadgenError
 
@@ -186,9 +247,15 @@ def _bench_url(url: str, concurrency: str, requests_per_level: str, output_token
             _fail("--time-scale: must be > 0")
     per_level: str | int = int(requests_per_level) if requests_per_level.strip().isdigit() else requests_per_level
     workload = WorkloadSpec(
-        name="cli", concurrency=_concurrency(concurrency), prompts=prompts, output_tokens=_int("--output-tokens", output_tokens, 1),
-        requests_per_level=per_level, warmup_requests=_int("--warmup", warmup, 0), prompt_tokens=_int("--prompt-tokens", prompt_tokens, 1),
-        seed=_int("--seed", seed, 0), endpoint=endpoint,
+        name="cli",
+        concurrency=_concurrency(concurrency),
+        prompts=prompts,
+        output_tokens=_int("--output-tokens", output_tokens, 1),
+        requests_per_level=per_level,
+        warmup_requests=_int("--warmup", warmup, 0),
+        prompt_tokens=_int("--prompt-tokens", prompt_tokens, 1),
+        seed=_int("--seed", seed, 0),
+        endpoint=endpoint,
     )
     try:
         return _run(url, workload, model, scale, float(_int("--timeout", timeout, 1)), client, api_key)

@@ -63,8 +63,9 @@ def ledger_path(db_path: Path) -> Path:
     return db_path.parent / "ledger.jsonl"
 
 
-def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = None,
-                     events: EventFn | None = None) -> NodeRuntime:
+def node_runtime_for(
+    pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = None, events: EventFn | None = None
+) -> NodeRuntime:
     """A NodeRuntime for one `node:` entry of the playbook."""
     executor: Executor = build_executor(spec)
     node_dir = remote_workdir(spec, executor) if spec.remote else None
@@ -75,19 +76,34 @@ def node_runtime_for(pb: Playbook, spec: Any, *, workdir: Path, ledger: Any = No
     fmt: dict[str, Any] = {"python": python, "host": "0.0.0.0" if spec.remote else "127.0.0.1"}
     fingerprint_argv = None
     if sim is not None:
-        fmt.update(profile=sim.profile, cuda=sim.cuda, seed=sim.seed, time_scale=sim.time_scale,
-                   noise_pct=sim.noise_pct, launch_offset_pct=sim.launch_offset_pct,
-                   launch_seed_base=sim.seed if sim.launch_offsets == "seeded" else None)
-        fingerprint_argv = [python, "-m", "tools.simnode", "fingerprint", "--profile", sim.profile,
-                            "--cuda", sim.cuda]
+        fmt.update(
+            profile=sim.profile,
+            cuda=sim.cuda,
+            seed=sim.seed,
+            time_scale=sim.time_scale,
+            noise_pct=sim.noise_pct,
+            launch_offset_pct=sim.launch_offset_pct,
+            launch_seed_base=sim.seed if sim.launch_offsets == "seeded" else None,
+        )
+        fingerprint_argv = [python, "-m", "tools.simnode", "fingerprint", "--profile", sim.profile, "--cuda", sim.cuda]
     progress = (lambda kind, data: events(kind, {**data, "node": spec.name})) if events else None
     profile = engine_profile(pb.server.engine)  # the one source of the engine's launch knowledge
     return NodeRuntime(
-        spec.node_name(), executor, profile=profile, command=pb.server.command,
-        python=pb.server.python, model=pb.server.model, health=pb.server.health,
-        startup_timeout_s=pb.server.startup_timeout_s, fmt=fmt,
-        workdir=node_dir or str(workdir), fingerprint_argv=fingerprint_argv, ledger=ledger,
-        progress=progress, sweep_on=spec.sweep_location(), base_env=pb.server.base_env,
+        spec.node_name(),
+        executor,
+        profile=profile,
+        command=pb.server.command,
+        python=pb.server.python,
+        model=pb.server.model,
+        health=pb.server.health,
+        startup_timeout_s=pb.server.startup_timeout_s,
+        fmt=fmt,
+        workdir=node_dir or str(workdir),
+        fingerprint_argv=fingerprint_argv,
+        ledger=ledger,
+        progress=progress,
+        sweep_on=spec.sweep_location(),
+        base_env=pb.server.base_env,
         api_key=server_api_key(pb),
     )
 
@@ -110,18 +126,34 @@ def build_deps(pb: Playbook, store: Store, *, db_path: Path, events: EventFn | N
     """`db_path`: where this controller's local state lives (campaign.domain.location.state_anchor)."""
     workdir = db_path.parent / "nodes"
     ledger = ProcessLedger(ledger_path(db_path))
-    nodes = [node_runtime_for(pb, spec, workdir=workdir / (spec.name or "node"), ledger=ledger, events=events)
-             for spec in pb.all_nodes()]
+    nodes = [
+        node_runtime_for(pb, spec, workdir=workdir / (spec.name or "node"), ledger=ledger, events=events)
+        for spec in pb.all_nodes()
+    ]
     planner = None
     if pb.planner.kind == "llm":
         from campaign.loop.planner_bridge import make_llm_planner
 
         planner = make_llm_planner(pb)
-    trees = [source_tree_for(pb, spec, node.executor, workdir=workdir / (spec.name or "node"))
-             for spec, node in zip(pb.all_nodes(), nodes)] if pb.server.source is not None else []
-    return Deps(playbook=pb, store=store, nodes=list(nodes), planner=planner, journal_path=Path(pb.journal),
-                db_label=db_label or str(db_path), events=events or (lambda k, d: None), source=local_source_tree,
-                trees=list[SourceTree](trees))
+    trees = (
+        [
+            source_tree_for(pb, spec, node.executor, workdir=workdir / (spec.name or "node"))
+            for spec, node in zip(pb.all_nodes(), nodes)
+        ]
+        if pb.server.source is not None
+        else []
+    )
+    return Deps(
+        playbook=pb,
+        store=store,
+        nodes=list(nodes),
+        planner=planner,
+        journal_path=Path(pb.journal),
+        db_label=db_label or str(db_path),
+        events=events or (lambda k, d: None),
+        source=local_source_tree,
+        trees=list[SourceTree](trees),
+    )
 
 
 def remote_workdir(spec: Any, executor: Executor) -> str:
@@ -136,16 +168,17 @@ def remote_workdir(spec: Any, executor: Executor) -> str:
         return str(getattr(executor, "workdir", path))
     except NodeError as exc:
         name = spec.node_name()
-        raise UserError(f"node {name}: {exc} (fix: check that the node is reachable, or give node.workdir "
-                        "as an absolute path, then run again)") from None
+        raise UserError(
+            f"node {name}: {exc} (fix: check that the node is reachable, or give node.workdir "
+            "as an absolute path, then run again)"
+        ) from None
 
 
 def source_tree_for(pb: Playbook, spec: Any, executor: Executor, *, workdir: Path) -> GitTree:
     """`server.source` on one node: git runs there, through the node's own executor."""
     assert pb.server.source is not None
     where = remote_workdir(spec, executor) if spec.remote else None
-    return GitTree(executor, pb.server.source.repo,
-                   f"{where}/src" if where else str((workdir / "src").resolve()))
+    return GitTree(executor, pb.server.source.repo, f"{where}/src" if where else str((workdir / "src").resolve()))
 
 
 def local_source_tree(repo: str) -> GitTree:

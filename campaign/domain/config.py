@@ -26,8 +26,9 @@ def flag_name(name: str) -> str:
     return name.lstrip("-")
 
 
-def merge(baseline: EffectiveConfig, flags: Mapping[str, Any], env: Mapping[str, str],
-          unset_flags: Iterable[str] = ()) -> EffectiveConfig:
+def merge(
+    baseline: EffectiveConfig, flags: Mapping[str, Any], env: Mapping[str, str], unset_flags: Iterable[str] = ()
+) -> EffectiveConfig:
     """`baseline` with `flags`/`env` set over it and `unset_flags` removed (a new object)."""
     merged_flags = {flag_name(k): v for k, v in baseline.flags.items()}
     for key in unset_flags:
@@ -95,8 +96,9 @@ def render_argv(template: str, config: EffectiveConfig, **fmt: Any) -> list[str]
 
 def diff(a: EffectiveConfig, b: EffectiveConfig) -> list[ConfigChange]:
     """What changes from `a` to `b`: flags (dash-insensitive) then env, sorted by key."""
-    changes = _diff_maps("flag", {flag_name(k): v for k, v in a.flags.items()},
-                         {flag_name(k): v for k, v in b.flags.items()})
+    changes = _diff_maps(
+        "flag", {flag_name(k): v for k, v in a.flags.items()}, {flag_name(k): v for k, v in b.flags.items()}
+    )
     return changes + _diff_maps("env", dict(a.env), dict(b.env))
 
 
@@ -121,5 +123,4 @@ def undeclared(changes: Iterable[ConfigChange], declared: set[str]) -> list[Conf
     """Changes the hypothesis did not declare: what confounds an experiment.
     A flag matches a declared name with or without dashes; env names match exactly."""
     declared_flags = {flag_name(d) for d in declared}
-    return [c for c in changes
-            if not (c.key in declared_flags if c.kind == "flag" else c.key in declared)]
+    return [c for c in changes if not (c.key in declared_flags if c.kind == "flag" else c.key in declared)]

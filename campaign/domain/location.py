@@ -13,8 +13,18 @@ from urllib.parse import urlsplit, urlunsplit
 
 from campaign.domain.errors import UserError
 
-__all__ = ["DEFAULT_FILE", "ENV", "check", "has_password", "is_postgres", "is_url", "redact", "resolve",
-           "sqlalchemy_url", "state_anchor"]
+__all__ = [
+    "DEFAULT_FILE",
+    "ENV",
+    "check",
+    "has_password",
+    "is_postgres",
+    "is_url",
+    "redact",
+    "resolve",
+    "sqlalchemy_url",
+    "state_anchor",
+]
 
 DEFAULT_FILE = ".campaign/campaign.db"
 
@@ -63,11 +73,15 @@ def check(db: str, source: str) -> str:
     if not is_url(db):
         return db
     if has_password(db):
-        raise UserError(f"{source}: a password is written in the database URL (fix: remove it from the URL "
-                       "and put it in PGPASSWORD or a .pgpass file; change that password)")
+        raise UserError(
+            f"{source}: a password is written in the database URL (fix: remove it from the URL "
+            "and put it in PGPASSWORD or a .pgpass file; change that password)"
+        )
     if not is_postgres(db):
-        raise UserError(f"{source}: {db.partition('://')[0]}:// databases are not supported (fix: a SQLite "
-                       "file path, e.g. .campaign/campaign.db, or a postgresql://user@host/dbname URL)")
+        raise UserError(
+            f"{source}: {db.partition('://')[0]}:// databases are not supported (fix: a SQLite "
+            "file path, e.g. .campaign/campaign.db, or a postgresql://user@host/dbname URL)"
+        )
     return db
 
 

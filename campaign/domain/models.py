@@ -36,7 +36,9 @@ class FailureClass(str, Enum):
     unreachable = "unreachable"  # node or server cannot be reached (infrastructure)
     engine_dead = "engine_dead"  # vLLM EngineDeadError while serving
     kernel_fault = "kernel_fault"  # a GPU kernel faulted: illegal memory access / address / instruction
-    environment = "environment"  # the node lacks what the engine needs: a library, package version, driver or credential
+    environment = (
+        "environment"  # the node lacks what the engine needs: a library, package version, driver or credential
+    )
 
 
 #: failure classes caused by the infrastructure rather than by the idea under test:
@@ -62,9 +64,15 @@ class Failure(BaseModel):
     def shown(self) -> dict[str, object]:
         """What a person reads of it (`show --json`): the class, the lines that decided
         it (or, when no signature matched, the log's last lines) and where the log is."""
-        return {"class": self.failure_class.value, "summary": self.summary, "phase": self.phase,
-                "exit_code": self.exit_code, "deciding_lines": list(self.evidence), "log_path": self.log_path,
-                "suggested_class": self.suggested_class.value if self.suggested_class else None}
+        return {
+            "class": self.failure_class.value,
+            "summary": self.summary,
+            "phase": self.phase,
+            "exit_code": self.exit_code,
+            "deciding_lines": list(self.evidence),
+            "log_path": self.log_path,
+            "suggested_class": self.suggested_class.value if self.suggested_class else None,
+        }
 
 
 class Stat(BaseModel):
@@ -100,18 +108,27 @@ class WorkloadSpec(BaseModel):
 
     name: str
     concurrency: list[int] = Field(default_factory=lambda: [1], description="the concurrency levels swept")
-    prompts: str = Field(default="fixed", description=(
-        "fixed (one prompt, cached by design), diverse (generated from seed and prompt_tokens, as many as the "
-        "sweep sends) or a JSONL file of {\"prompt\": ...} lines; a sweep sends each prompt once"))
+    prompts: str = Field(
+        default="fixed",
+        description=(
+            "fixed (one prompt, cached by design), diverse (generated from seed and prompt_tokens, as many as the "
+            'sweep sends) or a JSONL file of {"prompt": ...} lines; a sweep sends each prompt once'
+        ),
+    )
     output_tokens: int = Field(default=256, description="tokens generated per request")
-    requests_per_level: str | int = Field(default="2*C", description=(
-        "an integer or an expression in C (numbers, + - * / // % **, max min ceil floor round int), at least "
-        "1 at every level"))
+    requests_per_level: str | int = Field(
+        default="2*C",
+        description=(
+            "an integer or an expression in C (numbers, + - * / // % **, max min ceil floor round int), at least "
+            "1 at every level"
+        ),
+    )
     warmup_requests: int = Field(default=1, description="requests sent before a level's measurement")
     prompt_tokens: int = Field(default=512, description="approximate length of generated prompts")
     seed: int = Field(default=0, description="seed of the generated prompt set")
-    endpoint: Literal["completions", "chat"] = Field(default="completions", description=(
-        "/v1/completions or /v1/chat/completions"))
+    endpoint: Literal["completions", "chat"] = Field(
+        default="completions", description=("/v1/completions or /v1/chat/completions")
+    )
 
 
 class SweepResult(BaseModel):

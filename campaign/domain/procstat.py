@@ -20,7 +20,7 @@ def stat_fields(pid: int) -> list[str] | None:
         raw = (PROC / str(pid) / "stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError, NotADirectoryError):
         return None
-    return raw[raw.rfind(")") + 2:].split()
+    return raw[raw.rfind(")") + 2 :].split()
 
 
 def start_ticks(pid: int) -> str:

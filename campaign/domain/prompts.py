@@ -27,7 +27,117 @@ from campaign.domain.request_count import requests_for_level
 #: first 512 prompts are the same whatever the pool's size.
 DIVERSE_POOL_SIZE = 512
 
-_WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "they", "this", "which", "system", "model", "server", "token", "cache", "batch", "memory", "kernel", "graph", "stream", "request", "latency", "river", "mountain", "forest", "ocean", "desert", "city", "village", "bridge", "castle", "garden", "window", "door", "light", "shadow", "storm", "winter", "summer", "autumn", "spring", "morning", "evening", "night", "silver", "golden", "quick", "slow", "bright", "dark", "ancient", "modern", "simple", "complex", "quiet", "loud", "gentle", "fierce", "explain", "describe", "compare", "summarize", "translate", "analyze", "imagine", "consider", "remember", "history", "science", "music", "poetry", "physics", "chemistry", "biology", "economics", "language", "travel", "engine", "signal", "network", "channel", "packet", "vector", "matrix", "tensor", "layer", "attention", "decode", "number", "letter", "story", "question", "answer", "problem", "reason", "method", "result", "theory", "example"]
+_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "his",
+    "her",
+    "they",
+    "this",
+    "which",
+    "system",
+    "model",
+    "server",
+    "token",
+    "cache",
+    "batch",
+    "memory",
+    "kernel",
+    "graph",
+    "stream",
+    "request",
+    "latency",
+    "river",
+    "mountain",
+    "forest",
+    "ocean",
+    "desert",
+    "city",
+    "village",
+    "bridge",
+    "castle",
+    "garden",
+    "window",
+    "door",
+    "light",
+    "shadow",
+    "storm",
+    "winter",
+    "summer",
+    "autumn",
+    "spring",
+    "morning",
+    "evening",
+    "night",
+    "silver",
+    "golden",
+    "quick",
+    "slow",
+    "bright",
+    "dark",
+    "ancient",
+    "modern",
+    "simple",
+    "complex",
+    "quiet",
+    "loud",
+    "gentle",
+    "fierce",
+    "explain",
+    "describe",
+    "compare",
+    "summarize",
+    "translate",
+    "analyze",
+    "imagine",
+    "consider",
+    "remember",
+    "history",
+    "science",
+    "music",
+    "poetry",
+    "physics",
+    "chemistry",
+    "biology",
+    "economics",
+    "language",
+    "travel",
+    "engine",
+    "signal",
+    "network",
+    "channel",
+    "packet",
+    "vector",
+    "matrix",
+    "tensor",
+    "layer",
+    "attention",
+    "decode",
+    "number",
+    "letter",
+    "story",
+    "question",
+    "answer",
+    "problem",
+    "reason",
+    "method",
+    "result",
+    "theory",
+    "example",
+]
 
 
 @dataclass(frozen=True)
@@ -77,7 +187,9 @@ def load_jsonl(path: str | Path) -> list[str]:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise UserError(f"{p}: cannot read prompts file ({exc.strerror}) (fix: give a JSONL file with {{\"prompt\": ...}} lines)") from exc
+        raise UserError(
+            f'{p}: cannot read prompts file ({exc.strerror}) (fix: give a JSONL file with {{"prompt": ...}} lines)'
+        ) from exc
     prompts: list[str] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -85,19 +197,22 @@ def load_jsonl(path: str | Path) -> list[str]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UserError(f"{p}: line {lineno}: not valid JSON ({exc.msg}) (fix: one {{\"prompt\": ...}} object per line)") from exc
+            raise UserError(
+                f'{p}: line {lineno}: not valid JSON ({exc.msg}) (fix: one {{"prompt": ...}} object per line)'
+            ) from exc
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"]:
-            raise UserError(f"{p}: line {lineno}: prompt: missing or not a non-empty string (fix: {{\"prompt\": \"...\"}})")
+            raise UserError(f'{p}: line {lineno}: prompt: missing or not a non-empty string (fix: {{"prompt": "..."}})')
         prompts.append(row["prompt"])
     if not prompts:
-        raise UserError(f"{p}: prompts: the file holds no prompts (fix: add {{\"prompt\": ...}} lines)")
+        raise UserError(f'{p}: prompts: the file holds no prompts (fix: add {{"prompt": ...}} lines)')
     return prompts
 
 
 def sweep_requests(workload: WorkloadSpec) -> int:
     """Requests one sweep of ``workload`` sends, warm-ups included."""
-    return sum(workload.warmup_requests + requests_for_level(workload.requests_per_level, c)
-               for c in workload.concurrency)
+    return sum(
+        workload.warmup_requests + requests_for_level(workload.requests_per_level, c) for c in workload.concurrency
+    )
 
 
 def build_prompt_set(workload: WorkloadSpec) -> PromptSet:
@@ -106,8 +221,9 @@ def build_prompt_set(workload: WorkloadSpec) -> PromptSet:
     if workload.prompts == "fixed":
         prompts = generate_fixed(workload.prompt_tokens, workload.seed)
     elif workload.prompts == "diverse":
-        prompts = generate_diverse(workload.prompt_tokens, workload.seed,
-                                   size=max(DIVERSE_POOL_SIZE, sweep_requests(workload)))
+        prompts = generate_diverse(
+            workload.prompt_tokens, workload.seed, size=max(DIVERSE_POOL_SIZE, sweep_requests(workload))
+        )
     else:
         prompts = load_jsonl(workload.prompts)
     return PromptSet(prompts=tuple(prompts), hash=prompt_set_hash(prompts), origin=workload.prompts)

@@ -26,8 +26,9 @@ SECRET_ENV = re.compile(
 
 #: command-line flags whose value is a secret (`--api-key X`, `--hf-token=X`).
 #: Anchored at the end so `--max-num-batched-tokens` is not taken for a token.
-SECRET_FLAG = re.compile(r"^--?[\w-]*?(api[-_]?key|access[-_]key|secret[-_]key|token|secret|password|passwd)$",
-                         re.IGNORECASE)
+SECRET_FLAG = re.compile(
+    r"^--?[\w-]*?(api[-_]?key|access[-_]key|secret[-_]key|token|secret|password|passwd)$", re.IGNORECASE
+)
 
 #: secrets recognisable by their shape alone.
 SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
@@ -145,6 +146,8 @@ def expand_env_refs(env: Mapping[str, str], environ: Mapping[str, str] | None = 
             out[key] = source[m.group(1)]
             remember_secret(out[key])
         else:
-            raise MissingEnvRef(f"{key}: ${{{m.group(1)}}} is not set in the controller's environment "
-                                f"(fix: export {m.group(1)} before `campaign run` or `campaign resume`)")
+            raise MissingEnvRef(
+                f"{key}: ${{{m.group(1)}}} is not set in the controller's environment "
+                f"(fix: export {m.group(1)} before `campaign run` or `campaign resume`)"
+            )
     return out

@@ -27,7 +27,14 @@ _BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_FUNCS: dict[str, Callable[..., float]] = {"max": max, "min": min, "ceil": math.ceil, "floor": math.floor, "round": round, "int": int}
+_FUNCS: dict[str, Callable[..., float]] = {
+    "max": max,
+    "min": min,
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "round": round,
+    "int": int,
+}
 
 
 def _eval_node(node: ast.AST, concurrency: int) -> float:
@@ -79,17 +86,24 @@ def requests_for_level(expr: str | int, concurrency: int) -> int:
     text = str(expr).strip()
     try:
         # float(): an integer past a float's range (a YAML integer, or "((8**8)**8)**8") is an error too
-        value = float(expr if isinstance(expr, int) and not isinstance(expr, bool)
-                      else _eval_node(ast.parse(text, mode="eval"), concurrency))
+        value = float(
+            expr
+            if isinstance(expr, int) and not isinstance(expr, bool)
+            else _eval_node(ast.parse(text, mode="eval"), concurrency)
+        )
     except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError) as exc:
         raise UserError(
             f"workload: requests_per_level: cannot evaluate {text!r} ({exc}) "
-            "(fix: an integer or an expression in C such as \"2*C\" or \"max(4, C)\")"
+            '(fix: an integer or an expression in C such as "2*C" or "max(4, C)")'
         ) from exc
     if not math.isfinite(value):
-        raise UserError(f"workload: requests_per_level: {expr!r} gives {value} requests at C={concurrency} "
-                        "(fix: an expression with a finite value, such as \"2*C\")")
+        raise UserError(
+            f"workload: requests_per_level: {expr!r} gives {value} requests at C={concurrency} "
+            '(fix: an expression with a finite value, such as "2*C")'
+        )
     count = math.ceil(value)
     if count < 1:
-        raise UserError(f"workload: requests_per_level: {expr!r} gives {count} requests at C={concurrency} (fix: at least 1)")
+        raise UserError(
+            f"workload: requests_per_level: {expr!r} gives {count} requests at C={concurrency} (fix: at least 1)"
+        )
     return count

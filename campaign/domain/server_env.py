@@ -25,9 +25,26 @@ from campaign.domain.redact import SECRET_ENV, is_secret_name
 #: temp dir, the loader and Python paths (engines are Python programs), and the accelerators a scheduler assigned (Slurm
 #: sets CUDA_VISIBLE_DEVICES and SLURM_* for the job's GPUs).
 DEFAULT_BASE_ENV: tuple[str, ...] = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR", "TERM",
-    "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM*",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "SLURM*",
 )
 
 #: a base_env entry: a variable name, optionally ending in `*`.
@@ -37,12 +54,16 @@ _ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
 def entry_problem(entry: str) -> str | None:
     """Why `entry` cannot be a base_env entry (None: it can).  One line with the fix."""
     if not _ENTRY.match(entry):
-        return (f"{entry!r} is not a variable name or a NAME* pattern "
-                "(fix: letters, digits and '_', optionally ending in '*')")
+        return (
+            f"{entry!r} is not a variable name or a NAME* pattern "
+            "(fix: letters, digits and '_', optionally ending in '*')"
+        )
     name = entry.rstrip("*")
     if is_secret_name(name):
-        return (f"{entry!r} names a secret, and secrets are never inherited "
-                f"(fix: remove it; reference the secret in the env instead: {name}: ${{{name}}})")
+        return (
+            f"{entry!r} names a secret, and secrets are never inherited "
+            f"(fix: remove it; reference the secret in the env instead: {name}: ${{{name}}})"
+        )
     return None
 
 
@@ -68,5 +89,4 @@ def wire_spec(env: Mapping[str, str] | None, patterns: Iterable[str]) -> dict[st
     """What a remote wrapper needs to build the same environment on the node (see
     tools/executors/remote_shell.py): explicit values, the base list and the secret
     name rule, as one JSON-able mapping that travels in a 0600 file, never in argv."""
-    return {"env": dict(env or {}), "inherit": list(patterns),
-            "deny": SECRET_ENV.pattern, "deny_flags": "i"}
+    return {"env": dict(env or {}), "inherit": list(patterns), "deny": SECRET_ENV.pattern, "deny_flags": "i"}

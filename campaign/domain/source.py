@@ -49,8 +49,9 @@ class PatchFailed(Exception):
     apply, or two stacked patches conflict.  `failure` is the classified evidence."""
 
     def __init__(self, failure_class: FailureClass, summary: str, evidence: list[str] | None = None) -> None:
-        self.failure = Failure(failure_class=failure_class, summary=summary, evidence=(evidence or [])[:40],
-                               phase="patch")
+        self.failure = Failure(
+            failure_class=failure_class, summary=summary, evidence=(evidence or [])[:40], phase="patch"
+        )
         super().__init__(summary)
 
 

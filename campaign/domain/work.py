@@ -69,9 +69,14 @@ class Work(BaseModel):
 
 def work_of(workload: WorkloadSpec, prompt_set_hash: str, protocol: int = MEASUREMENT_PROTOCOL) -> Work:
     """The work a sweep of `workload` over the prompt set `prompt_set_hash` does."""
-    return Work(protocol=protocol, prompts=prompt_set_hash, output_tokens=workload.output_tokens,
-                endpoint=workload.endpoint, warmup_requests=workload.warmup_requests,
-                requests={c: requests_for_level(workload.requests_per_level, c) for c in workload.concurrency})
+    return Work(
+        protocol=protocol,
+        prompts=prompt_set_hash,
+        output_tokens=workload.output_tokens,
+        endpoint=workload.endpoint,
+        warmup_requests=workload.warmup_requests,
+        requests={c: requests_for_level(workload.requests_per_level, c) for c in workload.concurrency},
+    )
 
 
 def sweep_work(sweep: SweepResult) -> Work | None:

@@ -17,6 +17,7 @@ __all__ = ["BaselineHeadline", "baseline_context", "baseline_headline", "not_com
 
 class BaselineHeadline(NamedTuple):
     """A baseline's headline figure: its workload's lowest level."""
+
     workload: str
     concurrency: int
     value: float
@@ -65,26 +66,35 @@ def baseline_context(view: CampaignView) -> dict[str, Any] | None:
     figures = []
     for wl, levels in b.figures.items():
         if len(levels) == 1:
-            (c, x), = levels.items()
+            ((c, x),) = levels.items()
             figures.append(Md(f"**{mdsafe.text(wl)}**: {fmt_num(x)} {unit} at C={c}"))
         elif levels:
             peak = max(levels, key=lambda c: levels[c])
             by_c = " · ".join(f"{c}: {fmt_num(levels[c])}" for c in sorted(levels))
-            figures.append(Md(f"**{mdsafe.text(wl)}** ({unit} by C): {by_c} (peak {fmt_num(levels[peak])} at C={peak})"))
+            figures.append(
+                Md(f"**{mdsafe.text(wl)}** ({unit} by C): {by_c} (peak {fmt_num(levels[peak])} at C={peak})")
+            )
     history, previous = [], None
     for h in view.baseline_history:
         head = baseline_headline(h, view.headline_workload)
         fig = f"{fmt_num(head.value)} {unit} ({mdsafe.text(head.label)})" if head else "no figures"
         change = f", {_headline_change(head, h, previous)}" if head and previous else ""
-        history.append(Md(f"{mdsafe.text(h.reason or 'measured')}: {fig}{change}, "
-                          f"{mdsafe.code(h.experiment_id)}, {fmt_time(h.measured_at)}"))
+        history.append(
+            Md(
+                f"{mdsafe.text(h.reason or 'measured')}: {fig}{change}, "
+                f"{mdsafe.code(h.experiment_id)}, {fmt_time(h.measured_at)}"
+            )
+        )
         previous = (head, h) if head else previous
     return {
         "id": Md(mdsafe.code(b.experiment_id)),
         "reason": mdsafe.text(b.reason) if b.reason else None,
         "measured": fmt_time(b.measured_at),
-        "noise": (f"±{b.noise_pct:.1f}%" + (f" over {b.launches} launches" if b.launches else "")
-                  if b.noise_pct is not None else None),
+        "noise": (
+            f"±{b.noise_pct:.1f}%" + (f" over {b.launches} launches" if b.launches else "")
+            if b.noise_pct is not None
+            else None
+        ),
         "config": config_code(b.config.flags, b.config.env),
         "figures": figures,
         "history": history,

@@ -28,8 +28,16 @@ from campaign.journal.latency_cells import latency_cells, latency_header, limit_
 from campaign.journal.mdsafe import Md
 from campaign.verdict.explain import compared_levels, decided_line, interval, marker, next_step, pct
 
-__all__ = ["confounded_sentence", "experiment_context", "level_table", "patch_details", "patch_line",
-           "regimes_sentence", "reported_table", "winner_text"]
+__all__ = [
+    "confounded_sentence",
+    "experiment_context",
+    "level_table",
+    "patch_details",
+    "patch_line",
+    "regimes_sentence",
+    "reported_table",
+    "winner_text",
+]
 
 
 def winner_text(row: LevelRow) -> str:
@@ -41,7 +49,7 @@ def winner_text(row: LevelRow) -> str:
 
 
 def regimes_sentence(exp: ExperimentView) -> Md | None:
-    """"candidate wins single_stream; baseline wins parallel at every C"."""
+    """ "candidate wins single_stream; baseline wins parallel at every C"."""
     if exp.verdict is None or not exp.verdict.regimes:
         return None
     parts = []
@@ -63,8 +71,11 @@ def regimes_sentence(exp: ExperimentView) -> Md | None:
 def _confidences(rows: list[LevelRow], fallback: float) -> list[float]:
     """The confidence each row's interval was drawn at (Holm's or Bonferroni's level,
     `campaign.verdict.multiplicity`); a record without it: Bonferroni over its levels."""
-    return [r.comparison.level_confidence if r.comparison.level_confidence is not None else fallback
-            for r in rows if r.comparison is not None]
+    return [
+        r.comparison.level_confidence if r.comparison.level_confidence is not None else fallback
+        for r in rows
+        if r.comparison is not None
+    ]
 
 
 def _conf(x: float) -> str:
@@ -99,16 +110,23 @@ def level_table(exp: ExperimentView, workload: str, confidence: float, limit: La
         (f"baseline ({unit})", lambda r: fmt_num(r.baseline)),
         ("change", lambda r: pct(r.comparison.delta_pct) if r.comparison else "-"),
         (f"interval ({confs[0]} confidence)" if one and confs else "interval (confidence)", ci),
-        (f"no worse than ({confidence * 100:.0f}% one-sided)",
-         lambda r: pct(loss_bound(r.comparison)) if r.comparison else "-"),
+        (
+            f"no worse than ({confidence * 100:.0f}% one-sided)",
+            lambda r: pct(loss_bound(r.comparison)) if r.comparison else "-",
+        ),
         ("winner", winner_text),
     ]
     if any(r.latency for r in rows):  # compact p50/p99 per side (campaign.journal.latency_cells)
+
         def latency_column(i: int) -> Callable[[LevelRow], str]:
             return lambda r: latency_cells(r)[i]
+
         columns += [(h, latency_column(i)) for i, h in enumerate(latency_header())]
-    if any(r.comparison and (r.comparison.candidate_meets_limit is not None
-                             or r.comparison.baseline_meets_limit is not None) for r in rows):
+    if any(
+        r.comparison
+        and (r.comparison.candidate_meets_limit is not None or r.comparison.baseline_meets_limit is not None)
+        for r in rows
+    ):
         columns.append((limit_header(limit), lambda r: limit_cell(r, limit)))
     lines: list[str] = [table([h for h, _ in columns], [])]
     lines += ["| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in rows]
@@ -117,8 +135,10 @@ def level_table(exp: ExperimentView, workload: str, confidence: float, limit: La
 
 def bar_sentence(m: float) -> Md:
     """The rule the tables are read by, with the playbook's bar."""
-    return Md(f"A level counts as won when its whole interval lies above {pct(m)} (candidate) or below "
-              f"{pct(-m)} (baseline); to win overall, every level's \"no worse than\" bound must also lie above {pct(-m)}.")
+    return Md(
+        f"A level counts as won when its whole interval lies above {pct(m)} (candidate) or below "
+        f'{pct(-m)} (baseline); to win overall, every level\'s "no worse than" bound must also lie above {pct(-m)}.'
+    )
 
 
 def screened_line(v: Verdict, workload: str) -> Md | None:
@@ -128,9 +148,11 @@ def screened_line(v: Verdict, workload: str) -> Md | None:
     e = next((e for e in v.effects if e.workload == workload), None)
     if e is None or not (e.stalled_baseline or e.stalled_candidate):
         return None
-    return Md(f"Stalls the screen left out of this comparison: {e.stalled_baseline} baseline, "
-              f"{e.stalled_candidate} candidate (a whole launch, or one level of a launch, far below the "
-              "node's noise).")
+    return Md(
+        f"Stalls the screen left out of this comparison: {e.stalled_baseline} baseline, "
+        f"{e.stalled_candidate} candidate (a whole launch, or one level of a launch, far below the "
+        "node's noise)."
+    )
 
 
 def _environment_line(components: dict[str, str]) -> Md | None:
@@ -166,8 +188,11 @@ def _tried_item(c: ConfigChange) -> str:
     name = c.key if c.kind == "env" else f"--{c.key}"
     if c.change == "removed":
         return f"{mdsafe.code(name)} removed (was {mdsafe.text(fmt_value(c.before))})"
-    now = f"{c.key}={fmt_value(c.after)}" if c.kind == "env" else \
-        (name if c.after is True else f"{name} {fmt_value(c.after)}")
+    now = (
+        f"{c.key}={fmt_value(c.after)}"
+        if c.kind == "env"
+        else (name if c.after is True else f"{name} {fmt_value(c.after)}")
+    )
     was = "" if c.change == "added" else f" (was {mdsafe.text(fmt_value(c.before))})"
     return mdsafe.code(now) + was
 
@@ -193,8 +218,10 @@ def details_block(exp: ExperimentView, v: Verdict, confidence: float) -> Md:
     summary = "How it was decided" + (f" ({words}; {exp.repeats} launches a side)" if words and exp.repeats else "")
     lines = [f"<details><summary>{summary}</summary>", ""]
     if exp.rows:
-        lines.append(f"- verdict as recorded: {mdsafe.text(v.reason)} (confidence {confidence * 100:.0f}%, "
-                     f"{exp.repeats} repeats)")
+        lines.append(
+            f"- verdict as recorded: {mdsafe.text(v.reason)} (confidence {confidence * 100:.0f}%, "
+            f"{exp.repeats} repeats)"
+        )
     else:
         lines.append(f"- verdict as recorded: {mdsafe.text(v.reason)}")
     regimes = regimes_sentence(exp)
@@ -205,15 +232,29 @@ def details_block(exp: ExperimentView, v: Verdict, confidence: float) -> Md:
     return Md("\n".join(lines))
 
 
-def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: str | None,
-                       notes: NotesSource) -> dict[str, Any]:
+def experiment_context(
+    view: CampaignView, exp: ExperimentView, key: str, plot: str | None, notes: NotesSource
+) -> dict[str, Any]:
     v = exp.verdict
     confidence = v.confidence if v else 0.95
     undeclared = {(c.kind, c.key) for c in v.confounded_by} if v else set()
-    diff = table(["kind", "key", "before", "after", ""],
-                 [[c.kind, Md(mdsafe.code(c.key, in_table=True)), fmt_value(c.before), fmt_value(c.after),
-                   "NOT DECLARED by the hypothesis" if (c.kind, c.key) in undeclared else c.change]
-                  for c in exp.config_diff]) if exp.config_diff else None
+    diff = (
+        table(
+            ["kind", "key", "before", "after", ""],
+            [
+                [
+                    c.kind,
+                    Md(mdsafe.code(c.key, in_table=True)),
+                    fmt_value(c.before),
+                    fmt_value(c.after),
+                    "NOT DECLARED by the hypothesis" if (c.kind, c.key) in undeclared else c.change,
+                ]
+                for c in exp.config_diff
+            ],
+        )
+        if exp.config_diff
+        else None
+    )
     workloads = list(dict.fromkeys(r.workload for r in exp.rows))
     evidence = evidence_context(exp.failure) if exp.failure is not None else None
     corr = v.correctness if v else None
@@ -223,9 +264,14 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         same = first.get(exp.environment.model_dump_json())
         same = same if same is not None and same < number[exp.id] else None
         environment = Md(f"same as experiment {same}") if same else _environment_line(exp.environment.components())
-    meta = [f"source {mdsafe.text(exp.source)}", f"attempt {exp.attempt}", f"status {mdsafe.text(exp.status)}",
-            f"node {mdsafe.text(exp.node or view.node or '-')}", f"node time {fmt_duration(exp.node_seconds)}",
-            f"started {fmt_time(exp.started_at)}"]
+    meta = [
+        f"source {mdsafe.text(exp.source)}",
+        f"attempt {exp.attempt}",
+        f"status {mdsafe.text(exp.status)}",
+        f"node {mdsafe.text(exp.node or view.node or '-')}",
+        f"node time {fmt_duration(exp.node_seconds)}",
+        f"started {fmt_time(exp.started_at)}",
+    ]
     return {
         "anchor": Md(key),
         "title": mdsafe.text(exp.hypothesis),
@@ -240,12 +286,23 @@ def experiment_context(view: CampaignView, exp: ExperimentView, key: str, plot: 
         "confounded": confounded_sentence(v.confounded_by) if v and v.confounded_by else None,
         "diff": diff,
         "reported": reported_table(v.reported_diff) if v and v.reported_diff else None,
-        "workloads": [{"name": mdsafe.text(w), "table": level_table(exp, w, confidence, view.latency_limit),
-                       "screened": screened_line(v, w) if v else None} for w in workloads],
+        "workloads": [
+            {
+                "name": mdsafe.text(w),
+                "table": level_table(exp, w, confidence, view.latency_limit),
+                "screened": screened_line(v, w) if v else None,
+            }
+            for w in workloads
+        ],
         "plot": Md(f"![{mdsafe.text(exp.hypothesis)}: throughput vs concurrency]({quote(plot, safe='/._-')})")
-        if plot else None,
-        "correctness": Md(f"{'passed' if corr.passed else '**FAILED**'}: {corr.mismatches} of {corr.prompts} "
-                          f"prompts differ from the baseline (tolerance {corr.tolerance * 100:g}%)") if corr else None,
+        if plot
+        else None,
+        "correctness": Md(
+            f"{'passed' if corr.passed else '**FAILED**'}: {corr.mismatches} of {corr.prompts} "
+            f"prompts differ from the baseline (tolerance {corr.tolerance * 100:g}%)"
+        )
+        if corr
+        else None,
         "correctness_examples": Md(mdsafe.code_block(corr.examples)) if corr and corr.examples else None,
         "evidence": evidence,
         "environment": environment,
@@ -269,35 +326,48 @@ def confounded_sentence(changes: list[ConfigChange]) -> Md:
     asked = [c for c in changes if not c.reported and c.change in ("added", "removed", "changed")]
     seen = [c for c in changes if c.reported and c.change in ("added", "removed", "changed")]
     if asked:
-        clauses.append("this run also changed " + ", ".join(_moved(c) for c in asked)
-                       + ", which the hypothesis did not declare")
+        clauses.append(
+            "this run also changed " + ", ".join(_moved(c) for c in asked) + ", which the hypothesis did not declare"
+        )
     if seen:
-        clauses.append("the servers report " + ", ".join(_moved(c) for c in seen)
-                       + ", which the hypothesis did not declare")
+        clauses.append(
+            "the servers report " + ", ".join(_moved(c) for c in seen) + ", which the hypothesis did not declare"
+        )
     for c in changes:
         if c.change in ("ignored", "overridden"):
             ran = "as the baseline does" if c.change == "ignored" else "instead"
-            clauses.append(f"the candidate's server {c.change} {mdsafe.code(c.key)}: asked for "
-                           f"{mdsafe.text(fmt_value(c.requested))}, it reports {mdsafe.text(fmt_value(c.after))} {ran}")
+            clauses.append(
+                f"the candidate's server {c.change} {mdsafe.code(c.key)}: asked for "
+                f"{mdsafe.text(fmt_value(c.requested))}, it reports {mdsafe.text(fmt_value(c.after))} {ran}"
+            )
     text = "; ".join(clauses)
     return Md(text[:1].upper() + text[1:] + ": its effect cannot be attributed.")
 
 
-_STATUS = {"declared": "declared", "ignored": "IGNORED by the server", "overridden": "OVERRIDDEN by the server",
-           "undeclared": "NOT DECLARED by the hypothesis"}
+_STATUS = {
+    "declared": "declared",
+    "ignored": "IGNORED by the server",
+    "overridden": "OVERRIDDEN by the server",
+    "undeclared": "NOT DECLARED by the hypothesis",
+}
 
 
 def reported_table(rows: list[ReportedChange]) -> Md:
     """What the two servers report differently (settings both report), and why each may differ."""
+
     def status(r: ReportedChange) -> Md:
         if r.status == "follows":
             return Md("follows from " + ", ".join(mdsafe.code(f, in_table=True) for f in r.follows))
         asked = f" (asked {fmt_value(r.requested)})" if r.status in ("ignored", "overridden") else ""
         return Md(mdsafe.cell(_STATUS[r.status] + asked))
 
-    return table(["kind", "key", "baseline server", "candidate server", ""],
-                 [[r.kind, Md(mdsafe.code(r.key, in_table=True)), fmt_value(r.baseline), fmt_value(r.candidate),
-                   status(r)] for r in rows])
+    return table(
+        ["kind", "key", "baseline server", "candidate server", ""],
+        [
+            [r.kind, Md(mdsafe.code(r.key, in_table=True)), fmt_value(r.baseline), fmt_value(r.candidate), status(r)]
+            for r in rows
+        ],
+    )
 
 
 def patch_line(exp: ExperimentView) -> Md | None:
@@ -307,10 +377,13 @@ def patch_line(exp: ExperimentView) -> Md | None:
         return Md(mdsafe.code(exp.patch_sha)) if exp.patch_sha else None
     if not rec.branch:
         return Md(f"unpatched: {mdsafe.code(rec.sha)} (the base)")
-    files = ", ".join(f"{mdsafe.text(p.rsplit('/', 1)[-1])} (sha256 {mdsafe.code(d[:16])})"
-                      for p, d in zip(rec.patches, rec.patch_sha256))
-    return Md(f"{mdsafe.code(rec.sha)} on branch {mdsafe.code(rec.branch)}, base {mdsafe.code(rec.base)}; "
-              f"patches: {files}")
+    files = ", ".join(
+        f"{mdsafe.text(p.rsplit('/', 1)[-1])} (sha256 {mdsafe.code(d[:16])})"
+        for p, d in zip(rec.patches, rec.patch_sha256)
+    )
+    return Md(
+        f"{mdsafe.code(rec.sha)} on branch {mdsafe.code(rec.branch)}, base {mdsafe.code(rec.base)}; patches: {files}"
+    )
 
 
 def patch_details(exp: ExperimentView) -> Md | None:
@@ -319,15 +392,21 @@ def patch_details(exp: ExperimentView) -> Md | None:
     if rec is None or not rec.branch:
         return None
     n = len(rec.files)
-    return Md(f"<details><summary>diff: {n} file{'s' if n != 1 else ''} changed</summary>\n\n"
-              + mdsafe.code_block(f"{rec.stat}\n\n{rec.diff}", info="diff") + "\n\n</details>")
+    return Md(
+        f"<details><summary>diff: {n} file{'s' if n != 1 else ''} changed</summary>\n\n"
+        + mdsafe.code_block(f"{rec.stat}\n\n{rec.diff}", info="diff")
+        + "\n\n</details>"
+    )
 
 
 def evidence_context(failure: Failure) -> dict[str, Md | None]:
     """A failure as the journal shows it: class, phase and summary, the log lines that
     decided the class (or the log's last lines), and where the whole log is."""
     code = f", exit code {failure.exit_code}" if failure.exit_code is not None else ""
-    return {"summary": Md(f"{mdsafe.code(failure.failure_class.value)} in phase {failure.phase}{code}: "
-                          f"{mdsafe.text(failure.summary)}"),
-            "block": Md(mdsafe.code_block(failure.evidence)) if failure.evidence else None,
-            "log": Md(f"Server log: {mdsafe.code(failure.log_path)}") if failure.log_path else None}
+    return {
+        "summary": Md(
+            f"{mdsafe.code(failure.failure_class.value)} in phase {failure.phase}{code}: {mdsafe.text(failure.summary)}"
+        ),
+        "block": Md(mdsafe.code_block(failure.evidence)) if failure.evidence else None,
+        "log": Md(f"Server log: {mdsafe.code(failure.log_path)}") if failure.log_path else None,
+    }

@@ -64,8 +64,10 @@ def _cell(v: Any) -> str:
 
 def table(header: list[Any], rows: list[list[Any]]) -> Md:
     """A GFM table; `Md` cells are trusted, everything else is escaped as a cell."""
-    lines = ["| " + " | ".join(_cell(h) if h else " " for h in header) + " |",
-             "|" + "|".join("---" for _ in header) + "|"]
+    lines = [
+        "| " + " | ".join(_cell(h) if h else " " for h in header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     return Md("\n".join(lines))
 
@@ -93,7 +95,7 @@ def config_code(flags: dict[str, Any], env: dict[str, str]) -> Md:
 
 # ------------------------------------------------------------------ plot names (no matplotlib here)
 def plot_file_name(view: CampaignView, experiment_id: str) -> str:
-    short = experiment_id[len(view.id) + 1:] if experiment_id.startswith(f"{view.id}/") else experiment_id
+    short = experiment_id[len(view.id) + 1 :] if experiment_id.startswith(f"{view.id}/") else experiment_id
     return f"exp-{mdsafe.slug(short)}.png"
 
 
@@ -128,8 +130,10 @@ def deciding_cells(exp: ExperimentView) -> tuple[str, str]:
     if not levels:
         return "-", "-"
     c = levels[0]
-    figure = (f"{fmt_num(c.candidate_mean)} vs {fmt_num(c.baseline_mean)} {unit_of(c.metric)} "
-              f"({c.workload} C={c.concurrency})")
+    figure = (
+        f"{fmt_num(c.candidate_mean)} vs {fmt_num(c.baseline_mean)} {unit_of(c.metric)} "
+        f"({c.workload} C={c.concurrency})"
+    )
     return figure, f"{pct(c.delta_pct)} {interval(c.ci_low_pct, c.ci_high_pct)}"
 
 
@@ -167,13 +171,17 @@ DEAD_END_HEADER = ["hypothesis", "why it is a dead end", "failed in", "revisit w
 def dead_end_cells(d: DeadEnd) -> list[Any]:
     shown = list(dict.fromkeys([*d.revisit_on, "gpu", "arch", "cuda", "engine_version"]))
     env = ", ".join(f"{k} {d.environment[k]}" for k in shown if d.environment.get(k)) or "-"
-    revisit = " or ".join(f"{c} changes (was {d.environment.get(c, 'unknown')})" for c in d.revisit_on) \
+    revisit = (
+        " or ".join(f"{c} changes (was {d.environment.get(c, 'unknown')})" for c in d.revisit_on)
         or "no automatic revisit (the idea itself lost)"
+    )
     why = f"{d.failure_class.value}: {d.reason}" if d.failure_class else d.reason
     return [Md("**RE-OPENED** " + mdsafe.cell(d.hypothesis)) if d.reopened else d.hypothesis, why, env, revisit]
 
 
 def dead_end_rows(view: CampaignView, keys: dict[str, str], links: dict[str, str] | None = None) -> Md:
-    hrefs = [(links or {}).get(d.experiment_id) or (f"#{keys[d.experiment_id]}" if d.experiment_id in keys else None)
-             for d in view.dead_ends]
+    hrefs = [
+        (links or {}).get(d.experiment_id) or (f"#{keys[d.experiment_id]}" if d.experiment_id in keys else None)
+        for d in view.dead_ends
+    ]
     return linked_table(DEAD_END_HEADER, [row_prefix(dead_end_cells(d)) for d in view.dead_ends], hrefs)

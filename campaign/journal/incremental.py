@@ -74,8 +74,10 @@ def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8") if path.exists() else None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read the existing journal ({exc}) "
-                        "(fix: restore the file or move it away; its notes blocks are kept only if readable)") from None
+        raise UserError(
+            f"{path}: cannot read the existing journal ({exc}) "
+            "(fix: restore the file or move it away; its notes blocks are kept only if readable)"
+        ) from None
 
 
 def _stat(path: Path | str) -> list[int] | None:
@@ -86,25 +88,34 @@ def _stat(path: Path | str) -> list[int] | None:
     return [st.st_mtime_ns, st.st_size]
 
 
-def _page(view: CampaignView, number: int, body: str, notes: str | None, key: str, main_name: str,
-          plot_rel: str) -> str:
+def _page(
+    view: CampaignView, number: int, body: str, notes: str | None, key: str, main_name: str, plot_rel: str
+) -> str:
     back = f"[{mdsafe.text(view.name)}](../{quote(main_name)})"
-    where = notes_part(key, notes or "", view.id) if notes is not None else \
-        f"_Notes on this experiment are in the main journal ({back}) while it is among the latest._\n"
-    return (f"# {mdsafe.text(view.name)}: experiment {number}\n\nPart of the journal {back}; "
-            f"edit only inside notes blocks, everything else is regenerated.\n\n"
-            f"{body.replace(f']({_PLOTDIR}/', f'](../{plot_rel}/')}{where}\n")
+    where = (
+        notes_part(key, notes or "", view.id)
+        if notes is not None
+        else f"_Notes on this experiment are in the main journal ({back}) while it is among the latest._\n"
+    )
+    return (
+        f"# {mdsafe.text(view.name)}: experiment {number}\n\nPart of the journal {back}; "
+        f"edit only inside notes blocks, everything else is regenerated.\n\n"
+        f"{body.replace(f']({_PLOTDIR}/', f'](../{plot_rel}/')}{where}\n"
+    )
 
 
 def _stamp(base: str, view: CampaignView) -> str:
     """What every section depends on: when it changes, everything is rendered again.  The
     latest environment decides which dead ends are re-opened (the others' revisit lists
     and environments are final, or stamped as changed)."""
-    return hashlib.sha1(repr((base, view.node, view.environment and view.environment.model_dump())).encode()).hexdigest()
+    return hashlib.sha1(
+        repr((base, view.node, view.environment and view.environment.model_dump())).encode()
+    ).hexdigest()
 
 
-def publish(store: JournalReader, campaign_id: str, path: Path, *, db_label: str = "", plots: bool = True,
-            verify: bool = True) -> Path:
+def publish(
+    store: JournalReader, campaign_id: str, path: Path, *, db_label: str = "", plots: bool = True, verify: bool = True
+) -> Path:
     """Bring the journal at `path` up to date with the store, re-rendering only what changed.
 
     `verify`: also look at every page and plot on disk (a page a person edited or removed,
@@ -117,22 +128,28 @@ def publish(store: JournalReader, campaign_id: str, path: Path, *, db_label: str
         try:
             pages.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UserError(f"{pages}: cannot write the journal's page directory ({exc.strerror or exc}) "
-                            "(fix: make it writable, or set `journal:` in the playbook to a writable path)") from None
+            raise UserError(
+                f"{pages}: cannot write the journal's page directory ({exc.strerror or exc}) "
+                "(fix: make it writable, or set `journal:` in the playbook to a writable path)"
+            ) from None
         try:
             idx = JournalIndex(pages / "index.sqlite")
         except (OSError, sqlite3.Error) as exc:
-            raise UserError(f"{pages / 'index.sqlite'}: cannot open the journal's index ({exc}) (fix: remove "
-                            f"whatever is at that path and make {pages} writable; the index is a cache, the "
-                            "journal is then rendered again in full)") from None
+            raise UserError(
+                f"{pages / 'index.sqlite'}: cannot open the journal's index ({exc}) (fix: remove "
+                f"whatever is at that path and make {pages} writable; the index is a cache, the "
+                "journal is then rendered again in full)"
+            ) from None
         done = False
         try:
             _publish(store, campaign_id, target, idx, db_label=db_label, plots=plots, verify=verify)
             done = True
         except sqlite3.DatabaseError as exc:  # the index is damaged: it is a cache, start it over
             if attempt == 2:
-                raise UserError(f"{pages / 'index.sqlite'}: the journal's index is unreadable ({exc}) "
-                                "(fix: delete it; the journal is then rendered again in full)") from None
+                raise UserError(
+                    f"{pages / 'index.sqlite'}: the journal's index is unreadable ({exc}) "
+                    "(fix: delete it; the journal is then rendered again in full)"
+                ) from None
         finally:
             idx.close(commit=done)
         if done:
@@ -144,8 +161,9 @@ def publish(store: JournalReader, campaign_id: str, path: Path, *, db_label: str
     return target
 
 
-def _publish(store: JournalReader, campaign_id: str, target: Path, idx: JournalIndex, *, db_label: str, plots: bool,
-             verify: bool) -> None:
+def _publish(
+    store: JournalReader, campaign_id: str, target: Path, idx: JournalIndex, *, db_label: str, plots: bool, verify: bool
+) -> None:
     from campaign.journal import plot_worker
 
     pages = target.parent / f"{target.stem}.d"
@@ -166,19 +184,30 @@ def _publish(store: JournalReader, campaign_id: str, target: Path, idx: JournalI
         entries = idx.all() if verify else idx.get(changed | set(ids[-RECENT:]) | set(prev_recent) | set(unconfirmed))
         unconfirmed = [i for i in unconfirmed if i in entries and entries[i].get("plot")]
         if plots:  # a plot lost with a killed worker is drawn again
-            lost = {i for i in (entries if verify else unconfirmed) if entries[i].get("plot")
-                    and not (plot_dir / entries[i]["plot"]).exists()
-                    and not plot_worker.is_pending(plot_dir / entries[i]["plot"])}
+            lost = {
+                i
+                for i in (entries if verify else unconfirmed)
+                if entries[i].get("plot")
+                and not (plot_dir / entries[i]["plot"]).exists()
+                and not plot_worker.is_pending(plot_dir / entries[i]["plot"])
+            }
             changed |= lost
             unconfirmed = [i for i in unconfirmed if i not in lost and not (plot_dir / entries[i]["plot"]).exists()]
-    edited = {i for i, e in entries.items() if e.get("page_stat") is not None
-              and _stat(os.path.join(pages, f"{e['key']}.md")) != e["page_stat"]} if verify else set()
+    edited = (
+        {
+            i
+            for i, e in entries.items()
+            if e.get("page_stat") is not None and _stat(os.path.join(pages, f"{e['key']}.md")) != e["page_stat"]
+        }
+        if verify
+        else set()
+    )
     changed |= {i for i in edited if "body" not in entries[i]}  # the index keeps only recent bodies: render again
     changed |= {i for i in ids[-RECENT:] if i in entries and "body" not in entries[i]}  # back among the latest
     view: CampaignView | None = None
     whole = False  # the view holds every experiment (a full render)
     if fed is not None:  # a window: what changed and what the main file and overview show
-        tail = ids[-max(RECENT, 2 * OVERVIEW_LAST if plots else 0):]
+        tail = ids[-max(RECENT, 2 * OVERVIEW_LAST if plots else 0) :]
         view = store.view(campaign_id, detail=changed, window=changed | set(tail))
         if meta.get("stamp") != _stamp(stamp_base, view):
             view = None
@@ -219,15 +248,24 @@ def _publish(store: JournalReader, campaign_id: str, target: Path, idx: JournalI
             plot_worker.submit("experiment", (exp, workloads), plot_dir / name)
             unconfirmed.append(exp.id)
         old = entries.get(exp.id, {})
-        if old.get("page_stat") is not None and not verify and \
-                _stat(os.path.join(pages, f"{old['key']}.md")) != old["page_stat"]:
+        if (
+            old.get("page_stat") is not None
+            and not verify
+            and _stat(os.path.join(pages, f"{old['key']}.md")) != old["page_stat"]
+        ):
             edited.add(exp.id)  # about to be rewritten: a person's notes on it are read first
-        entries[exp.id] = {"key": key, "number": number,
-                           "body": experiment_body(view, exp, number, key, plot),
-                           "row": row_prefix(scoreboard_cells(view, exp, number)), "plot": name,
-                           "dead": row_prefix(dead_end_cells(dead[exp.id])) if exp.id in dead else None,
-                           "in_main": old.get("in_main"), "notes": old.get("notes"),
-                           "page_stat": old.get("page_stat"), "dirty": True}
+        entries[exp.id] = {
+            "key": key,
+            "number": number,
+            "body": experiment_body(view, exp, number, key, plot),
+            "row": row_prefix(scoreboard_cells(view, exp, number)),
+            "plot": name,
+            "dead": row_prefix(dead_end_cells(dead[exp.id])) if exp.id in dead else None,
+            "in_main": old.get("in_main"),
+            "notes": old.get("notes"),
+            "page_stat": old.get("page_stat"),
+            "dirty": True,
+        }
     scored = (bool(meta.get("scored")) and not whole) or any(e.verdict is not None for e in view.experiments)
     has_overview = scored or len(view.baseline_history) >= 2
     overview_path = plot_dir / "campaign-overview.png"
@@ -253,8 +291,19 @@ def _publish(store: JournalReader, campaign_id: str, target: Path, idx: JournalI
             main_notes[key] = entry["notes"] or ""
         if entry.pop("dirty", False) or entry.get("page_stat") is None or entry.get("in_main") != in_main:
             kept = foreign_part(_read(page), campaign_id)  # another campaign's notes there are not ours to drop
-            _write_page(page, _page(view, entry["number"], entry["body"], None if in_main else entry["notes"],
-                                      key, target.name, plot_rel) + kept)
+            _write_page(
+                page,
+                _page(
+                    view,
+                    entry["number"],
+                    entry["body"],
+                    None if in_main else entry["notes"],
+                    key,
+                    target.name,
+                    plot_rel,
+                )
+                + kept,
+            )
             entry["page_stat"] = _stat(page)
         entry["in_main"] = in_main
         if not in_main:
@@ -270,22 +319,31 @@ def _publish(store: JournalReader, campaign_id: str, target: Path, idx: JournalI
     links = {i: link(i, k) for i, k, _ in board} | {i: link(i, k) for i, k, _ in dead_rows}
     full = f"{pages.name}/scoreboard.md"
     if shown is not None or pages.joinpath("scoreboard.md").exists():
-        _scoreboard_pages(idx, view.name, target.name, pages, len(ids),
-                          None if verify or whole else {numbers[i] for i in changed})
+        _scoreboard_pages(
+            idx, view.name, target.name, pages, len(ids), None if verify or whole else {numbers[i] for i in changed}
+        )
     dead_page = pages / "dead-ends.md"
     if (dead_total > DEAD_ENDS_MAIN or dead_page.exists()) and (verify or whole or dead or not dead_page.exists()):
         _dead_end_page(idx, view.name, target.name, dead_page)
     parts = MainParts(
-        ids=ids, rows={i: row for i, _, row in board}, links=links,
+        ids=ids,
+        rows={i: row for i, _, row in board},
+        links=links,
         dead_rows=[(i, row) for i, _, row in dead_rows],
         bodies={i: entries[i]["body"].replace(f"]({_PLOTDIR}/", f"]({plot_rel}/") for i in recent},
         scoreboard_ids=shown,
         scoreboard_note=f"The latest {len(shown)} of {len(ids)} experiments; every one is in "
-                        f"[the full scoreboard]({full})." if shown is not None else None,
+        f"[the full scoreboard]({full})."
+        if shown is not None
+        else None,
         dead_ends_note=f"The latest {len(dead_rows)} of {dead_total} dead ends; every one is in "
-                       f"[the list of dead ends]({pages.name}/dead-ends.md)." if dead_total > len(dead_rows) else None,
+        f"[the list of dead ends]({pages.name}/dead-ends.md)."
+        if dead_total > len(dead_rows)
+        else None,
         experiments_note=f"The latest {len(recent)} of {len(ids)} experiments in full; every experiment "
-                         "has its own page, linked from the scoreboard." if len(ids) > RECENT else None,
+        "has its own page, linked from the scoreboard."
+        if len(ids) > RECENT
+        else None,
         notes_elsewhere=[k for k in main_notes if k not in {keys[i] for i in recent} and idx.key_taken(k)],
         keys=keys,
     )
@@ -306,8 +364,9 @@ def _publish(store: JournalReader, campaign_id: str, target: Path, idx: JournalI
     idx.meta.update(stamp=_stamp(stamp_base, view), seq=seq, scored=scored, recent=recent, unconfirmed=unconfirmed)
 
 
-def _scoreboard_pages(idx: JournalIndex, name: str, main_name: str, pages: Path, total: int,
-                      changed: set[int] | None) -> None:
+def _scoreboard_pages(
+    idx: JournalIndex, name: str, main_name: str, pages: Path, total: int, changed: set[int] | None
+) -> None:
     """The full scoreboard in pages of SCOREBOARD_PAGE rows (`scoreboard-<k>.md`), listed by
     `scoreboard.md`: an update rewrites the last page and those holding a changed row
     (`changed`: their numbers; None: every page), not a table of the whole campaign."""
@@ -317,25 +376,41 @@ def _scoreboard_pages(idx: JournalIndex, name: str, main_name: str, pages: Path,
     for k in sorted(todo):
         first, last = (k - 1) * SCOREBOARD_PAGE + 1, min(total, k * SCOREBOARD_PAGE)
         rows = idx.rows(first, last)
-        nav = " · ".join(x for x in (f"[previous](scoreboard-{k - 1}.md)" if k > 1 else "",
-                                     f"[next](scoreboard-{k + 1}.md)" if k < count else "") if x)
-        _write_page(pages / f"scoreboard-{k}.md",
-                    f"# {title}: scoreboard, experiments {first}-{last}\n\n"
-                    f"Back to [the journal](../{main_name}) and [every page](scoreboard.md). {nav}\n\n"
-                    f"{scoreboard_table([r for _, _, r in rows], {i: f'{key}.md' for i, key, _ in rows}, [i for i, _, _ in rows])}\n")
-    listing = "\n".join(f"- [experiments {(k - 1) * SCOREBOARD_PAGE + 1}-{min(total, k * SCOREBOARD_PAGE)}]"
-                        f"(scoreboard-{k}.md)" for k in range(1, count + 1))
-    _write_page(pages / "scoreboard.md", f"# {title}: scoreboard\n\nEvery experiment, in order, "
-                f"{SCOREBOARD_PAGE} to a page; back to [the journal](../{main_name}).\n\n{listing}\n")
+        nav = " · ".join(
+            x
+            for x in (
+                f"[previous](scoreboard-{k - 1}.md)" if k > 1 else "",
+                f"[next](scoreboard-{k + 1}.md)" if k < count else "",
+            )
+            if x
+        )
+        _write_page(
+            pages / f"scoreboard-{k}.md",
+            f"# {title}: scoreboard, experiments {first}-{last}\n\n"
+            f"Back to [the journal](../{main_name}) and [every page](scoreboard.md). {nav}\n\n"
+            f"{scoreboard_table([r for _, _, r in rows], {i: f'{key}.md' for i, key, _ in rows}, [i for i, _, _ in rows])}\n",
+        )
+    listing = "\n".join(
+        f"- [experiments {(k - 1) * SCOREBOARD_PAGE + 1}-{min(total, k * SCOREBOARD_PAGE)}](scoreboard-{k}.md)"
+        for k in range(1, count + 1)
+    )
+    _write_page(
+        pages / "scoreboard.md",
+        f"# {title}: scoreboard\n\nEvery experiment, in order, "
+        f"{SCOREBOARD_PAGE} to a page; back to [the journal](../{main_name}).\n\n{listing}\n",
+    )
 
 
 def _dead_end_page(idx: JournalIndex, name: str, main_name: str, page: Path) -> None:
     """Every dead end, in order, each linked to its experiment's page: rewritten only when
     a dead end is added or changed (the main file keeps the latest DEAD_ENDS_MAIN)."""
     rows = idx.dead_rows()
-    _write_page(page, f"# {mdsafe.text(name)}: dead ends\n\nEvery dead end, in order; back to "
-                      f"[the journal](../{main_name}). Do not retry these unless their revisit condition holds.\n\n"
-                      f"{linked_table(DEAD_END_HEADER, [r for _, _, r in rows], [f'{k}.md' for _, k, _ in rows])}\n")
+    _write_page(
+        page,
+        f"# {mdsafe.text(name)}: dead ends\n\nEvery dead end, in order; back to "
+        f"[the journal](../{main_name}). Do not retry these unless their revisit condition holds.\n\n"
+        f"{linked_table(DEAD_END_HEADER, [r for _, _, r in rows], [f'{k}.md' for _, k, _ in rows])}\n",
+    )
 
 
 def _remove_stale_temp_files(*dirs: Path) -> None:
@@ -374,5 +449,6 @@ def _write_page(path: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
-        raise UserError(f"{path}: cannot write the journal page ({exc.strerror or exc}) "
-                        f"(fix: make {path.parent} writable)") from None
+        raise UserError(
+            f"{path}: cannot write the journal page ({exc.strerror or exc}) (fix: make {path.parent} writable)"
+        ) from None

@@ -33,8 +33,13 @@ def drawing_code() -> list[Path]:
     modules and templates), the view it draws from and the records it reads."""
     here = Path(__file__).parent
     core = here.parent
-    return [*here.glob("*.py"), *(here / "templates").glob("*.j2"), core / "store" / "view.py",
-            core / "store" / "latency.py", core / "domain" / "records.py"]
+    return [
+        *here.glob("*.py"),
+        *(here / "templates").glob("*.j2"),
+        core / "store" / "view.py",
+        core / "store" / "latency.py",
+        core / "domain" / "records.py",
+    ]
 
 
 def code_version(files: Iterable[Path]) -> str:
@@ -109,7 +114,7 @@ class JournalIndex:
         wanted = list(ids)
         out: dict[str, dict[str, Any]] = {}
         for i in range(0, len(wanted), 500):
-            chunk = wanted[i:i + 500]
+            chunk = wanted[i : i + 500]
             marks = ",".join("?" * len(chunk))
             for row in self.db.execute(f"SELECT id, {', '.join(FIELDS)} FROM entries WHERE id IN ({marks})", chunk):
                 out[row[0]] = _entry(row[1:])
@@ -123,16 +128,20 @@ class JournalIndex:
 
     def rows(self, first: int, last: int) -> list[tuple[str, str, str]]:
         """(id, key, scoreboard row) of the experiments numbered first..last, in order."""
-        return list(self.db.execute("SELECT id, key, row FROM entries WHERE number BETWEEN ? AND ? ORDER BY number",
-                                    (first, last)))
+        return list(
+            self.db.execute(
+                "SELECT id, key, row FROM entries WHERE number BETWEEN ? AND ? ORDER BY number", (first, last)
+            )
+        )
 
     def dead_rows(self, latest: int | None = None) -> list[tuple[str, str, str]]:
         """(id, key, dead-end row) of every dead end (with `latest`: of the latest that
         many), in order."""
         if latest is None:
             return list(self.db.execute("SELECT id, key, dead FROM entries WHERE dead IS NOT NULL ORDER BY number"))
-        rows = self.db.execute("SELECT id, key, dead FROM entries WHERE dead IS NOT NULL ORDER BY number DESC LIMIT ?",
-                               (latest,))
+        rows = self.db.execute(
+            "SELECT id, key, dead FROM entries WHERE dead IS NOT NULL ORDER BY number DESC LIMIT ?", (latest,)
+        )
         return list(reversed(rows.fetchall()))
 
     def dead_count(self) -> int:
@@ -142,14 +151,16 @@ class JournalIndex:
         cols = ", ".join(FIELDS)
         self.db.executemany(
             f"INSERT OR REPLACE INTO entries (id, {cols}) VALUES (?, {', '.join('?' * len(FIELDS))})",
-            [(i, *(_column(f, e.get(f)) for f in FIELDS)) for i, e in entries.items()])
+            [(i, *(_column(f, e.get(f)) for f in FIELDS)) for i, e in entries.items()],
+        )
 
     def close(self, *, commit: bool) -> None:
         try:
             if commit:
                 self.db.execute("DELETE FROM meta")
-                self.db.executemany("INSERT INTO meta (k, v) VALUES (?, ?)",
-                                    [(k, json.dumps(v)) for k, v in self.meta.items()])
+                self.db.executemany(
+                    "INSERT INTO meta (k, v) VALUES (?, ?)", [(k, json.dumps(v)) for k, v in self.meta.items()]
+                )
                 self.db.execute("COMMIT")
             else:
                 with contextlib.suppress(sqlite3.Error):  # a damaged index: the caller starts it over

@@ -77,7 +77,7 @@ def _escape_line_start(line: str) -> str:
         return line[:indent] + "\\" + stripped
     m = _LIST_ORDERED.match(line)
     if m:
-        return f"{m.group(1)}{m.group(2)}\\{m.group(3)}{m.group(4)}{line[m.end():]}"
+        return f"{m.group(1)}{m.group(2)}\\{m.group(3)}{m.group(4)}{line[m.end() :]}"
     return line
 
 

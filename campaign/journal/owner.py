@@ -45,8 +45,10 @@ def _take(path: Path, campaign_id: str, title: str) -> bool:
     except FileExistsError:
         return _owner_of(path) in (campaign_id, None)
     except OSError as exc:
-        raise UserError(f"{path}: cannot create the journal ({exc.strerror or exc}) "
-                        "(fix: make its directory writable, or set `journal:` to a writable path)") from None
+        raise UserError(
+            f"{path}: cannot create the journal ({exc.strerror or exc}) "
+            "(fix: make its directory writable, or set `journal:` to a writable path)"
+        ) from None
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(f"# Optimization journal: {title}\n\n| campaign | `{campaign_id}` |\n|---|---|\n")
     return True
@@ -60,13 +62,17 @@ def claim_journal(path: Path, campaign_id: str, title: str) -> Path:
     for candidate in dict.fromkeys(order):
         if _take(candidate, campaign_id, title):
             return candidate
-    raise UserError(f"{path}: holds the journal of campaign {_owner_of(path)}, and {own} another's "
-                    f"(fix: set `journal:` in the playbook to a path of its own)")
+    raise UserError(
+        f"{path}: holds the journal of campaign {_owner_of(path)}, and {own} another's "
+        f"(fix: set `journal:` in the playbook to a path of its own)"
+    )
 
 
 def check_owner(path: Path, text: str | None, campaign_id: str) -> None:
     """Refuse to replace a journal that names another campaign (its notes are theirs)."""
     owner = journal_owner(text) if text else None
     if owner is not None and owner != campaign_id:
-        raise UserError(f"{path}: is the journal of campaign {owner}, not {campaign_id} (fix: campaign journal "
-                        f"{campaign_id} --out OTHER.md, or move that file away)")
+        raise UserError(
+            f"{path}: is the journal of campaign {owner}, not {campaign_id} (fix: campaign journal "
+            f"{campaign_id} --out OTHER.md, or move that file away)"
+        )

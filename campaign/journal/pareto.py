@@ -57,7 +57,8 @@ def pareto_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
         pts = pareto_points(rows, side)
         if not pts:
             continue
-        added.extend(ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, marker="o", ms=4, lw=1.6,
-                             zorder=2.1))
+        added.extend(
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, marker="o", ms=4, lw=1.6, zorder=2.1)
+        )
         added.extend(Label(ax, str(c), (x, y), offset, color, 7) for x, y, c in pts)
     return added

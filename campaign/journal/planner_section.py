@@ -43,9 +43,11 @@ def planner_context(view: CampaignView) -> dict[str, Any] | None:
         return None
     refused = _grouped(view.planner_calls)
     accepted = sum(1 for c in view.planner_calls if c.outcome == "accepted")
-    summary = (f"{len(view.planner_calls)} model calls: {accepted} accepted, "
-               f"{sum(1 for c in view.planner_calls if c.outcome == 'rejected')} answers rejected, "
-               f"{sum(1 for c in view.planner_calls if c.outcome == 'failed')} calls failed.")
+    summary = (
+        f"{len(view.planner_calls)} model calls: {accepted} accepted, "
+        f"{sum(1 for c in view.planner_calls if c.outcome == 'rejected')} answers rejected, "
+        f"{sum(1 for c in view.planner_calls if c.outcome == 'failed')} calls failed."
+    )
     return {
         "summary": Md(summary),
         "notes": [mdsafe.text(n) for n in view.planner_notes],

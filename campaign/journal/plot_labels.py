@@ -52,8 +52,9 @@ class Label(Artist):
 
     zorder = 3  # a Text's: above lines and markers
 
-    def __init__(self, ax: Any, text: str, xy: tuple[float, float], offset_pt: float, color: str,
-                 fontsize: float) -> None:
+    def __init__(
+        self, ax: Any, text: str, xy: tuple[float, float], offset_pt: float, color: str, fontsize: float
+    ) -> None:
         super().__init__()
         self.text, self.xy, self.offset_pt, self.color, self.fontsize = text, xy, offset_pt, color, fontsize
         ax.add_artist(self)

@@ -42,8 +42,12 @@ def _workers() -> int:
 def _get_pool() -> ProcessPoolExecutor:
     global _pool
     if _pool is None:
-        _pool = ProcessPoolExecutor(max_workers=_workers(), mp_context=multiprocessing.get_context("spawn"),
-                                    initializer=_init_worker, initargs=(os.getpid(),))
+        _pool = ProcessPoolExecutor(
+            max_workers=_workers(),
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(os.getpid(),),
+        )
     return _pool
 
 

@@ -93,8 +93,10 @@ def _level_data(ax: Any, rows: list[LevelRow]) -> list[Any]:
         if side == "candidate" and all(p[2] is not None for p in pts):
             # the CI is on the relative change; show it as an absolute band on the candidate
             comps = [p[2] for p in pts if p[2] is not None]
-            err = [[y * max(0.0, -(c.ci_low_pct - c.delta_pct)) / 100 for y, c in zip(ys, comps)],
-                   [y * max(0.0, c.ci_high_pct - c.delta_pct) / 100 for y, c in zip(ys, comps)]]
+            err = [
+                [y * max(0.0, -(c.ci_low_pct - c.delta_pct)) / 100 for y, c in zip(ys, comps)],
+                [y * max(0.0, c.ci_high_pct - c.delta_pct) / 100 for y, c in zip(ys, comps)],
+            ]
         added.extend(_series(ax, xs, ys, err, color))
     for r in rows:
         c = r.comparison
@@ -121,13 +123,28 @@ def _series(ax: Any, xs: list[int], ys: list[float], err: list[list[float]] | No
         return added
     lo = [y - e for y, e in zip(ys, err[0])]
     hi = [y + e for y, e in zip(ys, err[1])]
-    bars = LineCollection([[(x, a), (x, b)] for x, a, b in zip(xs, lo, hi)], colors=color, linewidths=1.6,
-                          linestyles="solid", zorder=2, label="_nolegend_")
+    bars = LineCollection(
+        [[(x, a), (x, b)] for x, a, b in zip(xs, lo, hi)],
+        colors=color,
+        linewidths=1.6,
+        linestyles="solid",
+        zorder=2,
+        label="_nolegend_",
+    )
     ax.add_collection(bars, autolim=False)
     added.append(bars)
     for edge in (lo, hi):
-        cap = Line2D(xs, edge, marker="_", linestyle="none", markersize=6, color=color, markeredgecolor=color,
-                     zorder=2, label="_nolegend_")
+        cap = Line2D(
+            xs,
+            edge,
+            marker="_",
+            linestyle="none",
+            markersize=6,
+            color=color,
+            markeredgecolor=color,
+            zorder=2,
+            label="_nolegend_",
+        )
         ax.add_line(cap)
         added.append(cap)
     return added
@@ -199,10 +216,17 @@ def _new_figure(panels: list[Panel], unit: str) -> tuple[Figure, list[Any]]:
             _level_frame(ax, panel.levels, panel.workload, unit)
         axes.append(ax)
     # one legend for the figure, below the panels: outside every axes, no data can hide it
-    fig.legend(handles=[Line2D([], [], color=color, marker="o", ms=4, lw=1.6, label=label)
-                        for color, label in ((CANDIDATE, "candidate"), (BASELINE, "baseline"))],
-               fontsize=8, loc="lower center", ncol=2, frameon=False)
-    fig.subplots_adjust(left=0.14 / n ** 0.5, right=0.98, bottom=0.23, top=0.84, wspace=0.3)
+    fig.legend(
+        handles=[
+            Line2D([], [], color=color, marker="o", ms=4, lw=1.6, label=label)
+            for color, label in ((CANDIDATE, "candidate"), (BASELINE, "baseline"))
+        ],
+        fontsize=8,
+        loc="lower center",
+        ncol=2,
+        frameon=False,
+    )
+    fig.subplots_adjust(left=0.14 / n**0.5, right=0.98, bottom=0.23, top=0.84, wspace=0.3)
     return fig, axes
 
 
@@ -298,10 +322,15 @@ def _overview_inputs(view: CampaignView) -> tuple[list[tuple[int, ExperimentView
     """The scored experiments and the baseline's history the overview draws."""
     numbered = ((view.numbers[e.id] if view.numbers else n, e) for n, e in enumerate(view.experiments, 1))
     scored = [(n, e) for n, e in numbered if e.verdict is not None][-OVERVIEW_LAST:]
-    heads = [(number, h, head) for number, h in enumerate(view.baseline_history, 1)  # numbered as the journal lists them
-             if (head := baseline_headline(h, view.headline_workload)) is not None]
-    history = [(number, h, head.value, i > 0 and not_compared(head, h, heads[i - 1][2], heads[i - 1][1]) is None)
-               for i, (number, h, head) in enumerate(heads)]
+    heads = [
+        (number, h, head)
+        for number, h in enumerate(view.baseline_history, 1)  # numbered as the journal lists them
+        if (head := baseline_headline(h, view.headline_workload)) is not None
+    ]
+    history = [
+        (number, h, head.value, i > 0 and not_compared(head, h, heads[i - 1][2], heads[i - 1][1]) is None)
+        for i, (number, h, head) in enumerate(heads)
+    ]
     return scored, history
 
 
@@ -329,8 +358,14 @@ def overview_figure(view: CampaignView) -> Figure | None:
         values.append(delta or 0.0)
         colors.append(VERDICT_COLORS[e.verdict.kind])
         crashed = f" crashed ({e.verdict.failure_class.value})" if e.verdict.failure_class else " no figure"
-        ax.text(delta or 0.0, len(labels) - 1, f" {fmt_pct(delta)}" if delta is not None else crashed,
-                va="center", ha="left" if (delta or 0) >= 0 else "right", fontsize=7)
+        ax.text(
+            delta or 0.0,
+            len(labels) - 1,
+            f" {fmt_pct(delta)}" if delta is not None else crashed,
+            va="center",
+            ha="left" if (delta or 0) >= 0 else "right",
+            fontsize=7,
+        )
     ax.barh(range(len(values)), values, color=colors)
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=7)
@@ -365,8 +400,13 @@ def _baseline_panel(hx: Any, history: list[tuple[int, Any, float, bool]], unit: 
         hx.annotate(f"{y:.1f}", (i, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
     hx.set_xticks(range(len(ys)))
     if len(history) <= 4:
-        hx.set_xticklabels([textwrap.fill(textwrap.shorten(f"{number}. {h.reason or 'measured'}", 60, placeholder=" ..."), 22)
-                            for number, h, _, _ in shown], fontsize=7)
+        hx.set_xticklabels(
+            [
+                textwrap.fill(textwrap.shorten(f"{number}. {h.reason or 'measured'}", 60, placeholder=" ..."), 22)
+                for number, h, _, _ in shown
+            ],
+            fontsize=7,
+        )
     else:
         hx.set_xticklabels([str(number) for number, _, _, _ in shown], fontsize=7)
         hx.set_xlabel("baseline, numbered as in the journal's list")
@@ -430,17 +470,20 @@ def png_bytes(rgb: Any, dpi: float) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    return b"".join((
-        b"\x89PNG\r\n\x1a\n",
-        chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)),
-        chunk(b"pHYs", struct.pack(">IIB", per_metre, per_metre, 1)),
-        chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)),
-        chunk(b"IEND", b""),
-    ))
+    return b"".join(
+        (
+            b"\x89PNG\r\n\x1a\n",
+            chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)),
+            chunk(b"pHYs", struct.pack(">IIB", per_metre, per_metre, 1)),
+            chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)),
+            chunk(b"IEND", b""),
+        )
+    )
 
 
-def render_plots(view: CampaignView, out_dir: str | os.PathLike[str], *,
-                 relative_to: str | os.PathLike[str] | None = None) -> dict[str, str]:
+def render_plots(
+    view: CampaignView, out_dir: str | os.PathLike[str], *, relative_to: str | os.PathLike[str] | None = None
+) -> dict[str, str]:
     """Write the PNGs into `out_dir`; map experiment id (and OVERVIEW_KEY) to the file's
     path relative to `relative_to` (default: out_dir's parent, where the journal lives)."""
     out = Path(out_dir)

@@ -7,8 +7,9 @@ from pathlib import Path
 from campaign.ports.store import JournalReader
 
 
-def publish_journal(store: JournalReader, campaign_id: str, path: Path, *, db_label: str = "",
-                    plots: bool = True, verify: bool = True) -> Path:
+def publish_journal(
+    store: JournalReader, campaign_id: str, path: Path, *, db_label: str = "", plots: bool = True, verify: bool = True
+) -> Path:
     """Bring the journal up to date, re-rendering only the experiments whose records changed
     (campaign.journal.incremental); plots are drawn by worker processes, not waited for.
     `verify=False` (the loop, after each verdict) skips looking at every page and plot on

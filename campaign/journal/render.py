@@ -98,7 +98,7 @@ def _blocks(text: str) -> list[tuple[str, str | None, str]]:
         end = j
         if j == len(lines):  # closing marker deleted: stop before the next generated part
             end = next((k for k in range(i + 1, len(lines)) if _UNCLOSED_STOP.match(lines[k])), len(lines))
-        content = "\n".join(lines[i + 1:end]).strip("\n")
+        content = "\n".join(lines[i + 1 : end]).strip("\n")
         if content.strip():
             out.append((key, m.group(2), content))
         i = end + 1 if j < len(lines) else end
@@ -134,10 +134,16 @@ def foreign_part(text: str | None, campaign_id: str) -> str:
     """Another campaign's notes blocks found in `text`, as a section to append to what
     replaces it: they stay under their own id, never read as `campaign_id`'s."""
     found = foreign_notes(text, campaign_id) if text and " campaign:" in text else {}
-    parts = [f"\n### from section {k} of campaign {mdsafe.text(owner)}\n\n{notes_block(k, v, owner)}\n"
-             for (k, owner), v in found.items()]
-    return "\n## Orphaned notes\n\nThese notes belong to another campaign; they are kept here so nothing is lost.\n" \
-        + "".join(parts) if parts else ""
+    parts = [
+        f"\n### from section {k} of campaign {mdsafe.text(owner)}\n\n{notes_block(k, v, owner)}\n"
+        for (k, owner), v in found.items()
+    ]
+    return (
+        "\n## Orphaned notes\n\nThese notes belong to another campaign; they are kept here so nothing is lost.\n"
+        + "".join(parts)
+        if parts
+        else ""
+    )
 
 
 def notes_block(key: str, content: str, campaign_id: str) -> Md:
@@ -151,8 +157,9 @@ class _Notes:
     """Hands out one campaign's notes blocks during a render and remembers which keys
     were used; blocks of other campaigns found in the file are kept under their ids."""
 
-    def __init__(self, existing: dict[str, str], campaign_id: str,
-                 foreign: dict[tuple[str, str], str] | None = None) -> None:
+    def __init__(
+        self, existing: dict[str, str], campaign_id: str, foreign: dict[tuple[str, str], str] | None = None
+    ) -> None:
         self.existing, self.used, self.campaign_id = existing, set[str](), campaign_id
         self.foreign = foreign or {}
 
@@ -165,19 +172,22 @@ class _Notes:
 
     def orphans(self) -> list[tuple[str, Md]]:
         own = [(k, notes_block(k, v, self.campaign_id)) for k, v in self.existing.items() if k not in self.used]
-        return own + [(f"{k} of campaign {mdsafe.text(owner)}", notes_block(k, v, owner))
-                      for (k, owner), v in self.foreign.items()]
+        return own + [
+            (f"{k} of campaign {mdsafe.text(owner)}", notes_block(k, v, owner))
+            for (k, owner), v in self.foreign.items()
+        ]
 
 
 def experiment_key(view: CampaignView, experiment_id: str) -> str:
     """Notes key and anchor of an experiment: its id without the campaign prefix, slugged."""
-    short = experiment_id[len(view.id) + 1:] if experiment_id.startswith(f"{view.id}/") else experiment_id
+    short = experiment_id[len(view.id) + 1 :] if experiment_id.startswith(f"{view.id}/") else experiment_id
     key = mdsafe.slug(short)
     return f"exp-{key}" if key in RESERVED_KEYS else key
 
 
-def experiment_keys(view: CampaignView, known: dict[str, str] | None = None,
-                    order: list[str] | None = None) -> dict[str, str]:
+def experiment_keys(
+    view: CampaignView, known: dict[str, str] | None = None, order: list[str] | None = None
+) -> dict[str, str]:
     """Notes key and anchor of every experiment, unique within the campaign (a repeated
     slug gets -2, -3... in experiment order).  `known`: keys handed out before, kept when
     those experiments are still the first ones in order (a new experiment comes last),
@@ -185,10 +195,10 @@ def experiment_keys(view: CampaignView, known: dict[str, str] | None = None,
     `order`: every experiment's id, when `view` holds a window of the campaign."""
     ids = order if order is not None else [e.id for e in view.experiments]
     keys: dict[str, str] = {}
-    if known and len(known) <= len(ids) and all(i in known for i in ids[:len(known)]):
-        keys = {i: known[i] for i in ids[:len(known)]}
+    if known and len(known) <= len(ids) and all(i in known for i in ids[: len(known)]):
+        keys = {i: known[i] for i in ids[: len(known)]}
     taken = set(keys.values())
-    for exp_id in ids[len(keys):]:
+    for exp_id in ids[len(keys) :]:
         key, n = experiment_key(view, exp_id), 2
         while key in taken:
             key, n = f"{experiment_key(view, exp_id)}-{n}", n + 1
@@ -209,8 +219,12 @@ def _finalize(value: Any) -> str:
 def _template(name: str = "journal.md.j2") -> jinja2.Template:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
-        autoescape=False, finalize=_finalize, undefined=jinja2.StrictUndefined,
-        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        autoescape=False,
+        finalize=_finalize,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
     )
     return env.get_template(name)
 
@@ -241,8 +255,14 @@ def _status(view: CampaignView) -> tuple[Md, Md | None]:
         pending = [r for r in view.reviews if r.decision is None]
         why = reason or (mdsafe.text(pending[-1].reason) if pending else "review requested")
         cid = shlex.quote(view.id)
-        cmds = mdsafe.code_block([f"campaign resume {cid} --approve", f"campaign resume {cid} --reject",
-                                  f"campaign resume {cid} --note \"...\"   # add a note, stay halted"], info="sh")
+        cmds = mdsafe.code_block(
+            [
+                f"campaign resume {cid} --approve",
+                f"campaign resume {cid} --reject",
+                f'campaign resume {cid} --note "..."   # add a note, stay halted',
+            ],
+            info="sh",
+        )
         return Md(f"**awaiting review**: {why}"), Md(cmds)
     if view.status == "failed":
         return Md(f"**failed**: {reason}" if reason else "**failed**"), None
@@ -257,15 +277,23 @@ def deploy_block(view: CampaignView) -> Md | None:
     d = view.deploy
     if d is None:
         return None
-    adopted = ("the baseline plus adopted " + ", ".join(mdsafe.text(h) for h in d.adopted)) if d.adopted \
+    adopted = (
+        ("the baseline plus adopted " + ", ".join(mdsafe.text(h) for h in d.adopted))
+        if d.adopted
         else "the baseline (no win adopted yet)"
-    lines = [f"**Configuration to deploy**: {adopted}; the command the node launched it with "
-             f"(host and port are the run's), from {mdsafe.code(d.experiment_id)}:", "",
-             mdsafe.code_block(d.command, info="sh")]
+    )
+    lines = [
+        f"**Configuration to deploy**: {adopted}; the command the node launched it with "
+        f"(host and port are the run's), from {mdsafe.code(d.experiment_id)}:",
+        "",
+        mdsafe.code_block(d.command, info="sh"),
+    ]
     if view.wins_not_adopted:
         lines += ["", "Wins not in it:", ""]
-        lines += [f"- {mdsafe.text(w.hypothesis)} ({mdsafe.code(w.experiment_id)}): {mdsafe.text(w.why)}"
-                  for w in view.wins_not_adopted]
+        lines += [
+            f"- {mdsafe.text(w.hypothesis)} ({mdsafe.code(w.experiment_id)}): {mdsafe.text(w.why)}"
+            for w in view.wins_not_adopted
+        ]
     return Md("\n".join(lines))
 
 
@@ -285,9 +313,14 @@ class MainParts(BaseModel):
     keys: dict[str, str] | None = None  # experiment_keys(view), when the caller has them
 
 
-def render_journal(view: CampaignView, existing_text: str | None = None, *,
-                   plot_paths: dict[str, str] | None = None, db_label: str = "",
-                   generated_at: float | None = None) -> str:
+def render_journal(
+    view: CampaignView,
+    existing_text: str | None = None,
+    *,
+    plot_paths: dict[str, str] | None = None,
+    db_label: str = "",
+    generated_at: float | None = None,
+) -> str:
     """The whole journal for `view` in one file, keeping every human notes block of
     `existing_text`.  `plot_paths` maps experiment ids (and `plots.OVERVIEW_KEY`) to image
     paths relative to the journal's directory; `generated_at` defaults to the view's last update."""
@@ -297,20 +330,32 @@ def render_journal(view: CampaignView, existing_text: str | None = None, *,
         ids=[e.id for e in view.experiments],
         rows={e.id: row_prefix(scoreboard_cells(view, e, n)) for n, e in enumerate(view.experiments, 1)},
         links={e.id: f"#{keys[e.id]}" for e in view.experiments},
-        bodies={e.id: experiment_body(view, e, n, keys[e.id], plots.get(e.id))
-                for n, e in enumerate(view.experiments, 1)},
+        bodies={
+            e.id: experiment_body(view, e, n, keys[e.id], plots.get(e.id)) for n, e in enumerate(view.experiments, 1)
+        },
     )
-    return render_main(view, existing_text, parts, overview_plot=plots.get("_overview"), db_label=db_label,
-                       generated_at=generated_at)
+    return render_main(
+        view, existing_text, parts, overview_plot=plots.get("_overview"), db_label=db_label, generated_at=generated_at
+    )
 
 
-def render_main(view: CampaignView, existing_text: str | None, parts: MainParts, *,
-                overview_plot: str | None = None, db_label: str = "", generated_at: float | None = None,
-                notes: dict[str, str] | None = None) -> str:
+def render_main(
+    view: CampaignView,
+    existing_text: str | None,
+    parts: MainParts,
+    *,
+    overview_plot: str | None = None,
+    db_label: str = "",
+    generated_at: float | None = None,
+    notes: dict[str, str] | None = None,
+) -> str:
     """The main file from precomputed experiment parts (`notes`: parsed from `existing_text`
     when not given)."""
-    book = _Notes(notes if notes is not None else (parse_notes(existing_text, view.id) if existing_text else {}),
-                  view.id, foreign_notes(existing_text, view.id) if existing_text else None)
+    book = _Notes(
+        notes if notes is not None else (parse_notes(existing_text, view.id) if existing_text else {}),
+        view.id,
+        foreign_notes(existing_text, view.id) if existing_text else None,
+    )
     book.used.update(parts.notes_elsewhere)
     keys = parts.keys if parts.keys is not None else experiment_keys(view)
     status, commands = _status(view)
@@ -318,8 +363,10 @@ def render_main(view: CampaignView, existing_text: str | None, parts: MainParts,
     header = [
         ["node", view.node or "-"],
         ["status", status],
-        ["environment", Md(", ".join(f"{mdsafe.cell(k)} {mdsafe.cell(v)}" for k, v in env.items()
-                                      if v and v != "0") or "-")],
+        [
+            "environment",
+            Md(", ".join(f"{mdsafe.cell(k)} {mdsafe.cell(v)}" for k, v in env.items() if v and v != "0") or "-"),
+        ],
         ["experiments", str(len(parts.ids))],
         ["node time used", fmt_duration(view.node_seconds)],
         ["started / updated", f"{fmt_time(view.created_at)} / {fmt_time(view.updated_at)}"],
@@ -345,23 +392,43 @@ def render_main(view: CampaignView, existing_text: str | None, parts: MainParts,
         "scoreboard_note": Md(parts.scoreboard_note) if parts.scoreboard_note else None,
         "experiments": experiments,
         "experiments_note": Md(parts.experiments_note) if parts.experiments_note else None,
-        "dead_ends": (dead_end_rows(view, keys, parts.links) if parts.dead_rows is None else
-                      linked_table(DEAD_END_HEADER, [p for _, p in parts.dead_rows],
-                                   [parts.links.get(i) for i, _ in parts.dead_rows]))
-        if (view.dead_ends if parts.dead_rows is None else parts.dead_rows) else None,
+        "dead_ends": (
+            dead_end_rows(view, keys, parts.links)
+            if parts.dead_rows is None
+            else linked_table(
+                DEAD_END_HEADER, [p for _, p in parts.dead_rows], [parts.links.get(i) for i, _ in parts.dead_rows]
+            )
+        )
+        if (view.dead_ends if parts.dead_rows is None else parts.dead_rows)
+        else None,
         "dead_ends_note": Md(parts.dead_ends_note) if parts.dead_ends_note else None,
         "dead_end_notes": book.block("dead-ends"),
         "environment_changes": [mdsafe.text(x) for x in view.environment_changes],
         "drift_notes": [mdsafe.text(x) for x in view.drift_notes],
-        "reviews": table(["#", "reason", "decision", "note", "decided"],
-                         [[r.seq, r.reason, Md(mdsafe.cell(r.decision)) if r.decision else Md("**pending**"),
-                           r.note or "-", fmt_time(r.decided_at)] for r in view.reviews]) if view.reviews else None,
+        "reviews": table(
+            ["#", "reason", "decision", "note", "decided"],
+            [
+                [
+                    r.seq,
+                    r.reason,
+                    Md(mdsafe.cell(r.decision)) if r.decision else Md("**pending**"),
+                    r.note or "-",
+                    fmt_time(r.decided_at),
+                ]
+                for r in view.reviews
+            ],
+        )
+        if view.reviews
+        else None,
         "planner": planner_context(view),
         "planner_cost": table(["planner", "value"], [[k, f"{v:g}"] for k, v in view.planner_cost.items()])
-        if any(v for v in view.planner_cost.values()) else None,
-        "footer": Md(f"generated from {mdsafe.code(db_label or 'the campaign database')} at "
-                     f"{fmt_time(view.updated_at if generated_at is None else generated_at)}; "
-                     "edit only inside notes blocks, everything else is regenerated"),
+        if any(v for v in view.planner_cost.values())
+        else None,
+        "footer": Md(
+            f"generated from {mdsafe.code(db_label or 'the campaign database')} at "
+            f"{fmt_time(view.updated_at if generated_at is None else generated_at)}; "
+            "edit only inside notes blocks, everything else is regenerated"
+        ),
     }
     context["orphans"] = book.orphans()  # after every section asked for its block
     return _template().render(**context)
@@ -389,9 +456,11 @@ def write_journal(path: str | os.PathLike[str], text: str) -> Path:
         finally:
             os.close(dir_fd)
     except OSError as exc:
-        raise UserError(f"{target}: cannot write the journal ({exc.strerror or exc}) "
-                        f"(fix: make {target.parent} writable, or set `journal:` in the playbook "
-                        "to a writable path)") from None
+        raise UserError(
+            f"{target}: cannot write the journal ({exc.strerror or exc}) "
+            f"(fix: make {target.parent} writable, or set `journal:` in the playbook "
+            "to a writable path)"
+        ) from None
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
@@ -403,8 +472,10 @@ def clean_temp_files(path: str | os.PathLike[str]) -> list[Path]:
     beside the journal, `.<plot>.png.tmp` in its plot folder).  Call it only while no
     other process renders this journal (under the run lock)."""
     target = Path(path)
-    found = [*target.parent.glob(f".{glob.escape(target.name)}.*.tmp"),
-             *(target.parent / f"{target.stem}.plots").glob(".*.tmp")]
+    found = [
+        *target.parent.glob(f".{glob.escape(target.name)}.*.tmp"),
+        *(target.parent / f"{target.stem}.plots").glob(".*.tmp"),
+    ]
     removed = []
     for tmp in found:
         try:
@@ -413,25 +484,29 @@ def clean_temp_files(path: str | os.PathLike[str]) -> list[Path]:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise UserError(f"{tmp}: cannot remove a temp file left by an interrupted journal write "
-                            f"({exc.strerror or exc}) (fix: make {tmp.parent} writable)") from None
+            raise UserError(
+                f"{tmp}: cannot remove a temp file left by an interrupted journal write "
+                f"({exc.strerror or exc}) (fix: make {tmp.parent} writable)"
+            ) from None
     return removed
 
 
-def update_journal(path: str | os.PathLike[str], view: CampaignView, *, db_label: str = "",
-                   plots: bool = True) -> Path:
+def update_journal(path: str | os.PathLike[str], view: CampaignView, *, db_label: str = "", plots: bool = True) -> Path:
     """Regenerate the journal at `path` from `view`: plots beside it, notes kept."""
     target = Path(path)
     try:
         existing = target.read_text(encoding="utf-8") if target.exists() else None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{target}: cannot read the existing journal ({exc}) "
-                        "(fix: restore the file or move it away; its notes blocks are kept only if readable)") from None
+        raise UserError(
+            f"{target}: cannot read the existing journal ({exc}) "
+            "(fix: restore the file or move it away; its notes blocks are kept only if readable)"
+        ) from None
     from campaign.journal.owner import check_owner
 
     check_owner(target, existing, view.id)
     plot_paths = None
     if plots:
         from campaign.journal.plots import render_plots
+
         plot_paths = render_plots(view, target.parent / f"{target.stem}.plots", relative_to=target.parent)
     return write_journal(target, render_journal(view, existing, plot_paths=plot_paths, db_label=db_label))

@@ -22,9 +22,17 @@ from campaign.verdict.noise import NodeNoise
 __all__ = ["check_drift"]
 
 
-def check_drift(store: LoopStore, campaign_id: str, baseline_id: str | None, experiment: str, repeat: int,
-                metric: str, noise: NodeNoise | None, confidence: float = 0.99,
-                work: Mapping[str, str] | None = None) -> str | None:
+def check_drift(
+    store: LoopStore,
+    campaign_id: str,
+    baseline_id: str | None,
+    experiment: str,
+    repeat: int,
+    metric: str,
+    noise: NodeNoise | None,
+    confidence: float = 0.99,
+    work: Mapping[str, str] | None = None,
+) -> str | None:
     """This launch of the baseline config (an interleaved baseline side) against the
     campaign's baseline measurement (`launch_drift`: one test per workload on the
     launch's mean over its levels, sized by the node's noise model, Bonferroni over
@@ -36,21 +44,30 @@ def check_drift(store: LoopStore, campaign_id: str, baseline_id: str | None, exp
         return None
     ref = launch_tables(store, baseline_id, metric, work=work)
     rows = launch_tables(store, experiment, metric, work=work)
-    moved = launch_drift(ref, {w: [t[repeat]] for w, t in rows.items() if len(t) > repeat}, noise,
-                         confidence=confidence)
+    moved = launch_drift(
+        ref, {w: [t[repeat]] for w, t in rows.items() if len(t) > repeat}, noise, confidence=confidence
+    )
     if not moved:
         return None
-    before = launch_drift(ref, {w: [t[repeat - 1]] for w, t in rows.items() if repeat > 0 and len(t) > repeat},
-                          noise, confidence=confidence)
+    before = launch_drift(
+        ref,
+        {w: [t[repeat - 1]] for w, t in rows.items() if repeat > 0 and len(t) > repeat},
+        noise,
+        confidence=confidence,
+    )
     shifts = ", ".join(f"{w} {pct:+.1f}%" for w, pct in moved)
     if both := repeated(moved, before):
-        msg = (f"the node moved during {experiment}: its baseline launches of rounds {repeat} and {repeat + 1} "
-               f"are both off on {', '.join(both)} ({shifts} now) vs {baseline_id} ({noise.describe()}); "
-               f"the interleaved A/B comparison cancels it")
+        msg = (
+            f"the node moved during {experiment}: its baseline launches of rounds {repeat} and {repeat + 1} "
+            f"are both off on {', '.join(both)} ({shifts} now) vs {baseline_id} ({noise.describe()}); "
+            f"the interleaved A/B comparison cancels it"
+        )
     else:
-        msg = (f"a baseline launch off its level during {experiment} round {repeat + 1}: {shifts} vs {baseline_id} "
-               f"({noise.describe()}); one launch: a stall, or the node moved (the stall screen drops a stalled "
-               f"launch; the next baseline launches tell which)")
+        msg = (
+            f"a baseline launch off its level during {experiment} round {repeat + 1}: {shifts} vs {baseline_id} "
+            f"({noise.describe()}); one launch: a stall, or the node moved (the stall screen drops a stalled "
+            f"launch; the next baseline launches tell which)"
+        )
     store.add_event(campaign_id, "drift", msg, key=f"drift:{experiment}:{repeat}")
     store.record_artifact(experiment, "drift", msg, seq=repeat)
     return msg

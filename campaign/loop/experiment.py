@@ -29,8 +29,9 @@ def hypothesis_config(baseline: EffectiveConfig, spec: HypothesisSpec) -> Effect
     return merge(baseline, spec.flags, spec.env, spec.unset_flags)
 
 
-def confound_changes(baseline: EffectiveConfig, candidate: EffectiveConfig,
-                     spec: HypothesisSpec | None) -> list[ConfigChange]:
+def confound_changes(
+    baseline: EffectiveConfig, candidate: EffectiveConfig, spec: HypothesisSpec | None
+) -> list[ConfigChange]:
     """With a spec: the requested changes the hypothesis did not declare (what the
     configs alone tell; `confound_check` adds what the servers report).  Without: the
     whole diff (for the record)."""
@@ -39,12 +40,15 @@ def confound_changes(baseline: EffectiveConfig, candidate: EffectiveConfig,
     return confound.check(baseline, candidate, spec.declared_keys()).confounded_by
 
 
-def reported_pairs(store: LoopStore, experiment: str, baseline_id: str | None) -> list[tuple[ReportedConfig, ReportedConfig]]:
+def reported_pairs(
+    store: LoopStore, experiment: str, baseline_id: str | None
+) -> list[tuple[ReportedConfig, ReportedConfig]]:
     """(baseline, candidate) as each side's server reported its config, per round: the
     interleaved baseline of the same round, else the campaign baseline's first round."""
     reported: dict[tuple[RunSide, int], ReportedConfig] = {
         (a.side, a.repeat): ReportedConfig.model_validate_json(a.content)
-        for a in store.launch_artifacts(experiment, "reported_config")}
+        for a in store.launch_artifacts(experiment, "reported_config")
+    }
     fallback = None
     if baseline_id:
         text = store.launch_artifact(baseline_id, "reported_config", side="baseline", repeat=0)
@@ -57,16 +61,22 @@ def reported_pairs(store: LoopStore, experiment: str, baseline_id: str | None) -
     return pairs
 
 
-def confound_check(store: LoopStore, experiment: str, baseline: EffectiveConfig, spec: HypothesisSpec,
-                   baseline_id: str | None) -> ConfoundCheck:
+def confound_check(
+    store: LoopStore, experiment: str, baseline: EffectiveConfig, spec: HypothesisSpec, baseline_id: str | None
+) -> ConfoundCheck:
     """The confound rule (`campaign.verdict.confound`) on the requested configs and on
     what the servers of this experiment reported."""
-    return confound.check(baseline, hypothesis_config(baseline, spec), spec.declared_keys(),
-                          reported_pairs(store, experiment, baseline_id))
+    return confound.check(
+        baseline,
+        hypothesis_config(baseline, spec),
+        spec.declared_keys(),
+        reported_pairs(store, experiment, baseline_id),
+    )
 
 
-def record_measurement(store: LoopStore, experiment: str, side: RunSide, repeat: int, m: Measurement,
-                       node: str) -> None:
+def record_measurement(
+    store: LoopStore, experiment: str, side: RunSide, repeat: int, m: Measurement, node: str
+) -> None:
     """Write every level of every workload (one transaction) and the evidence: before any decision."""
     launch = partial(store.record_launch_artifact, experiment, side=side, repeat=repeat)
     if m.failure is not None:
@@ -80,13 +90,17 @@ def record_measurement(store: LoopStore, experiment: str, side: RunSide, repeat:
     launch("command", m.command)
     if m.stats:
         launch("server_stats", json.dumps(m.stats, sort_keys=True))
-    store.record_launch_time(experiment, LaunchTime(side=side, repeat=repeat, node_seconds=m.node_seconds,
-                                                    queue_seconds=m.queue_seconds))
+    store.record_launch_time(
+        experiment, LaunchTime(side=side, repeat=repeat, node_seconds=m.node_seconds, queue_seconds=m.queue_seconds)
+    )
     work = measurement_work(m)
     if work:
         launch("work", json.dumps({k: w.model_dump(mode="json") for k, w in work.items()}, sort_keys=True))
-    levels = [(name, level, work[name].key if name in work else sweep.prompt_set_hash)
-              for name, sweep in m.sweeps.items() for level in sweep.levels]
+    levels = [
+        (name, level, work[name].key if name in work else sweep.prompt_set_hash)
+        for name, sweep in m.sweeps.items()
+        for level in sweep.levels
+    ]
     store.record_side(experiment, side, repeat, levels, node=node)
 
 
@@ -105,7 +119,9 @@ def queue_seconds_of(store: LoopStore, experiment: str) -> float:
     return round(sum(t.queue_seconds for t in store.launch_times(experiment)), 3)
 
 
-def correctness_of(store: LoopStore, experiment: str, baseline_id: str | None, pb: Playbook) -> CorrectnessResult | None:
+def correctness_of(
+    store: LoopStore, experiment: str, baseline_id: str | None, pb: Playbook
+) -> CorrectnessResult | None:
     """Compare the candidate's greedy outputs with the baseline's (same node, same prompts)."""
     from campaign.verdict.correctness import compare_outputs
 
@@ -124,8 +140,9 @@ def correctness_of(store: LoopStore, experiment: str, baseline_id: str | None, p
 def _baseline_samples(store: LoopStore, baseline_id: str | None, metric: str) -> dict[tuple[str, int], list[float]]:
     if not baseline_id:
         return {}
-    return {(s.workload, s.concurrency): [getattr(r, metric) for r in s.baseline]
-            for s in store.level_samples(baseline_id)}
+    return {
+        (s.workload, s.concurrency): [getattr(r, metric) for r in s.baseline] for s in store.level_samples(baseline_id)
+    }
 
 
 def _pooled(by_level: dict[tuple[str, int], list[float]]) -> tuple[float | None, int]:
@@ -141,8 +158,9 @@ def baseline_noise(store: LoopStore, baseline_id: str | None, metric: str) -> tu
     return _pooled(_baseline_samples(store, baseline_id, metric))
 
 
-def launch_tables(store: LoopStore, experiment: str, metric: str, side: RunSide = "baseline",
-                  work: Mapping[str, str] | None = None) -> dict[str, list[list[float]]]:
+def launch_tables(
+    store: LoopStore, experiment: str, metric: str, side: RunSide = "baseline", work: Mapping[str, str] | None = None
+) -> dict[str, list[list[float]]]:
     """One experiment's launches of one side, per workload: rows = launches (repeats
     that measured every level), columns = levels by concurrency; raw figures.  `work`:
     only launches of that work per workload (`campaign.loop.work_check`)."""
@@ -154,7 +172,9 @@ def tables_of(values: Sequence[tuple[int, str, int, float]]) -> dict[str, list[l
     return {workload: rows for workload, (_, rows) in _complete_rows(values).items()}
 
 
-def _complete_rows(values: Sequence[tuple[int, str, int, float]]) -> dict[str, tuple[tuple[int, ...], list[list[float]]]]:
+def _complete_rows(
+    values: Sequence[tuple[int, str, int, float]],
+) -> dict[str, tuple[tuple[int, ...], list[list[float]]]]:
     """Per workload, the repeats that measured every level and their rows (levels by
     concurrency): row i of two workloads is the same launch where their repeats agree."""
     cells: dict[str, dict[int, dict[int, float]]] = {}
@@ -169,9 +189,16 @@ def _complete_rows(values: Sequence[tuple[int, str, int, float]]) -> dict[str, t
     return out
 
 
-def node_noise(store: LoopStore, campaign_id: str, node: str, fingerprint_id: str | None, metric: str,
-               exclude: str | None = None, baseline: str | None = None,
-               work: Mapping[str, str] | None = None) -> NodeNoise:
+def node_noise(
+    store: LoopStore,
+    campaign_id: str,
+    node: str,
+    fingerprint_id: str | None,
+    metric: str,
+    exclude: str | None = None,
+    baseline: str | None = None,
+    work: Mapping[str, str] | None = None,
+) -> NodeNoise:
     """The node's noise model (`campaign.verdict.noise`) from every launch of the
     baseline config this campaign made on `node` in this environment (the latest
     `noise.HISTORY` experiments): the start baseline, re-measurements and the baseline
@@ -227,12 +254,16 @@ def provenance_notes(store: LoopStore, experiment: str, pb: Playbook, regimes: d
     for name, wl in pb.workloads.items():
         h = sorted(keys.get(name, set()))
         cs = ",".join(str(c) for c in wl.concurrency)
-        notes.append(f"workload {name}: prompts {wl.prompts} (work {'/'.join(x for x in h if x) or '-'}), "
-                     f"~{wl.prompt_tokens} tokens in, {wl.output_tokens} out, C={cs}, "
-                     f"{wl.requests_per_level} requests per level")
+        notes.append(
+            f"workload {name}: prompts {wl.prompts} (work {'/'.join(x for x in h if x) or '-'}), "
+            f"~{wl.prompt_tokens} tokens in, {wl.output_tokens} out, C={cs}, "
+            f"{wl.requests_per_level} requests per level"
+        )
     for name in mixed_work(store, experiment):
-        notes.append(f"workload {name}: the launches compared did not all do the same work (prompts, their order, "
-                     f"request counts, output tokens or endpoint)")
+        notes.append(
+            f"workload {name}: the launches compared did not all do the same work (prompts, their order, "
+            f"request counts, output tokens or endpoint)"
+        )
     won = {w for w, r in regimes.items() if r == "candidate"}
     lost = {w for w, r in regimes.items() if r == "baseline"}
     if won and lost:

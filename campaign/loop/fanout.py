@@ -45,15 +45,25 @@ class FanOut:
         """The sequential `record` (finish, adopt, hypothesis done, events), reported to
         the join instead of updating counters that other branches update too."""
         cur, store = current_of(state), self.d.store
-        update = self.n.record({**state, "experiments_done": 0, "no_win_streak": 0,  # type: ignore[typeddict-unknown-key]
-                                "dead_end_streak": 0})
+        update = self.n.record(
+            {
+                **state,
+                "experiments_done": 0,
+                "no_win_streak": 0,  # type: ignore[typeddict-unknown-key]
+                "dead_end_streak": 0,
+            }
+        )
         v = store.get_verdict(cur["experiment_id"])
         if v is None:
             raise RuntimeError(f"graph: record ran before the verdict of {cur['experiment_id']}")
         result: BranchResult = {
-            "hypothesis": cur["hypothesis"], "experiment_id": cur["experiment_id"],
-            "node_index": state.get("node_index") or 0, "node": self.n._node(state).name, "kind": v.kind,
-            "adopted_config": update.get("baseline_config"), "need_baseline": update.get("need_baseline"),
+            "hypothesis": cur["hypothesis"],
+            "experiment_id": cur["experiment_id"],
+            "node_index": state.get("node_index") or 0,
+            "node": self.n._node(state).name,
+            "kind": v.kind,
+            "adopted_config": update.get("baseline_config"),
+            "need_baseline": update.get("need_baseline"),
         }
         return {"results": [result], "current": None}
 
@@ -64,8 +74,12 @@ class FanOut:
         results = state.get("results") or []
         hours = store.loop_tally(cid).node_seconds / 3600
         summary = ", ".join(f"{r['hypothesis']} on {r['node']}: {r['kind']}" for r in results)
-        store.add_event(cid, "batch", f"batch of {len(results)} finished: {summary}",
-                        key="batch:" + ",".join(sorted(r["experiment_id"] for r in results)))
+        store.add_event(
+            cid,
+            "batch",
+            f"batch of {len(results)} finished: {summary}",
+            key="batch:" + ",".join(sorted(r["experiment_id"] for r in results)),
+        )
         return merge_results(state, results, self.d.playbook, hours_spent=hours)
 
     # ---------------------------------------------------------------- wiring
@@ -86,8 +100,9 @@ class FanOut:
         g.add_edge(START, "apply")
         g.add_edge("apply", "measure")
         max_rounds = self.d.playbook.verdict.repeats.max
-        g.add_conditional_edges("measure", partial(routing.after_measure, max_rounds=max_rounds),
-                                ["measure", "verdict"])
+        g.add_conditional_edges(
+            "measure", partial(routing.after_measure, max_rounds=max_rounds), ["measure", "verdict"]
+        )
         g.add_edge("verdict", "record")
         g.add_edge("record", END)
         return g.compile()

@@ -68,8 +68,9 @@ class BranchOutput(TypedDict, total=False):
     results: Annotated[list[BranchResult], collect_results]
 
 
-def merge_results(state: CampaignState, results: list[BranchResult], pb: Playbook, *,
-                  hours_spent: float) -> dict[str, Any]:
+def merge_results(
+    state: CampaignState, results: list[BranchResult], pb: Playbook, *, hours_spent: float
+) -> dict[str, Any]:
     """Fold a batch's verdicts into the counters in queue order, as if they had run one
     after the other, then apply the review/budget policy once."""
     done = state.get("experiments_done", 0)
@@ -82,8 +83,7 @@ def merge_results(state: CampaignState, results: list[BranchResult], pb: Playboo
         des = 0 if win else des + int(r.get("kind") == "dead_end")
         if r.get("adopted_config"):
             update.update(baseline_config=r["adopted_config"], need_baseline=r.get("need_baseline"))
-    update.update(experiments_done=done, no_win_streak=nws, dead_end_streak=des, current=None,
-                  batch=[], results=None)
+    update.update(experiments_done=done, no_win_streak=nws, dead_end_streak=des, current=None, batch=[], results=None)
     halt = halt_after_verdict({**state, **update}, pb, hours_spent=hours_spent)  # type: ignore[typeddict-item]
     if halt:
         update["halt"] = halt

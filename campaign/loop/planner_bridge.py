@@ -45,7 +45,8 @@ def _context(deps: Deps, cid: str, view: CampaignView | None = None) -> PlannerC
     hyps = store.list_hypotheses(cid)
     view = view or store.view(cid)
     return PlannerContext(
-        playbook=deps.playbook, view=view,
+        playbook=deps.playbook,
+        view=view,
         tried=[h.name for h in hyps if h.status != "queued"],
         queue=[h.spec for h in hyps if h.status == "queued"],
         reopened=[d.hypothesis for d in view.dead_ends if d.reopened],
@@ -59,10 +60,18 @@ def _record_calls(store: LoopStore, cid: str, calls: list[LlmCallRecord]) -> Non
     for c in calls:
         key = (c.purpose, c.prompt_hash)
         reason = c.rejection or (CALL_FAILED + c.error if c.error else None)
-        store.record_llm_call(cid, purpose=c.purpose, model=c.model, prompt_tokens=c.prompt_tokens,
-                              completion_tokens=c.completion_tokens, latency_ms=c.latency_ms,
-                              prompt_hash=c.prompt_hash, output=c.output_json, rejection=reason,
-                              attempt=seen[key])
+        store.record_llm_call(
+            cid,
+            purpose=c.purpose,
+            model=c.model,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            latency_ms=c.latency_ms,
+            prompt_hash=c.prompt_hash,
+            output=c.output_json,
+            rejection=reason,
+            attempt=seen[key],
+        )
         seen[key] += 1
 
 
@@ -147,9 +156,12 @@ def triage_with_planner(deps: Any, cid: str, failure: Failure, log_lines: list[s
     if outcome.failure_class is None:
         return failure
     cls = outcome.failure_class.value
-    return failure.model_copy(update={
-        "suggested_class": outcome.failure_class,
-        "summary": f"{failure.summary}; the LLM suggests {cls} (a guess: no signature matched)"})
+    return failure.model_copy(
+        update={
+            "suggested_class": outcome.failure_class,
+            "summary": f"{failure.summary}; the LLM suggests {cls} (a guess: no signature matched)",
+        }
+    )
 
 
 def triage_measurement(deps: Any, cid: str, m: Measurement) -> Measurement:

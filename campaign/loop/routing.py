@@ -59,20 +59,30 @@ def after_review(state: CampaignState) -> Literal["fingerprint", "finish"]:
     return "finish" if state.get("finished") else "fingerprint"
 
 
-def halt_after_verdict(state: CampaignState, pb: Playbook, *, hours_spent: float,
-                       queue_hours: float = 0.0) -> dict[str, Any] | None:
+def halt_after_verdict(
+    state: CampaignState, pb: Playbook, *, hours_spent: float, queue_hours: float = 0.0
+) -> dict[str, Any] | None:
     """The review policy and budget, as a pure decision after each verdict."""
     n_done = state.get("experiments_done", 0)
     if n_done >= pb.budget.max_experiments:
         kind = "review" if pb.review.on_budget else "finish"
-        return {"kind": kind, "reason": f"budget: {n_done} experiments reached max_experiments={pb.budget.max_experiments}"}
+        return {
+            "kind": kind,
+            "reason": f"budget: {n_done} experiments reached max_experiments={pb.budget.max_experiments}",
+        }
     if hours_spent >= pb.budget.max_hours:
         kind = "review" if pb.review.on_budget else "finish"
-        return {"kind": kind, "reason": f"budget: {hours_spent:.1f} node hours reached max_hours={pb.budget.max_hours:g}"}
+        return {
+            "kind": kind,
+            "reason": f"budget: {hours_spent:.1f} node hours reached max_hours={pb.budget.max_hours:g}",
+        }
     if pb.budget.max_queue_hours is not None and queue_hours >= pb.budget.max_queue_hours:
         kind = "review" if pb.review.on_budget else "finish"
-        return {"kind": kind, "reason": f"budget: {queue_hours:.1f} hours waiting in the scheduler queue reached "
-                                        f"max_queue_hours={pb.budget.max_queue_hours:g}"}
+        return {
+            "kind": kind,
+            "reason": f"budget: {queue_hours:.1f} hours waiting in the scheduler queue reached "
+            f"max_queue_hours={pb.budget.max_queue_hours:g}",
+        }
     des = state.get("dead_end_streak", 0)
     if pb.budget.stop_after_dead_ends and des >= pb.budget.stop_after_dead_ends:
         return {"kind": "finish", "reason": f"budget: {des} dead ends in a row (stop_after_dead_ends)"}

@@ -63,8 +63,11 @@ def prepare(d: Deps, state: CampaignState, name: str, patches: list[str]) -> Pat
     tree, src = tree_of(d, state), d.playbook.server.source
     if tree is None or src is None:
         if patches:  # never measure unpatched code under a patch's name
-            raise PatchFailed(FailureClass.patch_refused, f"'{name}' has a patch but there is no source tree to "
-                              "apply it to (fix: set server.source in the playbook and run from {source})")
+            raise PatchFailed(
+                FailureClass.patch_refused,
+                f"'{name}' has a patch but there is no source tree to "
+                "apply it to (fix: set server.source in the playbook and run from {source})",
+            )
         return None
     base = tree.resolve(src.ref)
     if not patches:
@@ -72,8 +75,16 @@ def prepare(d: Deps, state: CampaignState, name: str, patches: list[str]) -> Pat
     return tree.commit(base, patches, _branch(state["campaign_id"], name, patches), src.rules())
 
 
-def measure_from(d: Deps, state: CampaignState, sha: str | None, config: EffectiveConfig,
-                 workloads: list[WorkloadSpec], *, label: str, **kw: Any) -> Measurement:
+def measure_from(
+    d: Deps,
+    state: CampaignState,
+    sha: str | None,
+    config: EffectiveConfig,
+    workloads: list[WorkloadSpec],
+    *,
+    label: str,
+    **kw: Any,
+) -> Measurement:
     """`node.measure` from a fresh worktree of `sha` (removed afterwards, whatever happens)."""
     node = d.nodes[state.get("node_index") or 0]
     tree = tree_of(d, state)

@@ -28,7 +28,9 @@ class CampaignState(TypedDict, total=False):
     baseline_id: str | None  # experiment id of the current baseline measurement
     need_baseline: str | None  # why the baseline must be (re)measured, None when it is current
     env_changed: list[str]
-    fingerprint_id: str | None  # the environment every experiment started now runs in  # fingerprint components changed at the last check
+    fingerprint_id: (
+        str | None
+    )  # the environment every experiment started now runs in  # fingerprint components changed at the last check
     current: Current | None
     no_win_streak: int
     dead_end_streak: int

@@ -85,10 +85,12 @@ def stale_baseline(store: LoopStore, baseline_id: str | None, pb: Playbook) -> s
     parts = []
     for name in off:
         what = now[name].differences(was[name]) if name in was else []
-        parts.append(f"{name}: {'; '.join(what)}" if what else
-                     f"{name}: measured by an earlier campaign version (its prompt order, protocol 1)")
+        parts.append(
+            f"{name}: {'; '.join(what)}"
+            if what
+            else f"{name}: measured by an earlier campaign version (its prompt order, protocol 1)"
+        )
     return f"the work changed since baseline {baseline_id} was measured ({', '.join(parts)})"
-
 
 
 def asked_work(pb: Playbook) -> str:

@@ -60,8 +60,10 @@ def resolve_endpoint(spec: PlannerSpec, environ: Mapping[str, str] | None = None
         parts = urlsplit(base_url)
         if parts.scheme != "https" and not _loopback(parts.hostname or ""):
             where = "planner.base_url" if spec.base_url else "OPENAI_BASE_URL"
-            raise UserError(f"{where}: {parts.scheme}://{parts.hostname} would get the planner's API key in clear "
-                            "text (fix: an https:// URL, or an endpoint on this machine)")
+            raise UserError(
+                f"{where}: {parts.scheme}://{parts.hostname} would get the planner's API key in clear "
+                "text (fix: an https:// URL, or an endpoint on this machine)"
+            )
     if api_key:
         remember_secret(api_key)
     return base_url, api_key
@@ -77,8 +79,9 @@ def select_planner(playbook: Playbook, environ: Mapping[str, str] | None = None)
         return QueuePlanner(), NO_ENDPOINT
     from campaign.planner.llm import LlmPlanner
 
-    return LlmPlanner(spec, playbook.knobs, api_key=api_key, base_url=base_url,
-                      allowed_flags=playbook.server.allowed_flags), None
+    return LlmPlanner(
+        spec, playbook.knobs, api_key=api_key, base_url=base_url, allowed_flags=playbook.server.allowed_flags
+    ), None
 
 
 __all__ = [

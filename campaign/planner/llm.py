@@ -106,7 +106,12 @@ class LlmPlanner:
     kind = "llm"
 
     def __init__(
-        self, spec: PlannerSpec, knobs: KnobSpace, *, api_key: str | None = None, base_url: str | None = None,
+        self,
+        spec: PlannerSpec,
+        knobs: KnobSpace,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
         allowed_flags: list[str] | None = None,
     ) -> None:
         self.spec = spec
@@ -163,7 +168,11 @@ class LlmPlanner:
         return parse_completion(body, content_type)
 
     def _complete(
-        self, purpose: CallPurpose, messages: Messages, schema_name: str, schema: dict[str, Any],
+        self,
+        purpose: CallPurpose,
+        messages: Messages,
+        schema_name: str,
+        schema: dict[str, Any],
         calls: list[LlmCallRecord],
     ) -> tuple[str, LlmCallRecord, bool]:
         """One answer's text, its (not yet appended) record and whether the endpoint cut it off at
@@ -174,15 +183,20 @@ class LlmPlanner:
         prompt_hash = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
         bad = 0
         while True:
-            args: dict[str, Any] = {"model": self.spec.model, "messages": messages, "temperature": self.spec.temperature}
+            args: dict[str, Any] = {
+                "model": self.spec.model,
+                "messages": messages,
+                "temperature": self.spec.temperature,
+            }
             if self.spec.max_tokens is not None:
                 args["max_tokens"] = self.spec.max_tokens
             if self.spec.seed is not None:
                 args["seed"] = self.spec.seed
             if self._structured:
                 args["response_format"] = response_format(schema_name, schema)
-            record = LlmCallRecord(purpose=purpose, model=self.spec.model, prompt_hash=prompt_hash,
-                                   structured=self._structured)
+            record = LlmCallRecord(
+                purpose=purpose, model=self.spec.model, prompt_hash=prompt_hash, structured=self._structured
+            )
             start = time.perf_counter()
             try:
                 completion = self._fetch(args)
@@ -227,7 +241,9 @@ class LlmPlanner:
             return None, _validation_summary(err)
         except ValueError as err:
             if cut:
-                limit = f"planner.max_tokens ({self.spec.max_tokens})" if self.spec.max_tokens else "the endpoint's limit"
+                limit = (
+                    f"planner.max_tokens ({self.spec.max_tokens})" if self.spec.max_tokens else "the endpoint's limit"
+                )
                 return None, f"answer cut off at {limit} before its JSON closed (fix: a shorter answer)"
             return None, str(err)
 
@@ -235,8 +251,11 @@ class LlmPlanner:
     def propose(self, ctx: PlannerContext) -> ProposalOutcome:
         used = len({e.hypothesis for e in ctx.view.experiments if e.source == "llm"})
         if used >= self.spec.max_proposals:
-            return ProposalOutcome(source="llm", exhausted=True,
-                                   note=f"planner.max_proposals ({self.spec.max_proposals}) LLM hypotheses already run")
+            return ProposalOutcome(
+                source="llm",
+                exhausted=True,
+                note=f"planner.max_proposals ({self.spec.max_proposals}) LLM hypotheses already run",
+            )
         rejections: list[Rejection] = []
         calls: list[LlmCallRecord] = []
         schema = with_reopened(self.proposal_schema, sorted(ctx.reopened_names()))
@@ -250,16 +269,26 @@ class LlmPlanner:
                 if hypothesis is not None:
                     record.output_json = self._redact(proposal.model_dump_json())
                     calls.append(record)
-                    return ProposalOutcome(hypothesis=hypothesis, source="llm", proposal=proposal,
-                                           rejections=rejections, calls=calls,
-                                           needs_approval=hypothesis.patch is not None)
+                    return ProposalOutcome(
+                        hypothesis=hypothesis,
+                        source="llm",
+                        proposal=proposal,
+                        rejections=rejections,
+                        calls=calls,
+                        needs_approval=hypothesis.patch is not None,
+                    )
             rejection = Rejection(reason=_cap(self._redact(reason or "rejected")), raw=self._redact(content)[:4000])
             record.rejection = rejection.reason
             record.output_json = rejection.raw[:2000]  # what was refused, for the record (redacted)
             calls.append(record)
             rejections.append(rejection)
-        return ProposalOutcome(source="llm", rejections=rejections, calls=calls, exhausted=True,
-                               note=f"LLM planner gave up after {len(rejections)} rejected proposals")
+        return ProposalOutcome(
+            source="llm",
+            rejections=rejections,
+            calls=calls,
+            exhausted=True,
+            note=f"LLM planner gave up after {len(rejections)} rejected proposals",
+        )
 
     # --------------------------------------------------------------- analyst
     def analyze(self, ctx: PlannerContext, experiment: ExperimentView) -> AnalysisOutcome:
@@ -286,8 +315,9 @@ class LlmPlanner:
         calls: list[LlmCallRecord] = []
         lines = [self._redact(line) for line in log_lines]
         try:
-            content, record, cut = self._complete("triage", triage_messages(lines, self.spec.context_tokens),
-                                                  "triage", TRIAGE_SCHEMA, calls)
+            content, record, cut = self._complete(
+                "triage", triage_messages(lines, self.spec.context_tokens), "triage", TRIAGE_SCHEMA, calls
+            )
         except PlannerUnavailable as err:
             return TriageOutcome(calls=err.calls)
         answer, reason = self._answer(content, TriageAnswer, cut)

@@ -24,8 +24,9 @@ def apply_check(diff: str, policy: PatchPolicy, source: SourceTreeFactory | None
         tree = source(policy.repo)
     except UserError:
         return [f"knobs.patches.repo '{policy.repo}' is not a git repository"]
-    rules = PatchRules(allowed_paths=list(policy.allowed_paths), allow=list(policy.allow),
-                       max_patch_bytes=policy.max_patch_bytes)
+    rules = PatchRules(
+        allowed_paths=list(policy.allowed_paths), allow=list(policy.allow), max_patch_bytes=policy.max_patch_bytes
+    )
     return [f"patch {problem}" for problem in tree.check(diff, rules)]
 
 

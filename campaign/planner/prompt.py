@@ -68,8 +68,12 @@ def knob_lines(knobs: KnobSpace) -> list[str]:
     return lines
 
 
-def _fit(render: Callable[[dict[str, list[str]]], Messages], parts: dict[str, list[str]],
-         drop_order: list[tuple[str, int]], budget: int) -> Messages:
+def _fit(
+    render: Callable[[dict[str, list[str]]], Messages],
+    parts: dict[str, list[str]],
+    drop_order: list[tuple[str, int]],
+    budget: int,
+) -> Messages:
     """Drop entries from the front (oldest) of each list until the messages fit.
 
     `drop_order` is a list of (section, entries to keep) phases: the least important
@@ -105,7 +109,10 @@ def _fact_parts(ctx: PlannerContext) -> dict[str, list[str]]:
         for wl, levels in view.baseline.figures.items():
             figures += [f"- {wl} C={c}: {v:.1f}" for c, v in sorted(levels.items())]
     else:
-        base_cfg = [f"flags: {json.dumps(ctx.playbook.baseline.flags)}", f"env: {json.dumps(ctx.playbook.baseline.env)}"]
+        base_cfg = [
+            f"flags: {json.dumps(ctx.playbook.baseline.flags)}",
+            f"env: {json.dumps(ctx.playbook.baseline.env)}",
+        ]
     env_lines: list[str] = []
     if view.environment is not None:
         fp = view.environment.model_dump(exclude_defaults=True)
@@ -143,33 +150,59 @@ def proposal_messages(ctx: PlannerContext, knobs: KnobSpace, rejections: list[Re
     knob_text = _section("Knob space", knob_lines(knobs))
 
     def render(p: dict[str, list[str]]) -> Messages:
-        user = "\n\n".join([
-            header,
-            knob_text,
-            _section("Current baseline", p["fixed_base"] + p["figures"]),
-            _section("Environment", p["fixed_env"] + p["changes"]),
-            _section("Dead ends (oldest first)", p["dead"]),
-            _section("Scoreboard (oldest first)", p["score"]),
-            _section("Queued (do not duplicate)", p["queue"]),
-            "Propose the next hypothesis as JSON.",
-        ])
+        user = "\n\n".join(
+            [
+                header,
+                knob_text,
+                _section("Current baseline", p["fixed_base"] + p["figures"]),
+                _section("Environment", p["fixed_env"] + p["changes"]),
+                _section("Dead ends (oldest first)", p["dead"]),
+                _section("Scoreboard (oldest first)", p["score"]),
+                _section("Queued (do not duplicate)", p["queue"]),
+                "Propose the next hypothesis as JSON.",
+            ]
+        )
         messages = [{"role": "system", "content": PROPOSE_SYSTEM}, {"role": "user", "content": user}]
         shown = [rejections[int(i)] for i in p["rejected"] if i.isdigit()]
         if len(shown) < len(rejections):
-            messages.append({"role": "user", "content": f"{len(rejections) - len(shown)} earlier proposals were "
-                             "rejected too; do not repeat them."})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"{len(rejections) - len(shown)} earlier proposals were "
+                    "rejected too; do not repeat them.",
+                }
+            )
         for r in shown:
             messages.append({"role": "assistant", "content": r.raw[:FEEDBACK_CHARS]})
-            messages.append({"role": "user", "content": f"Rejected: {r.reason[:FEEDBACK_CHARS]}. "
-                             "Propose a different, valid hypothesis."})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"Rejected: {r.reason[:FEEDBACK_CHARS]}. Propose a different, valid hypothesis.",
+                }
+            )
         return messages
 
     parts = _fact_parts(ctx)
     # the newest rejections only: a long run of long bad answers must not outgrow the budget
     parts["rejected"] = [str(i) for i in range(len(rejections))][-FEEDBACK_MAX:]
-    return _fit(render, parts, [("rejected", 1), ("score", 8), ("queue", 8), ("dead", 8), ("changes", 2),
-                                ("figures", 4), ("score", 0), ("queue", 0), ("dead", 0), ("changes", 0),
-                                ("figures", 0)], budget)
+    return _fit(
+        render,
+        parts,
+        [
+            ("rejected", 1),
+            ("score", 8),
+            ("queue", 8),
+            ("dead", 8),
+            ("changes", 2),
+            ("figures", 4),
+            ("score", 0),
+            ("queue", 0),
+            ("dead", 0),
+            ("changes", 0),
+            ("figures", 0),
+        ],
+        budget,
+    )
 
 
 def analysis_messages(ctx: PlannerContext, experiment: ExperimentView, budget: int) -> Messages:

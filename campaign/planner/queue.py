@@ -39,8 +39,10 @@ def propose_or_queue(planner: object, ctx: PlannerContext) -> ProposalOutcome:
     if outcome.hypothesis is not None or not outcome.exhausted or isinstance(planner, QueuePlanner):
         return outcome
     fallback = QueuePlanner().propose(ctx)
-    return fallback.model_copy(update={
-        "rejections": outcome.rejections,
-        "calls": outcome.calls,
-        "note": "; ".join(n for n in (outcome.note, fallback.note if fallback.hypothesis is None else "") if n),
-    })
+    return fallback.model_copy(
+        update={
+            "rejections": outcome.rejections,
+            "calls": outcome.calls,
+            "note": "; ".join(n for n in (outcome.note, fallback.note if fallback.hypothesis is None else "") if n),
+        }
+    )

@@ -147,11 +147,17 @@ def _named(names: dict[str, Any], value_of: Any, max_items: int | None = None) -
         "type": "array",
         # each knob at most once (a repeated name is refused anyway), and no more than asked
         "maxItems": min(len(names), max_items or len(names)),
-        "items": {"anyOf": [
-            {"type": "object", "properties": {"name": {"type": "string", "enum": [name]}, "value": value_of(spec)},
-             "required": ["name", "value"], "additionalProperties": False}
-            for name, spec in names.items()
-        ]},
+        "items": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "enum": [name]}, "value": value_of(spec)},
+                    "required": ["name", "value"],
+                    "additionalProperties": False,
+                }
+                for name, spec in names.items()
+            ]
+        },
     }
 
 
@@ -165,8 +171,12 @@ def analysis_schema(text_max_chars: int | None = None) -> dict[str, Any]:
     return {**ANALYSIS_SCHEMA, "properties": props}
 
 
-def proposal_schema(knobs: KnobSpace, allowed_flags: list[str] | None = None,
-                    text_max_chars: int | None = None, max_changes: int | None = None) -> dict[str, Any]:
+def proposal_schema(
+    knobs: KnobSpace,
+    allowed_flags: list[str] | None = None,
+    text_max_chars: int | None = None,
+    max_changes: int | None = None,
+) -> dict[str, Any]:
     """PROPOSAL_SCHEMA narrowed to the playbook's knob space: knob names as enums, numeric
     bounds, choices, safe string values, no patch unless patches are allowed; the rationale
     and expected effect at most `text_max_chars` long, and each settings list at most
@@ -174,27 +184,43 @@ def proposal_schema(knobs: KnobSpace, allowed_flags: list[str] | None = None,
     from campaign.planner.knobs import HYPOTHESIS_NAME, value_schema
 
     flags = {n: s for n, s in knobs.flags.items() if allowed_flags is None or n in allowed_flags}
-    unset = {"type": "array", "items": {"type": "string", "enum": sorted(flags)},
-             "maxItems": min(len(flags), max_changes or len(flags))} if flags else {
-        "type": "array", "items": {"type": "string"}, "maxItems": 0}
+    unset = (
+        {
+            "type": "array",
+            "items": {"type": "string", "enum": sorted(flags)},
+            "maxItems": min(len(flags), max_changes or len(flags)),
+        }
+        if flags
+        else {"type": "array", "items": {"type": "string"}, "maxItems": 0}
+    )
     props = dict(PROPOSAL_SCHEMA["properties"])
-    props.update({
-        "name": {**props["name"], "pattern": HYPOTHESIS_NAME.pattern},
-        "rationale": _bounded(props["rationale"], text_max_chars),
-        "expected_effect": _bounded(props["expected_effect"], text_max_chars),
-        "flags": _named(flags, value_schema, max_changes),
-        "env": _named(knobs.env, value_schema, max_changes),
-        "unset_flags": unset,
-        "patch": props["patch"] if knobs.patches is not None else {"type": "null", "description": "patches are not allowed"},
-    })
+    props.update(
+        {
+            "name": {**props["name"], "pattern": HYPOTHESIS_NAME.pattern},
+            "rationale": _bounded(props["rationale"], text_max_chars),
+            "expected_effect": _bounded(props["expected_effect"], text_max_chars),
+            "flags": _named(flags, value_schema, max_changes),
+            "env": _named(knobs.env, value_schema, max_changes),
+            "unset_flags": unset,
+            "patch": props["patch"]
+            if knobs.patches is not None
+            else {"type": "null", "description": "patches are not allowed"},
+        }
+    )
     return {**PROPOSAL_SCHEMA, "properties": props}
 
 
 def with_reopened(schema: dict[str, Any], reopened: list[str]) -> dict[str, Any]:
     """`schema` with `revisit_of` narrowed to the dead ends that may be revisited now (null when none)."""
     revisit: dict[str, Any] = (
-        {"type": ["string", "null"], "enum": [*sorted(reopened), None], "description": "name of a reopened dead end, or null"}
-        if reopened else {"type": "null", "description": "no dead end is reopened"})
+        {
+            "type": ["string", "null"],
+            "enum": [*sorted(reopened), None],
+            "description": "name of a reopened dead end, or null",
+        }
+        if reopened
+        else {"type": "null", "description": "no dead end is reopened"}
+    )
     return {**schema, "properties": {**schema["properties"], "revisit_of": revisit}}
 
 

@@ -72,8 +72,9 @@ def spec_change(h: HypothesisSpec, base: EffectiveConfig) -> Change:
 
 def experiment_change(e: ExperimentView) -> Change:
     """The change an experiment measured, from its recorded config diff."""
-    items: set[tuple[str, str, str]] = {(c.kind, c.key, UNSET if c.change == "removed" else _norm(c.after))
-                                         for c in e.config_diff}
+    items: set[tuple[str, str, str]] = {
+        (c.kind, c.key, UNSET if c.change == "removed" else _norm(c.after)) for c in e.config_diff
+    }
     if e.patch is not None and e.patch.content:
         items.add(("patch", "", e.patch.content[-1]))
     return frozenset(items)
@@ -102,8 +103,10 @@ def history_problems(p: Proposal, change: Change, ctx: PlannerContext) -> list[s
         if p.name == dead.hypothesis or change in _changes_of(dead.hypothesis, ctx, base):
             revisit = ", ".join(dead.revisit_on) or "nothing recorded"
             return [
-                (f"repeats dead end '{dead.hypothesis}' ({dead.reason}); it may be revisited only when "
-                 f"one of these changes: {revisit}")
+                (
+                    f"repeats dead end '{dead.hypothesis}' ({dead.reason}); it may be revisited only when "
+                    f"one of these changes: {revisit}"
+                )
             ]
     if p.name in ctx.known_names() and p.name not in reopened:
         return [f"duplicate: the name '{p.name}' is already tried or queued"]
@@ -113,16 +116,15 @@ def history_problems(p: Proposal, change: Change, ctx: PlannerContext) -> list[s
     return []
 
 
-def vet_proposal(p: Proposal, ctx: PlannerContext, knobs: KnobSpace,
-                 max_changes: int | None = None) -> tuple[HypothesisSpec | None, list[str]]:
+def vet_proposal(
+    p: Proposal, ctx: PlannerContext, knobs: KnobSpace, max_changes: int | None = None
+) -> tuple[HypothesisSpec | None, list[str]]:
     """The runnable hypothesis, or None and every reason it was refused (`max_changes`: the
     most settings it may change, planner.max_changes)."""
     problems: list[str] = []
     if not HYPOTHESIS_NAME.match(p.name):
         problems.append(f"name {p.name!r} must be lowercase letters, digits, '.', '_' or '-' (at most 80)")
-    settings, setting_problems = check_settings(
-        p.flags, p.env, p.unset_flags, knobs, ctx.playbook.server.allowed_flags
-    )
+    settings, setting_problems = check_settings(p.flags, p.env, p.unset_flags, knobs, ctx.playbook.server.allowed_flags)
     problems += setting_problems
     changes = len(p.flags) + len(p.env) + len(p.unset_flags)
     if max_changes is not None and changes > max_changes:

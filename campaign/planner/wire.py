@@ -89,8 +89,10 @@ def parse_completion(body: bytes, content_type: str = "") -> Completion:
         obj = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         if text.lstrip()[:1] == "<" or "html" in content_type.lower():
-            raise BadBody(f"an HTML page, not a chat completion: {_snippet(text)} "
-                          "(fix: planner.base_url must be the API root, e.g. http://host:8000/v1)") from None
+            raise BadBody(
+                f"an HTML page, not a chat completion: {_snippet(text)} "
+                "(fix: planner.base_url must be the API root, e.g. http://host:8000/v1)"
+            ) from None
         raise BadBody(f"a body that is not JSON: {_snippet(text)}") from None
     if not isinstance(obj, dict):
         raise BadBody(f"JSON {_kind(obj)} instead of a chat completion object")

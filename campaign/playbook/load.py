@@ -74,10 +74,20 @@ def _model_for(loc: tuple[Any, ...], data: Any) -> type[BaseModel] | None:
         ann = field.annotation
         name = str(part)
         model = {
-            "node": None, "server": pb.ServerSpec, "baseline": pb.ConfigSpec, "verdict": pb.VerdictSpec,
-            "review": pb.ReviewSpec, "budget": pb.BudgetSpec, "planner": pb.PlannerSpec, "knobs": pb.KnobSpace,
-            "hypotheses": pb.HypothesisSpec, "workloads": pb.WorkloadConfig, "repeats": pb.RepeatsSpec,
-            "latency_limit": pb.LatencyLimit, "correctness": pb.CorrectnessSpec, "patches": pb.PatchPolicy,
+            "node": None,
+            "server": pb.ServerSpec,
+            "baseline": pb.ConfigSpec,
+            "verdict": pb.VerdictSpec,
+            "review": pb.ReviewSpec,
+            "budget": pb.BudgetSpec,
+            "planner": pb.PlannerSpec,
+            "knobs": pb.KnobSpace,
+            "hypotheses": pb.HypothesisSpec,
+            "workloads": pb.WorkloadConfig,
+            "repeats": pb.RepeatsSpec,
+            "latency_limit": pb.LatencyLimit,
+            "correctness": pb.CorrectnessSpec,
+            "patches": pb.PatchPolicy,
             "source": pb.SourceSpec,
         }.get(name, ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None)
         if name == "node" and isinstance(cursor, dict):
@@ -103,8 +113,11 @@ def _fix_for(err: dict[str, Any], loc: tuple[Any, ...], data: Any) -> str:
         close = difflib.get_close_matches(field, known, n=1, cutoff=0.6)
         if close:
             return f"unknown field '{field}' (fix: did you mean '{close[0]}'?)"
-        return f"unknown field '{field}' (fix: remove it; known fields: {', '.join(known)})" if known else \
-            f"unknown field '{field}' (fix: remove it)"
+        return (
+            f"unknown field '{field}' (fix: remove it; known fields: {', '.join(known)})"
+            if known
+            else f"unknown field '{field}' (fix: remove it)"
+        )
     if kind == "missing":
         return f"required field '{field}' is missing (fix: add it)"
     got = err.get("input")
@@ -153,8 +166,7 @@ def _fmt_loc(loc: tuple[Any, ...]) -> str:
 def _printable(text: str) -> str:
     """One terminal line: control characters and line separators (from a YAML key
     such as "a\\nb") are shown escaped instead of breaking the message."""
-    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
-                   for ch in text)
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def _problems(*lines: str) -> PlaybookError:
@@ -179,23 +191,31 @@ def _cross_check_lines(root: yaml.Node | None, data: dict[str, Any], source: str
         if isinstance(name, str):
             line = _line((i, "name"), root)
             if name in first:
-                lines.append(f"{source}:{line}: hypotheses[{i}].name: duplicate hypothesis name '{name}' (first at "
-                             f"line {first[name]}) (fix: give each hypothesis a unique name)")
+                lines.append(
+                    f"{source}:{line}: hypotheses[{i}].name: duplicate hypothesis name '{name}' (first at "
+                    f"line {first[name]}) (fix: give each hypothesis a unique name)"
+                )
             first.setdefault(name, line)
         if allowed is None:
             continue
         raw_flags, raw_unset = h.get("flags"), h.get("unset_flags")
         flags: dict[str, Any] = raw_flags if isinstance(raw_flags, dict) else {}
         unset: list[Any] = raw_unset if isinstance(raw_unset, list) else []
-        for where, flag, loc in [("flags", f, (i, "flags", f)) for f in flags] + \
-                                [("unset_flags", f, (i, "unset_flags", k)) for k, f in enumerate(unset)]:
+        for where, flag, loc in [("flags", f, (i, "flags", f)) for f in flags] + [
+            ("unset_flags", f, (i, "unset_flags", k)) for k, f in enumerate(unset)
+        ]:
             if str(flag) in allowed:
                 continue
             close = difflib.get_close_matches(str(flag), allowed, n=1, cutoff=0.6)
-            fix = f"did you mean '{close[0]}'?" if close else \
-                "remove it, or add it to server.allowed_flags if the server template takes it"
-            lines.append(f"{source}:{_line(loc, root, key=where == 'flags')}: hypotheses[{i}].{where}.{flag}: "
-                         f"flag '{flag}' is not in server.allowed_flags {allowed} (fix: {fix})")
+            fix = (
+                f"did you mean '{close[0]}'?"
+                if close
+                else "remove it, or add it to server.allowed_flags if the server template takes it"
+            )
+            lines.append(
+                f"{source}:{_line(loc, root, key=where == 'flags')}: hypotheses[{i}].{where}.{flag}: "
+                f"flag '{flag}' is not in server.allowed_flags {allowed} (fix: {fix})"
+            )
     return lines
 
 
@@ -214,20 +234,24 @@ def _secret_literal_lines(root: yaml.Node | None, data: dict[str, Any], source: 
         config = data["baseline"] if at[0] == "baseline" else data["hypotheses"][at[1]]
         for where in ("env", "flags"):
             values = config.get(where)
-            for name, value in (values.items() if isinstance(values, dict) else ()):
+            for name, value in values.items() if isinstance(values, dict) else ():
                 text = str(value)
                 if where == "env":
                     bad = not ENV_REF.match(text) and (is_secret_name(str(name)) or token_shape(text))
                     fix = f"write {name}: ${{{name}}} and export {name} in the controller's environment"
                 else:
                     bad = (SECRET_FLAG.match(f"--{name}") is not None and value is not True) or token_shape(text)
-                    fix = ("remove the flag and give the secret by environment, env: {VAR: ${VAR}} with the "
-                           "variable the engine reads, which never reaches a command line or a record")
+                    fix = (
+                        "remove the flag and give the secret by environment, env: {VAR: ${VAR}} with the "
+                        "variable the engine reads, which never reaches a command line or a record"
+                    )
                 if bad:
                     node = _key_node(root, (*at, where, name))
                     line = node.start_mark.line + 1 if node is not None else 1
-                    lines.append(f"{source}:{line}: {_fmt_loc((*at, where, name))}: a secret written into the "
-                                 f"playbook would be recorded (fix: {fix})")
+                    lines.append(
+                        f"{source}:{line}: {_fmt_loc((*at, where, name))}: a secret written into the "
+                        f"playbook would be recorded (fix: {fix})"
+                    )
     return lines
 
 
@@ -245,8 +269,10 @@ def _reference_lines(root: yaml.Node | None, data: dict[str, Any], source: str) 
             if str(dep) not in names:
                 close = difflib.get_close_matches(str(dep), names, n=1, cutoff=0.6)
                 fix = f"did you mean '{close[0]}'?" if close else "name a hypothesis of this playbook, or remove it"
-                lines.append(f"{source}:{_line((i, 'depends_on', k), root)}: hypotheses[{i}].depends_on[{k}]: "
-                             f"no hypothesis is named '{dep}' (fix: {fix})")
+                lines.append(
+                    f"{source}:{_line((i, 'depends_on', k), root)}: hypotheses[{i}].depends_on[{k}]: "
+                    f"no hypothesis is named '{dep}' (fix: {fix})"
+                )
     return lines
 
 
@@ -281,10 +307,15 @@ def parse_playbook_text(text: str, source: str = "<playbook>") -> Playbook:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise _problems(f"{where}: malformed YAML: {problem} (fix: check indentation and quoting)") from None
     if not isinstance(data, dict):
-        raise _problems(f"{source}:1: a playbook is a mapping with name, workloads, hypotheses... "
-                        "(fix: see playbooks/eagle_verify.yaml)")
-    cross = _cross_check_lines(root, data, source) + _secret_literal_lines(root, data, source) + \
-        _reference_lines(root, data, source)
+        raise _problems(
+            f"{source}:1: a playbook is a mapping with name, workloads, hypotheses... "
+            "(fix: see playbooks/eagle_verify.yaml)"
+        )
+    cross = (
+        _cross_check_lines(root, data, source)
+        + _secret_literal_lines(root, data, source)
+        + _reference_lines(root, data, source)
+    )
     try:
         pb = Playbook.model_validate(data)
     except ValidationError as exc:
@@ -319,15 +350,21 @@ def _source_lines(root: yaml.Node | None, pb: Playbook, source: str) -> list[str
     if pb.server.source is None:
         for i, h in enumerate(pb.hypotheses):
             if h.patch:
-                lines.append(f"{source}:{_line((i, 'patch'), root)}: hypotheses[{i}].patch: a patch needs "
-                             "server.source (fix: add server: {source: {repo: PATH, ref: BRANCH}} and run the "
-                             "command from {source})")
+                lines.append(
+                    f"{source}:{_line((i, 'patch'), root)}: hypotheses[{i}].patch: a patch needs "
+                    "server.source (fix: add server: {source: {repo: PATH, ref: BRANCH}} and run the "
+                    "command from {source})"
+                )
         if uses:
-            lines.append(f"{source}:{server_line}: server.command: uses {{source}} but server.source is not set "
-                         "(fix: add server.source: {repo: PATH, ref: BRANCH})")
+            lines.append(
+                f"{source}:{server_line}: server.command: uses {{source}} but server.source is not set "
+                "(fix: add server.source: {repo: PATH, ref: BRANCH})"
+            )
     elif not uses:
-        lines.append(f"{source}:{server_line}: server.command: does not use {{source}}, so the server would not "
-                     "run from the patched tree (fix: start it from {source}, e.g. env PYTHONPATH={source} ...)")
+        lines.append(
+            f"{source}:{server_line}: server.command: does not use {{source}}, so the server would not "
+            "run from the patched tree (fix: start it from {source}, e.g. env PYTHONPATH={source} ...)"
+        )
     return lines
 
 
@@ -338,13 +375,17 @@ def load_playbook(path: str | Path) -> Playbook:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PlaybookError(f"{p}: cannot read: {exc.__class__.__name__} (fix: check permissions and encoding)") from None
+        raise PlaybookError(
+            f"{p}: cannot read: {exc.__class__.__name__} (fix: check permissions and encoding)"
+        ) from None
     base = p.parent
     _check_patch_files(text, p)  # first: a missing file is the more specific problem
     pb = parse_playbook_text(text, str(p))
     # a patch found next to the playbook is read from there at launch time
-    hyps = [h.model_copy(update={"patch": str(base / h.patch)})
-            if h.patch and not Path(h.patch).is_file() else h for h in pb.hypotheses]
+    hyps = [
+        h.model_copy(update={"patch": str(base / h.patch)}) if h.patch and not Path(h.patch).is_file() else h
+        for h in pb.hypotheses
+    ]
     return pb.model_copy(update={"hypotheses": hyps})
 
 
@@ -364,12 +405,16 @@ def _check_patch_files(text: str, p: Path) -> None:
         found = next((f for f in (Path(patch), p.parent / patch) if f.is_file()), None)
         line = _line_of(text, f"patch: {patch}")
         if found is None:
-            raise PlaybookError(f"{p}:{line}: hypotheses.{h.get('name')}.patch: patch file '{patch}' not found "
-                                "(fix: give a path relative to the working directory or the playbook)")
+            raise PlaybookError(
+                f"{p}:{line}: hypotheses.{h.get('name')}.patch: patch file '{patch}' not found "
+                "(fix: give a path relative to the working directory or the playbook)"
+            )
         key = normalized_patch_sha(found.read_text(encoding="utf-8", errors="replace"))
         if key in seen:  # the same change under another name would be measured twice
-            raise PlaybookError(f"{p}:{line}: hypotheses.{h.get('name')}.patch: the same diff as hypothesis "
-                                f"'{seen[key]}' (fix: remove one of them)")
+            raise PlaybookError(
+                f"{p}:{line}: hypotheses.{h.get('name')}.patch: the same diff as hypothesis "
+                f"'{seen[key]}' (fix: remove one of them)"
+            )
         seen[key] = str(h.get("name"))
 
 
@@ -387,9 +432,12 @@ def prompt_file_problems(pb: Playbook, path: str | Path) -> list[str]:
         at = f"{p}:{line_at(p, 'workloads', name, 'prompts')}: workloads.{name}.prompts"
         if not Path(wl.prompts).is_file():
             beside = p.parent / wl.prompts
-            fix = (f"it is read from the working directory: write {beside}" if beside.is_file() else
-                   "give a JSONL file of {\"prompt\": ...} lines, relative to the working directory, "
-                   "or use fixed or diverse")
+            fix = (
+                f"it is read from the working directory: write {beside}"
+                if beside.is_file()
+                else 'give a JSONL file of {"prompt": ...} lines, relative to the working directory, '
+                "or use fixed or diverse"
+            )
             lines.append(f"{at}: prompts file '{wl.prompts}' not found (fix: {fix})")
             continue
         try:
@@ -414,7 +462,9 @@ def apply_overrides(pb: Playbook, overrides: dict[str, str]) -> Playbook:
         parts = dotted.split(".")
         for part in parts[:-1]:
             if not isinstance(cur, dict) or part not in cur:
-                raise UserError(f"--set {dotted}: no field '{part}' in the playbook (fix: use a dotted path like node.cuda)")
+                raise UserError(
+                    f"--set {dotted}: no field '{part}' in the playbook (fix: use a dotted path like node.cuda)"
+                )
             cur = cur[part]
         if not isinstance(cur, dict) or parts[-1] not in cur:
             raise UserError(f"--set {dotted}: no field '{parts[-1]}' (fix: use an existing field, e.g. node.cuda=13.0)")

@@ -68,22 +68,30 @@ class SimulatedNodeSpec(NodeSpecBase):
 
     kind: Literal["simulated"] = Field(default="simulated", description="the bundled simulated GPU node")
     name: str = Field(default="sim-0", description="the node's name in the record and the journal")
-    profile: str = Field(default="rtx6000bw-pcie-8x", description=(
-        "the hardware the node models: rtx6000bw-pcie-8x or h200-nvlink-8x (tools/simnode/profiles.py)"))
-    cuda: str = Field(default="12.8", description="the CUDA version the node reports; `--set node.cuda=13.0` "
-                      "at a resume models an upgrade")
+    profile: str = Field(
+        default="rtx6000bw-pcie-8x",
+        description=("the hardware the node models: rtx6000bw-pcie-8x or h200-nvlink-8x (tools/simnode/profiles.py)"),
+    )
+    cuda: str = Field(
+        default="12.8",
+        description="the CUDA version the node reports; `--set node.cuda=13.0` at a resume models an upgrade",
+    )
     seed: int = Field(default=0, description="seeds the per-step noise (and seeded launch offsets)")
     time_scale: float = Field(default=1.0, gt=0, description="node seconds per wall second")
     noise_pct: float = Field(default=1.5, ge=0, le=20, description="per-step jitter (%), seeded")
     launch_offset_pct: float = Field(
-        default=1.5, ge=0, le=20,
+        default=1.5,
+        ge=0,
+        le=20,
         description="each launch's speed offset (%, log-normal spread), drawn afresh per launch and shared "
-                    "by every level it serves, as on a real server; 0 turns it off")
+        "by every level it serves, as on a real server; 0 turns it off",
+    )
     launch_offsets: Literal["fresh", "seeded"] = Field(
         default="fresh",
         description="fresh: each launch draws its offset from OS entropy, as a real server lands; seeded: from "
-                    "`seed` and the launch's name (hypothesis, side, round), so a campaign replays the same offsets "
-                    "(a reproducible demo); the command template passes it as --launch-seed {launch_seed}")
+        "`seed` and the launch's name (hypothesis, side, round), so a campaign replays the same offsets "
+        "(a reproducible demo); the command template passes it as --launch-seed {launch_seed}",
+    )
 
     def simulated_node(self) -> SimulatedNodeSpec | None:
         return self

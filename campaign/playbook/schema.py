@@ -33,18 +33,26 @@ class SourceSpec(_Strict):
     `ref` (patched ones from a commit of their patches); the checkout is only read."""
 
     repo: str = Field(description="the engine's git checkout (a path on the node)", examples=["/opt/sglang"])
-    ref: str = Field(default="HEAD", description="the commit, branch or tag every launch runs from; its SHA "
-                     "is the fingerprint's engine_sha")
-    allowed_paths: list[str] | None = Field(default=None, description="where patches may write; null: "
-                                            "anywhere in the repo")
-    allow: list[Unsafe] = Field(default_factory=list, description="unsafe patch contents to accept: "
-                                "symlink, executable, submodule, git_paths, binary", examples=[["executable"]])
-    max_patch_bytes: int = Field(default=1_000_000, gt=0, description="a bigger patch is refused, its size "
-                                 "named, before git reads it")
+    ref: str = Field(
+        default="HEAD",
+        description="the commit, branch or tag every launch runs from; its SHA is the fingerprint's engine_sha",
+    )
+    allowed_paths: list[str] | None = Field(
+        default=None, description="where patches may write; null: anywhere in the repo"
+    )
+    allow: list[Unsafe] = Field(
+        default_factory=list,
+        description="unsafe patch contents to accept: symlink, executable, submodule, git_paths, binary",
+        examples=[["executable"]],
+    )
+    max_patch_bytes: int = Field(
+        default=1_000_000, gt=0, description="a bigger patch is refused, its size named, before git reads it"
+    )
 
     def rules(self) -> PatchRules:
-        return PatchRules(allowed_paths=self.allowed_paths, allow=list(self.allow),
-                          max_patch_bytes=self.max_patch_bytes)
+        return PatchRules(
+            allowed_paths=self.allowed_paths, allow=list(self.allow), max_patch_bytes=self.max_patch_bytes
+        )
 
 
 class ServerSpec(_Strict):
@@ -55,36 +63,68 @@ class ServerSpec(_Strict):
     `--name value` (True -> `--name`).  `python` is the engine's interpreter (say, its
     own venv); default: the node's python."""
 
-    engine: str = Field(default="simulated", description=(
-        "the engine profile (tools/engines/): simulated, vllm or sglang; it gives the launch command, "
-        "environment defaults, health path, start-up time, triage rules and metrics reader"))
-    command: str | None = Field(default=None, description=(
-        "the launch command template, overriding the profile's: {python} {port} {model} {host} {flags} "
-        "{source} are filled in, each flag one argv item, no shell"),
-        examples=["{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"])
-    python: str | None = Field(default=None, description="the engine's interpreter (say, its own venv); "
-                               "null: the node's python", examples=[".campaign/vllm-venv/bin/python"])
-    model: str = Field(default="simulated-glm", description="the model served; the server's /v1/models must "
-                       "list it (a stranger's server is never taken for ours)")
-    health: str | None = Field(default=None, description="health path polled until the server is up; "
-                               "null: the profile's")
-    startup_timeout_s: float | None = Field(default=None, gt=0, description="seconds a start may take; "
-                                            "null: the profile's")
-    allowed_flags: list[str] | None = Field(default=None, description="null: hypotheses may set any flag; "
-                                            "else only these", examples=[["max-num-seqs", "max-num-batched-tokens"]])
-    source: SourceSpec | None = Field(default=None, description="the engine's git checkout: launches run from "
-                                      "a worktree of it (`{source}`), needed for patch hypotheses")
+    engine: str = Field(
+        default="simulated",
+        description=(
+            "the engine profile (tools/engines/): simulated, vllm or sglang; it gives the launch command, "
+            "environment defaults, health path, start-up time, triage rules and metrics reader"
+        ),
+    )
+    command: str | None = Field(
+        default=None,
+        description=(
+            "the launch command template, overriding the profile's: {python} {port} {model} {host} {flags} "
+            "{source} are filled in, each flag one argv item, no shell"
+        ),
+        examples=["{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"],
+    )
+    python: str | None = Field(
+        default=None,
+        description="the engine's interpreter (say, its own venv); null: the node's python",
+        examples=[".campaign/vllm-venv/bin/python"],
+    )
+    model: str = Field(
+        default="simulated-glm",
+        description="the model served; the server's /v1/models must "
+        "list it (a stranger's server is never taken for ours)",
+    )
+    health: str | None = Field(
+        default=None, description="health path polled until the server is up; null: the profile's"
+    )
+    startup_timeout_s: float | None = Field(
+        default=None, gt=0, description="seconds a start may take; null: the profile's"
+    )
+    allowed_flags: list[str] | None = Field(
+        default=None,
+        description="null: hypotheses may set any flag; else only these",
+        examples=[["max-num-seqs", "max-num-batched-tokens"]],
+    )
+    source: SourceSpec | None = Field(
+        default=None,
+        description="the engine's git checkout: launches run from "
+        "a worktree of it (`{source}`), needed for patch hypotheses",
+    )
 
     #: variables the server inherits from the node's environment (names or PREFIX*);
     #: None: campaign.domain.server_env.DEFAULT_BASE_ENV plus the engine's own variables.
     #: Nothing else reaches it but the config's env (secrets only as ${NAME} references).
-    base_env: list[str] | None = Field(default=None, description=(
-        "the node's variables the server inherits (names or PREFIX*), replacing the default list; "
-        "secret-named entries are refused"), examples=[["PATH", "HOME", "CUDA_VISIBLE_DEVICES", "HF_*"]])
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
-        "the controller's variable holding the server's own API key (its --api-key): the load generator "
-        "sends it to this server and nowhere else; null: no request carries a credential"),
-        examples=["SERVER_API_KEY"])
+    base_env: list[str] | None = Field(
+        default=None,
+        description=(
+            "the node's variables the server inherits (names or PREFIX*), replacing the default list; "
+            "secret-named entries are refused"
+        ),
+        examples=[["PATH", "HOME", "CUDA_VISIBLE_DEVICES", "HF_*"]],
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description=(
+            "the controller's variable holding the server's own API key (its --api-key): the load generator "
+            "sends it to this server and nowhere else; null: no request carries a credential"
+        ),
+        examples=["SERVER_API_KEY"],
+    )
 
     @field_validator("base_env")
     @classmethod
@@ -108,11 +148,15 @@ def _env_values_to_str(v: object) -> object:
 class ConfigSpec(_Strict):
     """The baseline configuration every hypothesis changes."""
 
-    flags: dict[str, Scalar] = Field(default_factory=dict, description=(
-        "engine flags without the leading dashes; true -> `--flag`, false or null -> no flag"))
-    env: dict[str, str] = Field(default_factory=dict, description=(
-        "environment variables for the server; secrets only as `${NAME}` references"),
-        examples=[{"HF_TOKEN": "${HF_TOKEN}"}])
+    flags: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description=("engine flags without the leading dashes; true -> `--flag`, false or null -> no flag"),
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description=("environment variables for the server; secrets only as `${NAME}` references"),
+        examples=[{"HF_TOKEN": "${HF_TOKEN}"}],
+    )
 
     _env_str = field_validator("env", mode="before")(lambda cls, v: _env_values_to_str(v))
 
@@ -150,14 +194,22 @@ def _no_shared_prompts(workloads: dict[str, WorkloadConfig]) -> None:
     for name, wl in workloads.items():
         if wl.prompts == "fixed":
             continue
-        key: tuple[object, ...] = ("diverse", wl.seed, wl.prompt_tokens) if wl.prompts == "diverse" else ("file", wl.prompts)
+        key: tuple[object, ...] = (
+            ("diverse", wl.seed, wl.prompt_tokens) if wl.prompts == "diverse" else ("file", wl.prompts)
+        )
         if key in first:
-            what = (f"the same diverse prompts (seed {wl.seed}, prompt_tokens {wl.prompt_tokens})"
-                    if key[0] == "diverse" else f"the same prompts file {wl.prompts}")
+            what = (
+                f"the same diverse prompts (seed {wl.seed}, prompt_tokens {wl.prompt_tokens})"
+                if key[0] == "diverse"
+                else f"the same prompts file {wl.prompts}"
+            )
             fix = f"give '{name}' another seed" if key[0] == "diverse" else f"give '{name}' its own prompts file"
-            raise ProblemAt(f"'{first[key]}' and '{name}' send {what}: in one launch the server's prefix cache "
-                            f"would serve '{name}' prompts it already read for '{first[key]}', and '{name}' "
-                            f"would read fast (fix: {fix})", name)
+            raise ProblemAt(
+                f"'{first[key]}' and '{name}' send {what}: in one launch the server's prefix cache "
+                f"would serve '{name}' prompts it already read for '{first[key]}', and '{name}' "
+                f"would read fast (fix: {fix})",
+                name,
+            )
         first[key] = name
 
 
@@ -165,10 +217,15 @@ def _no_shared_prompts(workloads: dict[str, WorkloadConfig]) -> None:
 class RepeatsSpec(_Strict):
     min: int = Field(default=2, ge=1, description="interleaved rounds measured at least")
     max: int = Field(default=6, ge=1, description="rounds measured at most (adaptive policy)")
-    baseline: int = Field(default=4, ge=2, description=(
-        "launches of a baseline measured where the node has none in this environment yet "
-        "(campaign start, a changed fingerprint): the noise floor the first experiments "
-        "rest on (campaign.verdict.noise.baseline_launches)"))
+    baseline: int = Field(
+        default=4,
+        ge=2,
+        description=(
+            "launches of a baseline measured where the node has none in this environment yet "
+            "(campaign start, a changed fingerprint): the noise floor the first experiments "
+            "rest on (campaign.verdict.noise.baseline_launches)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _order(self) -> RepeatsSpec:
@@ -178,60 +235,96 @@ class RepeatsSpec(_Strict):
 
 
 class LatencyLimit(_Strict):
-    metric: Literal["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"] = Field(default="ttft_ms", description=(
-        "the latency measured: time to first token, inter-token latency, time per output token, end to end"))
+    metric: Literal["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"] = Field(
+        default="ttft_ms",
+        description=(
+            "the latency measured: time to first token, inter-token latency, time per output token, end to end"
+        ),
+    )
     stat: Literal["mean", "p50", "p90", "p99"] = Field(default="p99", description="the statistic of it per level")
-    max_ms: float = Field(gt=0, description="the limit; at a level where only one side meets it, that side wins",
-                          examples=[500])
+    max_ms: float = Field(
+        gt=0, description="the limit; at a level where only one side meets it, that side wins", examples=[500]
+    )
 
 
 class CorrectnessSpec(_Strict):
-    enabled: bool = Field(default=True, description="compare greedy outputs with the baseline's before any "
-                          "speed verdict")
+    enabled: bool = Field(
+        default=True, description="compare greedy outputs with the baseline's before any speed verdict"
+    )
     prompts: int = Field(default=8, ge=1, description="fixed prompts compared")
     max_tokens: int = Field(default=32, ge=1, description="greedy tokens generated per prompt")
     tolerance: float = Field(default=0.0, ge=0, le=1, description="share of prompts allowed to differ")
 
 
 class VerdictSpec(_Strict):
-    metric: Literal["output_tokens_per_s", "requests_per_s"] = Field(default="output_tokens_per_s", description=(
-        "the figure compared at every level"))
-    min_effect_pct: float = Field(default=2.0, ge=0, description=(
-        "the smallest change that counts: a WIN needs a level whose interval lies above it, and a loss "
-        "beyond it ruled out everywhere"))
+    metric: Literal["output_tokens_per_s", "requests_per_s"] = Field(
+        default="output_tokens_per_s", description=("the figure compared at every level")
+    )
+    min_effect_pct: float = Field(
+        default=2.0,
+        ge=0,
+        description=(
+            "the smallest change that counts: a WIN needs a level whose interval lies above it, and a loss "
+            "beyond it ruled out everywhere"
+        ),
+    )
     confidence: float = Field(default=0.95, gt=0.5, lt=1, description="the family's confidence level")
     repeats: RepeatsSpec = Field(default_factory=RepeatsSpec, description="how many launches a side takes")
-    policy: Literal["adaptive", "fixed"] = Field(default="adaptive", description=(
-        "adaptive: look after every round from repeats.min to repeats.max and stop when decided; "
-        "fixed: exactly repeats.min rounds"))
-    interleave: bool = Field(default=True, description=(
-        "measure candidate and baseline in alternating rounds (C B C B) so the node's drift cancels"))
+    policy: Literal["adaptive", "fixed"] = Field(
+        default="adaptive",
+        description=(
+            "adaptive: look after every round from repeats.min to repeats.max and stop when decided; "
+            "fixed: exactly repeats.min rounds"
+        ),
+    )
+    interleave: bool = Field(
+        default=True,
+        description=("measure candidate and baseline in alternating rounds (C B C B) so the node's drift cancels"),
+    )
     latency_limit: LatencyLimit | None = Field(default=None, description="a latency a side must meet to win a level")
     correctness: CorrectnessSpec = Field(default_factory=CorrectnessSpec, description="the greedy-output check")
 
 
 class ReviewSpec(_Strict):
-    after_no_win_streak: int | None = Field(default=None, ge=1, description=(
-        "stop for review (exit 3) after this many experiments in a row without a WIN"), examples=[7])
-    after_consecutive_dead_ends: int | None = Field(default=None, ge=1, description=(
-        "stop for review after this many DEAD ENDs in a row"), examples=[3])
+    after_no_win_streak: int | None = Field(
+        default=None,
+        ge=1,
+        description=("stop for review (exit 3) after this many experiments in a row without a WIN"),
+        examples=[7],
+    )
+    after_consecutive_dead_ends: int | None = Field(
+        default=None, ge=1, description=("stop for review after this many DEAD ENDs in a row"), examples=[3]
+    )
     before_patch: bool = Field(default=True, description="stop for approval before an engine patch is applied")
-    on_environment_change: bool = Field(default=False, description=(
-        "stop for review when the node's fingerprint changes (CUDA, driver, engine version)"))
-    on_budget: bool = Field(default=True, description="stop for review when max_experiments, max_hours or max_queue_hours is reached, "
-                            "instead of finishing")
+    on_environment_change: bool = Field(
+        default=False,
+        description=("stop for review when the node's fingerprint changes (CUDA, driver, engine version)"),
+    )
+    on_budget: bool = Field(
+        default=True,
+        description="stop for review when max_experiments, max_hours or max_queue_hours is reached, "
+        "instead of finishing",
+    )
 
 
 class BudgetSpec(_Strict):
     max_experiments: int = Field(default=50, ge=1, description="experiments in the whole campaign")
-    max_hours: float = Field(default=48, gt=0, description="node time; a Slurm job's wait in the queue is "
-                             "not node time")
-    max_queue_hours: float | None = Field(default=None, gt=0, description="time waiting for a Slurm "
-                                          "allocation", examples=[12])
-    stop_after_dead_ends: int | None = Field(default=None, ge=1, description="finish after this many DEAD ENDs in a row",
-                                             examples=[10])
-    max_infra_retries: int = Field(default=2, ge=0, description=(
-        "retries of an infrastructure failure (node unreachable, port taken) before INCONCLUSIVE (infrastructure)"))
+    max_hours: float = Field(
+        default=48, gt=0, description="node time; a Slurm job's wait in the queue is not node time"
+    )
+    max_queue_hours: float | None = Field(
+        default=None, gt=0, description="time waiting for a Slurm allocation", examples=[12]
+    )
+    stop_after_dead_ends: int | None = Field(
+        default=None, ge=1, description="finish after this many DEAD ENDs in a row", examples=[10]
+    )
+    max_infra_retries: int = Field(
+        default=2,
+        ge=0,
+        description=(
+            "retries of an infrastructure failure (node unreachable, port taken) before INCONCLUSIVE (infrastructure)"
+        ),
+    )
 
 
 # ------------------------------------------------------------------------ planner
@@ -241,25 +334,32 @@ class KnobSpec(_Strict):
     type: Literal["int", "float", "bool", "choice", "str"] = Field(default="str", description="the value's type")
     min: float | None = Field(default=None, description="lowest value (int, float)", examples=[8])
     max: float | None = Field(default=None, description="highest value (int, float)", examples=[512])
-    choices: list[Scalar] | None = Field(default=None, description="the allowed values (choice)",
-                                         examples=[["fcfs", "lpm"]])
+    choices: list[Scalar] | None = Field(
+        default=None, description="the allowed values (choice)", examples=[["fcfs", "lpm"]]
+    )
 
 
 class PatchPolicy(_Strict):
     """Where a model-proposed patch may write."""
 
     repo: str = Field(description="the engine's git checkout the patches apply to", examples=["/opt/sglang"])
-    allowed_paths: list[str] = Field(default_factory=list, description="paths a patch may touch",
-                                     examples=[["python/sglang/srt/"]])
-    allow: list[Unsafe] = Field(default_factory=list, description=(
-        "unsafe patch contents to accept: symlink, executable, submodule, git_paths, binary"), examples=[["executable"]])
+    allowed_paths: list[str] = Field(
+        default_factory=list, description="paths a patch may touch", examples=[["python/sglang/srt/"]]
+    )
+    allow: list[Unsafe] = Field(
+        default_factory=list,
+        description=("unsafe patch contents to accept: symlink, executable, submodule, git_paths, binary"),
+        examples=[["executable"]],
+    )
     max_patch_bytes: int = Field(default=1_000_000, gt=0, description="a bigger patch is refused")
 
 
 #: variables that choose what code a process loads: a model turning one of these runs
 #: whatever it names (LD_PRELOAD=/tmp/x.so), so they are never planner knobs.
-CODE_PATH_ENV = re.compile(r"^(LD_\w*|DYLD_\w*|PYTHON(PATH|HOME|STARTUP|USERBASE|INSPECT)|PATH|BASH_ENV|ENV"
-                           r"|PERL5LIB|PERL5OPT|RUBYOPT|RUBYLIB|NODE_OPTIONS|NODE_PATH|LUA_PATH|LUA_CPATH)$")
+CODE_PATH_ENV = re.compile(
+    r"^(LD_\w*|DYLD_\w*|PYTHON(PATH|HOME|STARTUP|USERBASE|INSPECT)|PATH|BASH_ENV|ENV"
+    r"|PERL5LIB|PERL5OPT|RUBYOPT|RUBYLIB|NODE_OPTIONS|NODE_PATH|LUA_PATH|LUA_CPATH)$"
+)
 
 
 class KnobSpace(_Strict):
@@ -274,42 +374,82 @@ class KnobSpace(_Strict):
     def _no_code_path_knobs(cls, v: dict[str, KnobSpec]) -> dict[str, KnobSpec]:
         for name in v:
             if CODE_PATH_ENV.match(name):
-                raise ProblemAt(f"{name} chooses the code a process loads: the planner may not set it (fix: "
-                                "remove the knob; set it in baseline.env if the server needs it)", name)
+                raise ProblemAt(
+                    f"{name} chooses the code a process loads: the planner may not set it (fix: "
+                    "remove the knob; set it in baseline.env if the server needs it)",
+                    name,
+                )
         return v
 
 
 class PlannerSpec(_Strict):
-    kind: Literal["queue", "llm"] = Field(default="queue", description=(
-        "queue: the playbook's hypotheses in order; llm: a model proposes more once the queue is empty"))
+    kind: Literal["queue", "llm"] = Field(
+        default="queue",
+        description=("queue: the playbook's hypotheses in order; llm: a model proposes more once the queue is empty"),
+    )
     model: str = Field(default="gpt-4o-mini", description="the model name sent to the endpoint")
     temperature: float = Field(default=0.2, ge=0, le=2, description="sampling temperature")
-    base_url: str | None = Field(default=None, description="an OpenAI-compatible endpoint; null: OPENAI_BASE_URL "
-                                 "(else OpenAI's)", examples=["http://127.0.0.1:8011/v1"])
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
-        "the variable holding the key for base_url; null: OPENAI_API_KEY, sent only to OPENAI_BASE_URL "
-        "(or OpenAI's own), never to another base_url a playbook names"), examples=["GPU_BOX_KEY"])
+    base_url: str | None = Field(
+        default=None,
+        description="an OpenAI-compatible endpoint; null: OPENAI_BASE_URL (else OpenAI's)",
+        examples=["http://127.0.0.1:8011/v1"],
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description=(
+            "the variable holding the key for base_url; null: OPENAI_API_KEY, sent only to OPENAI_BASE_URL "
+            "(or OpenAI's own), never to another base_url a playbook names"
+        ),
+        examples=["GPU_BOX_KEY"],
+    )
     timeout_s: float = Field(default=60, gt=0, description="seconds one call may take")
     max_retries: int = Field(default=3, ge=0, description="retries of a failed call (bad answer, HTTP error)")
-    max_rejections: int = Field(default=3, ge=0, description="invalid proposals per request, each answered with its reason, before the planner gives up")
+    max_rejections: int = Field(
+        default=3,
+        ge=0,
+        description="invalid proposals per request, each answered with its reason, before the planner gives up",
+    )
     max_proposals: int = Field(default=5, ge=0, description="proposals the model may make in the campaign")
     context_tokens: int = Field(default=6000, ge=500, description="the prompt's budget for the campaign's history")
     analyze: bool = Field(default=True, description="the model writes a short analysis after each verdict")
-    max_tokens: int | None = Field(default=None, ge=16, description=(
-        "the cap on each answer's tokens (null: the endpoint's own); an answer cut off there is refused"),
-        examples=[320])
-    structured: bool = Field(default=True, description=(
-        "send the answer's JSON schema as `response_format`, so constrained decoding can only produce a "
-        "schema-valid answer; false: ask for plain JSON"))
-    seed: int | None = Field(default=None, description=(
-        "sent as the request's `seed`: the same prompt then gets the same answer from an endpoint that "
-        "honours it"), examples=[0])
-    text_max_chars: int | None = Field(default=None, ge=20, description=(
-        "the longest rationale, expected effect and analysis the schema allows (`maxLength`), so a small "
-        "model ends its answer within max_tokens; null: unbounded"), examples=[160])
-    max_changes: int | None = Field(default=None, ge=1, description=(
-        "the most settings one proposal may change (flags set, env vars set, flags unset); null: any number"),
-        examples=[1])
+    max_tokens: int | None = Field(
+        default=None,
+        ge=16,
+        description=("the cap on each answer's tokens (null: the endpoint's own); an answer cut off there is refused"),
+        examples=[320],
+    )
+    structured: bool = Field(
+        default=True,
+        description=(
+            "send the answer's JSON schema as `response_format`, so constrained decoding can only produce a "
+            "schema-valid answer; false: ask for plain JSON"
+        ),
+    )
+    seed: int | None = Field(
+        default=None,
+        description=(
+            "sent as the request's `seed`: the same prompt then gets the same answer from an endpoint that honours it"
+        ),
+        examples=[0],
+    )
+    text_max_chars: int | None = Field(
+        default=None,
+        ge=20,
+        description=(
+            "the longest rationale, expected effect and analysis the schema allows (`maxLength`), so a small "
+            "model ends its answer within max_tokens; null: unbounded"
+        ),
+        examples=[160],
+    )
+    max_changes: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "the most settings one proposal may change (flags set, env vars set, flags unset); null: any number"
+        ),
+        examples=[1],
+    )
 
 
 # --------------------------------------------------------------------- hypotheses
@@ -317,23 +457,42 @@ class HypothesisSpec(_Strict):
     name: str = Field(description="unique; lowercase letters, digits, '.', '_' or '-'")
     rationale: str = Field(default="", description="why it might help: shown in the journal")
     flags: dict[str, Scalar] = Field(default_factory=dict, description="flags set on top of the baseline's")
-    env: dict[str, str] = Field(default_factory=dict, description="environment variables set on top of the "
-                                "baseline's; secrets only as `${NAME}` references")
-    unset_flags: list[str] = Field(default_factory=list, description="baseline flags to drop",
-                                   examples=[["enforce-eager"]])
-    patch: str | None = Field(default=None, description="a unified diff for the engine's source "
-                              "(needs server.source); applied after approval at the review gate")
-    stack_patches: list[str] = Field(default_factory=list, description=(
-        "set by the stack check (the adopted wins' patches, in order); not for playbooks"))
-    declares: list[str] | None = Field(default=None, description=(
-        "the settings under test; any other reported difference confounds the run; null: every key it sets"))
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="environment variables set on top of the baseline's; secrets only as `${NAME}` references",
+    )
+    unset_flags: list[str] = Field(
+        default_factory=list, description="baseline flags to drop", examples=[["enforce-eager"]]
+    )
+    patch: str | None = Field(
+        default=None,
+        description="a unified diff for the engine's source "
+        "(needs server.source); applied after approval at the review gate",
+    )
+    stack_patches: list[str] = Field(
+        default_factory=list,
+        description=("set by the stack check (the adopted wins' patches, in order); not for playbooks"),
+    )
+    declares: list[str] | None = Field(
+        default=None,
+        description=(
+            "the settings under test; any other reported difference confounds the run; null: every key it sets"
+        ),
+    )
     adopt_if_win: bool = Field(default=False, description="a WIN becomes the baseline for later hypotheses")
-    revisit_on: list[str] = Field(default_factory=list, description=(
-        "fingerprint components (gpu, gpu_count, arch, driver, cuda, engine, engine_version, engine_sha, "
-        "interconnect) whose change re-opens this dead end"),
-        examples=[["cuda"]])
-    depends_on: list[str] = Field(default_factory=list, description=(
-        "hypotheses that must be decided first (with several nodes, it then runs alone)"), examples=[["smaller-cuda-graph"]])
+    revisit_on: list[str] = Field(
+        default_factory=list,
+        description=(
+            "fingerprint components (gpu, gpu_count, arch, driver, cuda, engine, engine_version, engine_sha, "
+            "interconnect) whose change re-opens this dead end"
+        ),
+        examples=[["cuda"]],
+    )
+    depends_on: list[str] = Field(
+        default_factory=list,
+        description=("hypotheses that must be decided first (with several nodes, it then runs alone)"),
+        examples=[["smaller-cuda-graph"]],
+    )
 
     _env_str = field_validator("env", mode="before")(lambda cls, v: _env_values_to_str(v))
 
@@ -363,16 +522,25 @@ class HypothesisSpec(_Strict):
 
 
 class Playbook(_Strict):
-    name: str = Field(description="the campaign's name (its id starts with it): a slug, up to 80 letters, "
-                      "digits, '-', '_' or '.'")
+    name: str = Field(
+        description="the campaign's name (its id starts with it): a slug, up to 80 letters, digits, '-', '_' or '.'"
+    )
     description: str = Field(default="", description="what the campaign is after; shown in the journal")
-    journal: str = Field(default="journal/{name}.md", description="the living journal's path, relative to "
-                         "the working directory")
-    database: str = Field(default=".campaign/campaign.db", description="the record: a SQLite file, or a postgresql://user@host/dbname URL "
-                          "(no password: PGPASSWORD or a .pgpass); `--db` and CAMPAIGN_DATABASE_URL override it")
+    journal: str = Field(
+        default="journal/{name}.md", description="the living journal's path, relative to the working directory"
+    )
+    database: str = Field(
+        default=".campaign/campaign.db",
+        description="the record: a SQLite file, or a postgresql://user@host/dbname URL "
+        "(no password: PGPASSWORD or a .pgpass); `--db` and CAMPAIGN_DATABASE_URL override it",
+    )
     node: NodeSpec = Field(default_factory=SimulatedNodeSpec, description="where the server runs, chosen by `kind`")
-    nodes: list[NodeSpec] = Field(default_factory=list, description=(
-        "several nodes: independent hypotheses run in parallel, each compared with its own node's baseline"))
+    nodes: list[NodeSpec] = Field(
+        default_factory=list,
+        description=(
+            "several nodes: independent hypotheses run in parallel, each compared with its own node's baseline"
+        ),
+    )
     server: ServerSpec = Field(default_factory=ServerSpec, description="how to launch the engine")
     baseline: ConfigSpec = Field(default_factory=ConfigSpec, description="the configuration hypotheses change")
     workloads: dict[str, WorkloadConfig] = Field(description="the load sweeps, by name; the first is the headline")
@@ -400,8 +568,9 @@ class Playbook(_Strict):
     @classmethod
     def _slug(cls, v: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}", v):
-            raise ValueError(f"{v!r} is not a slug (fix: up to 80 letters, digits, '-', '_' or '.', "
-                             "starting with a letter or digit)")
+            raise ValueError(
+                f"{v!r} is not a slug (fix: up to 80 letters, digits, '-', '_' or '.', starting with a letter or digit)"
+            )
         return v
 
     @field_validator("workloads")
@@ -434,8 +603,10 @@ class Playbook(_Strict):
             if len(set(names)) < len(names):
                 raise ValueError(f"nodes: names {names} repeat: give every node its own `name`")
             if not self.verdict.interleave:
-                raise ValueError("verdict.interleave: several nodes need interleaved baseline runs "
-                                 "(each candidate is compared with its own node's baseline): set it to true")
+                raise ValueError(
+                    "verdict.interleave: several nodes need interleaved baseline runs "
+                    "(each candidate is compared with its own node's baseline): set it to true"
+                )
         self.journal = self.journal.replace("{name}", self.name)
         return self
 

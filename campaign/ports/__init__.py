@@ -31,9 +31,16 @@ class Node(Protocol):
         """The node's environment (GPU, driver, CUDA, engine and library versions)."""
         ...
 
-    def measure(self, config: EffectiveConfig, workloads: list[WorkloadSpec], *, label: str,
-                correctness_prompts: list[str] | None = None, correctness_tokens: int = 16,
-                source: str | None = None) -> Measurement:
+    def measure(
+        self,
+        config: EffectiveConfig,
+        workloads: list[WorkloadSpec],
+        *,
+        label: str,
+        correctness_prompts: list[str] | None = None,
+        correctness_tokens: int = 16,
+        source: str | None = None,
+    ) -> Measurement:
         """Launch `config` (from the source tree at path `source`, when the playbook
         names one), run every workload, stop; what happened."""
         ...

@@ -28,7 +28,14 @@ LaunchArtifactKind = Literal["log_excerpt", "command", "outputs", "reported_conf
 LaunchTimeKind = Literal["node_seconds", "queue_seconds"]
 #: what an experiment records once, or per round (`round_reason`) or repeat (`drift`)
 ExperimentArtifactKind = Literal[
-    "config_diff", "patch", "analysis", "correctness", "drift", "stop_reason", "round_reason", "asked_work",
+    "config_diff",
+    "patch",
+    "analysis",
+    "correctness",
+    "drift",
+    "stop_reason",
+    "round_reason",
+    "asked_work",
 ]
 ArtifactKind = Literal[LaunchArtifactKind, LaunchTimeKind, ExperimentArtifactKind]
 ReviewDecision = Literal["approve", "reject"]

@@ -54,8 +54,14 @@ class VerdictHistory(Protocol):
     """What the verdict package reads: the campaign's experiments, their verdicts and
     the hypotheses they tested (the stack check re-validates the adopted wins)."""
 
-    def list_experiments(self, campaign_id: str, *, role: ExperimentRole | None = None, hypothesis: str | None = None,
-                         status: ExperimentStatus | None = None) -> list[ExperimentRecord]:
+    def list_experiments(
+        self,
+        campaign_id: str,
+        *,
+        role: ExperimentRole | None = None,
+        hypothesis: str | None = None,
+        status: ExperimentStatus | None = None,
+    ) -> list[ExperimentRecord]:
         """In start order."""
         ...
 
@@ -72,8 +78,9 @@ class JournalReader(Protocol):
         """The campaign; `UserError` naming the id when unknown."""
         ...
 
-    def view(self, campaign_id: str, *, detail: set[str] | None = None,
-             window: Collection[str] | None = None) -> CampaignView:
+    def view(
+        self, campaign_id: str, *, detail: set[str] | None = None, window: Collection[str] | None = None
+    ) -> CampaignView:
         """Everything the journal renders, from one read.  `detail`: only these
         experiments carry their measured rows; `window`: only these candidates appear."""
         ...
@@ -89,10 +96,17 @@ class LoopStore(VerdictHistory, JournalReader, Protocol):
     verdict's reads included, since the loop renders and judges through them."""
 
     # ------------------------------------------------------------ campaign
-    def update_campaign(self, campaign_id: str, *, status: CampaignStatus | None = None,
-                        halt_reason: str | None = ..., baseline_experiment_id: str | None = ...,
-                        overrides: dict[str, JsonValue] | None = None, node: str | None = None,
-                        time_scale: float | None = None) -> CampaignRecord:
+    def update_campaign(
+        self,
+        campaign_id: str,
+        *,
+        status: CampaignStatus | None = None,
+        halt_reason: str | None = ...,
+        baseline_experiment_id: str | None = ...,
+        overrides: dict[str, JsonValue] | None = None,
+        node: str | None = None,
+        time_scale: float | None = None,
+    ) -> CampaignRecord:
         """Set the given fields; `halt_reason` / `baseline_experiment_id` left out stay,
         None clears them; `overrides` replaces the whole dict."""
         ...
@@ -106,8 +120,14 @@ class LoopStore(VerdictHistory, JournalReader, Protocol):
     def get_fingerprint(self, campaign_id: str, fingerprint_id_: str) -> Fingerprint | None: ...
 
     # ---------------------------------------------------------- hypotheses
-    def upsert_hypothesis(self, campaign_id: str, spec: HypothesisSpec, *, source: HypothesisSource = "playbook",
-                          position: int | None = None) -> HypothesisRecord:
+    def upsert_hypothesis(
+        self,
+        campaign_id: str,
+        spec: HypothesisSpec,
+        *,
+        source: HypothesisSource = "playbook",
+        position: int | None = None,
+    ) -> HypothesisRecord:
         """Queue `spec` (appended unless `position`); an existing one keeps its status."""
         ...
 
@@ -117,31 +137,53 @@ class LoopStore(VerdictHistory, JournalReader, Protocol):
 
     def next_queued_hypothesis(self, campaign_id: str) -> HypothesisRecord | None: ...
 
-    def set_hypothesis_status(self, campaign_id: str, name: str, status: HypothesisStatus, *,
-                              rejection_reason: str | None = None) -> HypothesisRecord: ...
+    def set_hypothesis_status(
+        self, campaign_id: str, name: str, status: HypothesisStatus, *, rejection_reason: str | None = None
+    ) -> HypothesisRecord: ...
 
     def reopen_hypothesis(self, campaign_id: str, name: str) -> bool:
         """Queue a finished or rejected one again; False when already queued or running."""
         ...
 
     # --------------------------------------------------------- experiments
-    def start_experiment(self, campaign_id: str, hypothesis: str, *, config: EffectiveConfig,
-                         role: ExperimentRole = "candidate", node: str = "", command: str = "",
-                         attempt: int | None = None, fingerprint_id: str | None = None,
-                         baseline_ref: str | None = None, patch_sha: str | None = None,
-                         reason: str = "") -> ExperimentRecord:
+    def start_experiment(
+        self,
+        campaign_id: str,
+        hypothesis: str,
+        *,
+        config: EffectiveConfig,
+        role: ExperimentRole = "candidate",
+        node: str = "",
+        command: str = "",
+        attempt: int | None = None,
+        fingerprint_id: str | None = None,
+        baseline_ref: str | None = None,
+        patch_sha: str | None = None,
+        reason: str = "",
+    ) -> ExperimentRecord:
         """Idempotent: with `attempt`, that experiment (returned unchanged when it
         exists); without, the running one of this hypothesis or a new attempt."""
         ...
 
-    def annotate_experiment(self, experiment_id: str, *, command: str | None = None, patch_sha: str | None = None,
-                            fingerprint_id: str | None = None,
-                            config: EffectiveConfig | None = None) -> ExperimentRecord:
+    def annotate_experiment(
+        self,
+        experiment_id: str,
+        *,
+        command: str | None = None,
+        patch_sha: str | None = None,
+        fingerprint_id: str | None = None,
+        config: EffectiveConfig | None = None,
+    ) -> ExperimentRecord:
         """Fill in what a running experiment learned after its start."""
         ...
 
-    def finish_experiment(self, experiment_id: str, status: ExperimentStatus = "finished",
-                          failure: Failure | None = None, node_seconds: float = 0.0) -> ExperimentRecord:
+    def finish_experiment(
+        self,
+        experiment_id: str,
+        status: ExperimentStatus = "finished",
+        failure: Failure | None = None,
+        node_seconds: float = 0.0,
+    ) -> ExperimentRecord:
         """Final from here on (immutable)."""
         ...
 
@@ -152,8 +194,15 @@ class LoopStore(VerdictHistory, JournalReader, Protocol):
     def record_verdict(self, experiment_id: str, verdict: Verdict) -> bool: ...
 
     # -------------------------------------------------------- measurements
-    def record_side(self, experiment_id: str, side: RunSide, repeat: int,
-                    levels: list[tuple[str, LevelResult, str]], *, node: str = "") -> bool:
+    def record_side(
+        self,
+        experiment_id: str,
+        side: RunSide,
+        repeat: int,
+        levels: list[tuple[str, LevelResult, str]],
+        *,
+        node: str = "",
+    ) -> bool:
         """Every level of one launch, (workload, result, work key), all or nothing."""
         ...
 
@@ -161,8 +210,9 @@ class LoopStore(VerdictHistory, JournalReader, Protocol):
 
     def runs_for(self, experiment_id: str, side: RunSide | None = None) -> list[RunRecord]: ...
 
-    def side_values(self, experiment_ids: list[str], metric: str, side: RunSide = "baseline",
-                    work: Mapping[str, str] | None = None) -> dict[str, list[LevelValue]]:
+    def side_values(
+        self, experiment_ids: list[str], metric: str, side: RunSide = "baseline", work: Mapping[str, str] | None = None
+    ) -> dict[str, list[LevelValue]]:
         """One metric of one side of many experiments, per experiment, in one read (the
         noise model's, before every decision: it must stay cheap at any size)."""
         ...
@@ -171,8 +221,9 @@ class LoopStore(VerdictHistory, JournalReader, Protocol):
         """Per level, the candidate's repeats and the baseline's they compare with."""
         ...
 
-    def noise_history(self, campaign_id: str, node: str, fingerprint_id: str | None, *, limit: int,
-                      exclude: str | None = None) -> list[tuple[str, str | None]]:
+    def noise_history(
+        self, campaign_id: str, node: str, fingerprint_id: str | None, *, limit: int, exclude: str | None = None
+    ) -> list[tuple[str, str | None]]:
         """(id, baseline_ref) of the latest `limit` live experiments on `node` in this
         environment, in start order."""
         ...
@@ -182,23 +233,24 @@ class LoopStore(VerdictHistory, JournalReader, Protocol):
         ...
 
     # ---------------------------------------------------- launch artifacts
-    def record_launch_artifact(self, experiment_id: str, kind: LaunchArtifactKind, content: str, *,
-                               side: RunSide, repeat: int) -> bool: ...
+    def record_launch_artifact(
+        self, experiment_id: str, kind: LaunchArtifactKind, content: str, *, side: RunSide, repeat: int
+    ) -> bool: ...
 
     def launch_artifacts(self, experiment_id: str, kind: LaunchArtifactKind) -> list[LaunchArtifact]:
         """Every launch's `kind`, in (repeat, side) order."""
         ...
 
-    def launch_artifact(self, experiment_id: str, kind: LaunchArtifactKind, *, side: RunSide,
-                        repeat: int) -> str | None: ...
+    def launch_artifact(
+        self, experiment_id: str, kind: LaunchArtifactKind, *, side: RunSide, repeat: int
+    ) -> str | None: ...
 
     def record_launch_time(self, experiment_id: str, time: LaunchTime) -> None: ...
 
     def launch_times(self, experiment_id: str) -> list[LaunchTime]: ...
 
     # ------------------------------------------------ experiment artifacts
-    def record_artifact(self, experiment_id: str, kind: ExperimentArtifactKind, content: str, *,
-                        seq: int = 0) -> bool:
+    def record_artifact(self, experiment_id: str, kind: ExperimentArtifactKind, content: str, *, seq: int = 0) -> bool:
         """`seq`: 0, or the round (`round_reason`) or repeat (`drift`) it is about."""
         ...
 
@@ -209,19 +261,37 @@ class LoopStore(VerdictHistory, JournalReader, Protocol):
         """The review gate's number; the same `key` again returns the same gate."""
         ...
 
-    def decide_review(self, campaign_id: str, seq: int, decision: ReviewDecision, *, note: str = "",
-                      added: Iterable[HypothesisSpec] = (),
-                      overrides: dict[str, JsonValue] | None = None) -> ReviewRecord: ...
+    def decide_review(
+        self,
+        campaign_id: str,
+        seq: int,
+        decision: ReviewDecision,
+        *,
+        note: str = "",
+        added: Iterable[HypothesisSpec] = (),
+        overrides: dict[str, JsonValue] | None = None,
+    ) -> ReviewRecord: ...
 
-    def record_llm_call(self, campaign_id: str, *, purpose: str, model: str, prompt_tokens: int,
-                        completion_tokens: int, latency_ms: float, prompt_hash: str,
-                        output: dict[str, JsonValue] | list[JsonValue] | str | None = None,
-                        rejection: str | None = None, attempt: int = 0) -> bool: ...
+    def record_llm_call(
+        self,
+        campaign_id: str,
+        *,
+        purpose: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        latency_ms: float,
+        prompt_hash: str,
+        output: dict[str, JsonValue] | list[JsonValue] | str | None = None,
+        rejection: str | None = None,
+        attempt: int = 0,
+    ) -> bool: ...
 
     def planner_calls(self, campaign_id: str) -> list[PlannerCall]: ...
 
-    def add_event(self, campaign_id: str, kind: str, message: str, *, key: str | None = None,
-                  ts: float | None = None) -> bool:
+    def add_event(
+        self, campaign_id: str, kind: str, message: str, *, key: str | None = None, ts: float | None = None
+    ) -> bool:
         """A timeline entry, keyed by (kind, key or message)."""
         ...
 

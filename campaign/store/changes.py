@@ -27,9 +27,11 @@ from campaign.store.plain import require_campaign_row
 
 __all__ = ["DDL", "candidate_order", "changed_since", "install", "journal_changes", "latest"]
 
-_BUMP = ("INSERT OR REPLACE INTO journal_changes (experiment_id, campaign_id, seq) "
-         "SELECT e.id, e.campaign_id, (SELECT coalesce(max(seq), 0) + 1 FROM journal_changes) "
-         "FROM experiments e WHERE {where};")
+_BUMP = (
+    "INSERT OR REPLACE INTO journal_changes (experiment_id, campaign_id, seq) "
+    "SELECT e.id, e.campaign_id, (SELECT coalesce(max(seq), 0) + 1 FROM journal_changes) "
+    "FROM experiments e WHERE {where};"
+)
 
 _TRIGGERS = {
     "jc_experiment_insert": ("AFTER INSERT ON experiments", "e.id = NEW.id"),
@@ -40,10 +42,14 @@ _TRIGGERS = {
     "jc_verdict_update": ("AFTER UPDATE ON verdicts", "e.id = NEW.experiment_id"),
     "jc_artifact_insert": ("AFTER INSERT ON artifacts", "e.id = NEW.experiment_id"),
     "jc_artifact_update": ("AFTER UPDATE ON artifacts", "e.id = NEW.experiment_id"),
-    "jc_hypothesis_insert": ("AFTER INSERT ON hypotheses",
-                             "e.campaign_id = NEW.campaign_id AND e.hypothesis = NEW.name"),
-    "jc_hypothesis_update": ("AFTER UPDATE OF spec_json, source ON hypotheses",
-                             "e.campaign_id = NEW.campaign_id AND e.hypothesis = NEW.name"),
+    "jc_hypothesis_insert": (
+        "AFTER INSERT ON hypotheses",
+        "e.campaign_id = NEW.campaign_id AND e.hypothesis = NEW.name",
+    ),
+    "jc_hypothesis_update": (
+        "AFTER UPDATE OF spec_json, source ON hypotheses",
+        "e.campaign_id = NEW.campaign_id AND e.hypothesis = NEW.name",
+    ),
 }
 
 DDL = [
@@ -51,8 +57,10 @@ DDL = [
     "campaign_id TEXT NOT NULL, seq INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS ix_journal_changes_campaign ON journal_changes (campaign_id, seq)",
     "CREATE INDEX IF NOT EXISTS ix_journal_changes_seq ON journal_changes (seq)",
-    *(f"CREATE TRIGGER IF NOT EXISTS {name} {when} BEGIN {_BUMP.format(where=where)} END"
-      for name, (when, where) in _TRIGGERS.items()),
+    *(
+        f"CREATE TRIGGER IF NOT EXISTS {name} {when} BEGIN {_BUMP.format(where=where)} END"
+        for name, (when, where) in _TRIGGERS.items()
+    ),
 ]
 
 
@@ -90,8 +98,10 @@ def install(conn: Any) -> None:
     `conn`: a SQLAlchemy connection (the readers below take the sqlite3 connection)."""
     for stmt in _pg_ddl() if conn.dialect.name == "postgresql" else DDL:
         conn.exec_driver_sql(stmt)
-    conn.exec_driver_sql("INSERT INTO journal_changes (experiment_id, campaign_id, seq) "
-                         "SELECT id, campaign_id, 1 FROM experiments WHERE true ON CONFLICT DO NOTHING")  # WHERE: SQLite parses the upsert after it
+    conn.exec_driver_sql(
+        "INSERT INTO journal_changes (experiment_id, campaign_id, seq) "
+        "SELECT id, campaign_id, 1 FROM experiments WHERE true ON CONFLICT DO NOTHING"
+    )  # WHERE: SQLite parses the upsert after it
 
 
 def latest(conn: Any) -> int:
@@ -102,16 +112,19 @@ def latest(conn: Any) -> int:
 
 def changed_since(conn: Any, campaign_id: str, seq: int) -> set[str]:
     """The campaign's experiments stamped after `seq` (an index range: only those rows)."""
-    rows = conn.execute("SELECT experiment_id FROM journal_changes WHERE campaign_id = ? AND seq > ?",
-                        (campaign_id, seq))
+    rows = conn.execute(
+        "SELECT experiment_id FROM journal_changes WHERE campaign_id = ? AND seq > ?", (campaign_id, seq)
+    )
     return {r[0] for r in rows}
 
 
 def candidate_order(conn: Any, campaign_id: str) -> list[str]:
     """The campaign's candidate experiments in start order (the journal's numbering): one
     column from the order index, no record decoded."""
-    rows = conn.execute("SELECT id FROM experiments WHERE campaign_id = ? AND role = 'candidate' "
-                       "ORDER BY started_at, id", (campaign_id,)).fetchall()
+    rows = conn.execute(
+        "SELECT id FROM experiments WHERE campaign_id = ? AND role = 'candidate' ORDER BY started_at, id",
+        (campaign_id,),
+    ).fetchall()
     return [r[0] for r in rows]
 
 

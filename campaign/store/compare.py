@@ -43,8 +43,10 @@ def measured_side(store: Any, ref: str) -> tuple[MeasuredSide, CampaignRecord]:
     and its campaign (`store`: a `campaign.store.Store`)."""
     campaign_id, _, name = ref.partition(":")
     if not campaign_id:
-        raise UserError(f"{ref!r}: no campaign id (fix: write ID or ID:EXPERIMENT, e.g. {ref.lstrip(':')} "
-                        "after the id `campaign status` lists)")
+        raise UserError(
+            f"{ref!r}: no campaign id (fix: write ID or ID:EXPERIMENT, e.g. {ref.lstrip(':')} "
+            "after the id `campaign status` lists)"
+        )
     campaign: CampaignRecord = store.get_campaign(campaign_id)
     if name:
         exp = _experiment(store, campaign, name)
@@ -52,8 +54,14 @@ def measured_side(store: Any, ref: str) -> tuple[MeasuredSide, CampaignRecord]:
         exp = store.get_experiment(campaign.baseline_experiment_id)
     else:
         raise UserError(f"{campaign_id}: no baseline measured yet {_fix(campaign_id)}")
-    side = MeasuredSide(label=ref, experiment_id=exp.id, side=_side_of(exp), campaign_id=campaign.id, node=exp.node,
-                        environment=exp.fingerprint_id)
+    side = MeasuredSide(
+        label=ref,
+        experiment_id=exp.id,
+        side=_side_of(exp),
+        campaign_id=campaign.id,
+        node=exp.node,
+        environment=exp.fingerprint_id,
+    )
     for r in store.runs_for(exp.id, side.side):  # by workload, C, repeat: launch order within a level
         side.levels.setdefault((r.workload, r.concurrency), []).append(r.result)
         side.work[r.workload] = r.work

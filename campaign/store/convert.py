@@ -107,9 +107,17 @@ def experiment_record(row: ExperimentRow) -> ExperimentRecord:
 def run_records(row: RunSideRow) -> list[RunRecord]:
     """The levels of one packed side/round, as one record per level."""
     return [
-        RunRecord(experiment_id=row.experiment_id, side=row.side, repeat=row.repeat,
-                  workload=workload, concurrency=result.concurrency, result=result,
-                  work=work, node=row.node, recorded_at=row.recorded_at)
+        RunRecord(
+            experiment_id=row.experiment_id,
+            side=row.side,
+            repeat=row.repeat,
+            workload=workload,
+            concurrency=result.concurrency,
+            result=result,
+            work=work,
+            node=row.node,
+            recorded_at=row.recorded_at,
+        )
         for workload, result, work in unpack_levels(row.levels)
     ]
 

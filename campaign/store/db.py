@@ -39,7 +39,9 @@ _BEGIN_OPTION = "campaign_sqlite_begin"
 
 
 def _fix_hint(path: Path) -> str:
-    return f"fix: set `database:` in the playbook to a writable path, or check that {path.parent} is a writable directory"
+    return (
+        f"fix: set `database:` in the playbook to a writable path, or check that {path.parent} is a writable directory"
+    )
 
 
 def open_engine(path: Path | str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine:
@@ -51,7 +53,9 @@ def open_engine(path: Path | str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"{path}: cannot create the database directory: {exc.strerror or exc} ({_fix_hint(path)})") from None
+        raise UserError(
+            f"{path}: cannot create the database directory: {exc.strerror or exc} ({_fix_hint(path)})"
+        ) from None
     if path.is_dir():
         raise UserError(f"{path}: is a directory, not a database file (fix: point `database:` at a file path)")
     try:
@@ -99,8 +103,10 @@ def _open_pg(url: str) -> Engine:
     except DBAPIError as exc:
         engine.dispose()
         reason = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
-        raise UserError(f"{shown}: cannot open the database: {reason} (fix: check that the server runs, the "
-                        "database exists, and the password is in PGPASSWORD or the .pgpass)") from None
+        raise UserError(
+            f"{shown}: cannot open the database: {reason} (fix: check that the server runs, the "
+            "database exists, and the password is in PGPASSWORD or the .pgpass)"
+        ) from None
     except UserError:
         engine.dispose()
         raise

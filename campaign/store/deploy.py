@@ -27,7 +27,9 @@ SELECT id, role, config_json FROM experiments
 WHERE campaign_id = ? AND status = 'finished' AND (role = 'baseline' OR adopted = TRUE)
 ORDER BY coalesce(finished_at, started_at) DESC, id DESC LIMIT 1
 """
-_COMMANDS = "SELECT seq, content, content_z FROM artifacts WHERE experiment_id = ? AND kind = 'command' ORDER BY seq DESC"
+_COMMANDS = (
+    "SELECT seq, content, content_z FROM artifacts WHERE experiment_id = ? AND kind = 'command' ORDER BY seq DESC"
+)
 _ADOPTED = "SELECT hypothesis FROM experiments WHERE campaign_id = ? AND adopted = TRUE ORDER BY started_at, id"
 _WINS = """
 SELECT e.id, e.hypothesis, e.status, h.spec_json FROM experiments e
@@ -45,14 +47,23 @@ def read_deploy(conn: sqlite3.Connection, campaign_id: str) -> DeployView | None
         return None
     exp_id, role, config_json = row
     side = 0 if role == "baseline" else 1  # artifacts' seq = 2 * repeat + side (baseline 0, candidate 1)
-    command = next((unpack_text(content, packed) for seq, content, packed in conn.execute(_COMMANDS, (exp_id,))
-                    if seq % 2 == side), "")
+    command = next(
+        (
+            unpack_text(content, packed)
+            for seq, content, packed in conn.execute(_COMMANDS, (exp_id,))
+            if seq % 2 == side
+        ),
+        "",
+    )
     if not command:
         return None
     env = EffectiveConfig.model_validate_json(config_json).env
     prefix = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items()))
-    return DeployView(command=f"{prefix} {command}" if prefix else command, experiment_id=exp_id,
-                      adopted=[h for (h,) in conn.execute(_ADOPTED, (campaign_id,))])
+    return DeployView(
+        command=f"{prefix} {command}" if prefix else command,
+        experiment_id=exp_id,
+        adopted=[h for (h,) in conn.execute(_ADOPTED, (campaign_id,))],
+    )
 
 
 def read_wins_not_adopted(conn: sqlite3.Connection, campaign_id: str) -> list[WinNotAdopted]:
@@ -62,7 +73,8 @@ def read_wins_not_adopted(conn: sqlite3.Connection, campaign_id: str) -> list[Wi
         if hypothesis.startswith(STACK_CHECK):
             continue
         adopt = bool(spec_json) and HypothesisSpec.model_validate_json(spec_json).adopt_if_win
-        exp = ExperimentView(id=exp_id, hypothesis=hypothesis, status=status, adopt_if_win=adopt,
-                             verdict=Verdict(kind="win", reason=""))
+        exp = ExperimentView(
+            id=exp_id, hypothesis=hypothesis, status=status, adopt_if_win=adopt, verdict=Verdict(kind="win", reason="")
+        )
         out.append(WinNotAdopted(experiment_id=exp_id, hypothesis=hypothesis, why=next_step(exp)))
     return out

@@ -20,8 +20,10 @@ _TOKEN = re.compile(r"'(?:[^']|'')*'|%|\?|(?<![:\w]):([A-Za-z_]\w*)")
 _REWRITES = (
     (re.compile(r"json_each\(\?\)"), "json_array_elements_text(CAST(? AS json))"),
     (re.compile(r"group_concat\(([^()]*)\)"), r"string_agg(CAST(\1 AS text), ',')"),
-    (re.compile(r"sqlite_master WHERE type = 'table' AND name ="),
-     "pg_tables WHERE schemaname = current_schema() AND tablename ="),
+    (
+        re.compile(r"sqlite_master WHERE type = 'table' AND name ="),
+        "pg_tables WHERE schemaname = current_schema() AND tablename =",
+    ),
     (re.compile(r"\bBLOB\b"), "BYTEA"),
     (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),  # PostgreSQL's REAL is 4 bytes
     (re.compile(r"\bIS \?"), "IS NOT DISTINCT FROM ?"),  # SQLite's null-safe equality

@@ -67,7 +67,9 @@ class ExperimentsMixin:
         _check_choice(role, get_args(ExperimentRole), "role")
         with write_session(self._engine) as s:
             require_campaign(s, campaign_id)
-            mine = select(ExperimentRow).where(ExperimentRow.campaign_id == campaign_id, ExperimentRow.hypothesis == hypothesis)
+            mine = select(ExperimentRow).where(
+                ExperimentRow.campaign_id == campaign_id, ExperimentRow.hypothesis == hypothesis
+            )
             if attempt is None:
                 running = s.exec(mine.where(ExperimentRow.status == "running")).first()
                 if running is not None:
@@ -105,7 +107,9 @@ class ExperimentsMixin:
                        "config_json": canonical(config) if config is not None else None}  # fmt: skip
             changed = {k: v for k, v in updates.items() if v is not None and getattr(row, k) != v}
             if changed and row.status in _TERMINAL:
-                raise ImmutableRecordError(f"experiment {experiment_id} is {row.status}: cannot change {', '.join(changed)}")
+                raise ImmutableRecordError(
+                    f"experiment {experiment_id} is {row.status}: cannot change {', '.join(changed)}"
+                )
             for key, value in changed.items():
                 setattr(row, key, value)
             s.add(row)
@@ -159,17 +163,25 @@ class ExperimentsMixin:
         """In start order."""
         with read_session(self._engine) as s:
             q = select(ExperimentRow).where(ExperimentRow.campaign_id == campaign_id)
-            for column, value in ((ExperimentRow.role, role), (ExperimentRow.hypothesis, hypothesis), (ExperimentRow.status, status)):
+            for column, value in (
+                (ExperimentRow.role, role),
+                (ExperimentRow.hypothesis, hypothesis),
+                (ExperimentRow.status, status),
+            ):
                 if value is not None:
                     q = q.where(column == value)
-            return [experiment_record(r) for r in s.exec(q.order_by(col(ExperimentRow.started_at), col(ExperimentRow.id)))]
+            return [
+                experiment_record(r) for r in s.exec(q.order_by(col(ExperimentRow.started_at), col(ExperimentRow.id)))
+            ]
 
     def mark_stale_experiments(self, campaign_id: str, keep: tuple[str, ...] | list[str] = ()) -> list[str]:
         """Mark experiments left `running` (by a process that died) as `stale`; returns their ids.
         Call it after taking the run lock, before resuming the graph.  `keep`: experiments the
         resumed graph continues itself (its checkpoint still holds them)."""
         with write_session(self._engine) as s:
-            rows = s.exec(select(ExperimentRow).where(ExperimentRow.campaign_id == campaign_id, ExperimentRow.status == "running")).all()
+            rows = s.exec(
+                select(ExperimentRow).where(ExperimentRow.campaign_id == campaign_id, ExperimentRow.status == "running")
+            ).all()
             rows = [r for r in rows if r.id not in set(keep)]
             now = time.time()
             for row in rows:
@@ -204,15 +216,28 @@ class ExperimentsMixin:
                 raise ImmutableRecordError(f"experiment {experiment_id} is {exp.status}: cannot record a new run")
             levels.append((workload, result, work))
             if row is None:
-                row = RunSideRow(experiment_id=experiment_id, side=side, repeat=repeat, levels=pack_levels(levels),
-                                 node=node, recorded_at=time.time())
+                row = RunSideRow(
+                    experiment_id=experiment_id,
+                    side=side,
+                    repeat=repeat,
+                    levels=pack_levels(levels),
+                    node=node,
+                    recorded_at=time.time(),
+                )
             else:
                 row.levels = pack_levels(levels)
             s.add(row)
             return True
 
-    def record_side(self, experiment_id: str, side: RunSide, repeat: int,
-                    levels: list[tuple[str, LevelResult, str]], *, node: str = "") -> bool:
+    def record_side(
+        self,
+        experiment_id: str,
+        side: RunSide,
+        repeat: int,
+        levels: list[tuple[str, LevelResult, str]],
+        *,
+        node: str = "",
+    ) -> bool:
         """Every level of one side of one repeat in ONE transaction: a killed controller
         leaves either the whole measurement or none of it.  `levels`: (workload, result,
         work key: `campaign.domain.work`).  False when that side/repeat is already recorded."""
@@ -224,8 +249,16 @@ class ExperimentsMixin:
             if exp.status in _TERMINAL:
                 raise ImmutableRecordError(f"experiment {experiment_id} is {exp.status}: cannot record a new run")
             if levels:
-                s.add(RunSideRow(experiment_id=experiment_id, side=side, repeat=repeat, levels=pack_levels(levels),
-                                 node=node, recorded_at=time.time()))
+                s.add(
+                    RunSideRow(
+                        experiment_id=experiment_id,
+                        side=side,
+                        repeat=repeat,
+                        levels=pack_levels(levels),
+                        node=node,
+                        recorded_at=time.time(),
+                    )
+                )
             return True
 
     def has_side(self, experiment_id: str, side: RunSide, repeat: int) -> bool:
@@ -244,8 +277,9 @@ class ExperimentsMixin:
             q = q.where(RunSideRow.side == side)
         return sorted((r for row in s.exec(q) for r in run_records(row)), key=run_order)
 
-    def side_values(self, experiment_ids: list[str], metric: str, side: RunSide = "baseline",
-                    work: Mapping[str, str] | None = None) -> dict[str, list[tuple[int, str, int, float]]]:
+    def side_values(
+        self, experiment_ids: list[str], metric: str, side: RunSide = "baseline", work: Mapping[str, str] | None = None
+    ) -> dict[str, list[tuple[int, str, int, float]]]:
         """(repeat, workload, concurrency, metric) of every level of one side, per
         experiment, in one query and without building level results: the noise model
         reads every launch of the campaign before each decision, so this read must stay
@@ -255,7 +289,8 @@ class ExperimentsMixin:
         if not experiment_ids:
             return out
         q = select(RunSideRow.experiment_id, RunSideRow.repeat, RunSideRow.levels).where(
-            col(RunSideRow.experiment_id).in_(experiment_ids), RunSideRow.side == side)
+            col(RunSideRow.experiment_id).in_(experiment_ids), RunSideRow.side == side
+        )
         wanted = tuple(sorted(work.items())) if work is not None else None
         with read_session(self._engine) as s:
             for exp_id, repeat, blob in s.exec(q):
@@ -299,9 +334,13 @@ class ExperimentsMixin:
                 raise ImmutableRecordError(f"experiment {experiment_id} is stale: its runs cannot carry a verdict")
             s.add(
                 VerdictRow(
-                    experiment_id=experiment_id, kind=verdict.kind, reason=verdict.reason,
+                    experiment_id=experiment_id,
+                    kind=verdict.kind,
+                    reason=verdict.reason,
                     failure_class=verdict.failure_class.value if verdict.failure_class else None,
-                    detail_json="" if (z := pack_text(detail)) else detail, detail_z=z, recorded_at=time.time(),
+                    detail_json="" if (z := pack_text(detail)) else detail,
+                    detail_z=z,
+                    recorded_at=time.time(),
                 )  # fmt: skip
             )
             if exp.status in _TERMINAL:  # the loop decides before it finishes; anyone else: counted again
@@ -327,11 +366,19 @@ class ExperimentsMixin:
                 if unpack_text(row.content, row.content_z) == content:
                     return False
                 if exp.status in _TERMINAL:
-                    raise ImmutableRecordError(f"experiment {experiment_id} is {exp.status}: artifact {kind}#{seq} is final")
+                    raise ImmutableRecordError(
+                        f"experiment {experiment_id} is {exp.status}: artifact {kind}#{seq} is final"
+                    )
                 row.content, row.content_z = ("" if packed else content), packed
             else:
-                row = ArtifactRow(experiment_id=experiment_id, kind=kind, seq=seq, content="" if packed else content,
-                                  content_z=packed, created_at=time.time())
+                row = ArtifactRow(
+                    experiment_id=experiment_id,
+                    kind=kind,
+                    seq=seq,
+                    content="" if packed else content,
+                    content_z=packed,
+                    created_at=time.time(),
+                )
             s.add(row)
             return True
 
@@ -344,4 +391,7 @@ class ExperimentsMixin:
         """(kind, seq, content) in kind, seq order."""
         with read_session(self._engine) as s:
             q = select(ArtifactRow).where(ArtifactRow.experiment_id == experiment_id)
-            return [(r.kind, r.seq, unpack_text(r.content, r.content_z)) for r in s.exec(q.order_by(col(ArtifactRow.kind), col(ArtifactRow.seq)))]
+            return [
+                (r.kind, r.seq, unpack_text(r.content, r.content_z))
+                for r in s.exec(q.order_by(col(ArtifactRow.kind), col(ArtifactRow.seq)))
+            ]

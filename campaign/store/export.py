@@ -23,8 +23,19 @@ from campaign.store.ops import require_campaign
 __all__ = ["ID_COLUMNS", "LevelMeasurement", "columns", "level_measurements", "level_result"]
 
 #: what identifies a measurement, ahead of its figures
-ID_COLUMNS = ("campaign_id", "experiment_id", "hypothesis", "attempt", "role", "side", "launch", "workload", "work",
-              "node", "recorded_at")
+ID_COLUMNS = (
+    "campaign_id",
+    "experiment_id",
+    "hypothesis",
+    "attempt",
+    "role",
+    "side",
+    "launch",
+    "workload",
+    "work",
+    "node",
+    "recorded_at",
+)
 
 
 class LevelMeasurement(BaseModel):
@@ -58,8 +69,20 @@ class LevelMeasurement(BaseModel):
 
 def columns() -> list[str]:
     """Every column, in order (also the CSV header of a campaign with no measurement)."""
-    sample = LevelMeasurement(campaign_id="", experiment_id="", hypothesis="", attempt=0, role="", side="", launch=0,
-                              workload="", work="", node="", recorded_at=0.0, result=LevelResult(concurrency=1, requests=0))
+    sample = LevelMeasurement(
+        campaign_id="",
+        experiment_id="",
+        hypothesis="",
+        attempt=0,
+        role="",
+        side="",
+        launch=0,
+        workload="",
+        work="",
+        node="",
+        recorded_at=0.0,
+        result=LevelResult(concurrency=1, requests=0),
+    )
     return list(sample.flat())
 
 
@@ -78,16 +101,34 @@ def level_result(row: dict[str, Any]) -> LevelResult:
 def level_measurements(s: Session, campaign_id: str) -> list[LevelMeasurement]:
     """Every recorded level of the campaign, by experiment start, side, launch, then as recorded."""
     require_campaign(s, campaign_id)
-    exps = {e.id: e for e in s.exec(select(ExperimentRow).where(ExperimentRow.campaign_id == campaign_id)
-                                     .order_by(col(ExperimentRow.started_at), col(ExperimentRow.id)))}
+    exps = {
+        e.id: e
+        for e in s.exec(
+            select(ExperimentRow)
+            .where(ExperimentRow.campaign_id == campaign_id)
+            .order_by(col(ExperimentRow.started_at), col(ExperimentRow.id))
+        )
+    }
     order = {exp_id: i for i, exp_id in enumerate(exps)}
     sides = s.exec(select(RunSideRow).where(col(RunSideRow.experiment_id).in_(list(exps)))).all()
     out: list[LevelMeasurement] = []
     for row in sorted(sides, key=lambda r: (order[r.experiment_id], r.side != "candidate", r.repeat)):
         exp = exps[row.experiment_id]
-        out.extend(LevelMeasurement(campaign_id=campaign_id, experiment_id=exp.id, hypothesis=exp.hypothesis,
-                                    attempt=exp.attempt, role=exp.role, side=r.side, launch=r.repeat,
-                                    workload=r.workload, work=r.work, node=r.node, recorded_at=r.recorded_at,
-                                    result=r.result)
-                   for r in run_records(row))
+        out.extend(
+            LevelMeasurement(
+                campaign_id=campaign_id,
+                experiment_id=exp.id,
+                hypothesis=exp.hypothesis,
+                attempt=exp.attempt,
+                role=exp.role,
+                side=r.side,
+                launch=r.repeat,
+                workload=r.workload,
+                work=r.work,
+                node=r.node,
+                recorded_at=r.recorded_at,
+                result=r.result,
+            )
+            for r in run_records(row)
+        )
     return out

@@ -63,7 +63,9 @@ class Store(ExperimentsMixin, LaunchesMixin, ReviewLogMixin, LoopReadsMixin):
         #: the file path, or the PostgreSQL URL (no password in it): what `Store(...)` reopens
         self.location = str(path)
         self.path = Path(path)  # the SQLite file (meaningless for a URL)
-        self._engine = open_engine(self.location if is_url(self.location) else self.path, busy_timeout_ms=busy_timeout_ms)
+        self._engine = open_engine(
+            self.location if is_url(self.location) else self.path, busy_timeout_ms=busy_timeout_ms
+        )
         self._memo = ParseMemo()  # records decoded before: the journal's update reads them again after every verdict
 
     def close(self) -> None:
@@ -175,7 +177,9 @@ class Store(ExperimentsMixin, LaunchesMixin, ReviewLogMixin, LoopReadsMixin):
         with write_session(self._engine) as s:
             row = s.get(HypothesisRow, (campaign_id, name))
             if row is None:
-                raise UserError(f"campaign {campaign_id}: no hypothesis named {name!r} (fix: run `campaign show {campaign_id}` to list them)")
+                raise UserError(
+                    f"campaign {campaign_id}: no hypothesis named {name!r} (fix: run `campaign show {campaign_id}` to list them)"
+                )
             row.status, row.updated_at = status, time.time()
             row.rejection_reason = rejection_reason if status == "rejected" else row.rejection_reason
             s.add(row)
@@ -212,7 +216,9 @@ class Store(ExperimentsMixin, LaunchesMixin, ReviewLogMixin, LoopReadsMixin):
                 return fid
             row = s.get(FingerprintRow, (campaign_id, fid))
             if row is None:
-                row = FingerprintRow(campaign_id=campaign_id, id=fid, json_=canonical(fingerprint), recorded_at=time.time())
+                row = FingerprintRow(
+                    campaign_id=campaign_id, id=fid, json_=canonical(fingerprint), recorded_at=time.time()
+                )
             row.seq = (latest.seq + 1) if latest else 1
             s.add(row)
             if latest is not None:
@@ -250,8 +256,9 @@ class Store(ExperimentsMixin, LaunchesMixin, ReviewLogMixin, LoopReadsMixin):
         """Dead-end verdicts with revisit_on, environment at the time and `reopened`."""
         return dead_ends(self.snapshot(campaign_id))
 
-    def view(self, campaign_id: str, *, detail: set[str] | None = None,
-             window: Collection[str] | None = None) -> CampaignView:
+    def view(
+        self, campaign_id: str, *, detail: set[str] | None = None, window: Collection[str] | None = None
+    ) -> CampaignView:
         """Everything the journal renders, from one consistent read.  With `detail`, only
         those experiments carry their measured rows (the others: verdict only), for an
         incremental journal update that re-renders just what changed; with `window`, only
@@ -298,8 +305,9 @@ class Store(ExperimentsMixin, LaunchesMixin, ReviewLogMixin, LoopReadsMixin):
         with read_session(self._engine) as s:
             conn = driver_connection(s)
             seq = changes.latest(conn)
-            scope = refresh_scope(DriverConn(s), campaign_id, seq,
-                                  lambda since: changes.changed_since(conn, campaign_id, since))
+            scope = refresh_scope(
+                DriverConn(s), campaign_id, seq, lambda since: changes.changed_since(conn, campaign_id, since)
+            )
             for _ in show_json_chunks(s, campaign_id, fresh=fresh, cached_text=False, scope=scope):
                 pass
         self._store_show_pieces(campaign_id, fresh, seq)

@@ -23,8 +23,9 @@ def latency_limit(playbook: dict[str, Any]) -> LatencyLimitView | None:
     lim = (playbook.get("verdict") or {}).get("latency_limit")
     if not isinstance(lim, dict) or "max_ms" not in lim:
         return None
-    return LatencyLimitView(metric=str(lim.get("metric", "ttft_ms")), stat=str(lim.get("stat", "p99")),
-                            max_ms=float(lim["max_ms"]))
+    return LatencyLimitView(
+        metric=str(lim.get("metric", "ttft_ms")), stat=str(lim.get("stat", "p99")), max_ms=float(lim["max_ms"])
+    )
 
 
 def latency_fields(playbook: dict[str, Any]) -> tuple[str, ...]:

@@ -25,19 +25,24 @@ class _Artifacts(Protocol):
 
 
 class LaunchesMixin:
-    def record_launch_artifact(self: _Artifacts, experiment_id: str, kind: LaunchArtifactKind, content: str, *,
-                               side: RunSide, repeat: int) -> bool:
+    def record_launch_artifact(
+        self: _Artifacts, experiment_id: str, kind: LaunchArtifactKind, content: str, *, side: RunSide, repeat: int
+    ) -> bool:
         return self.record_artifact(experiment_id, kind, content, seq=launch_seq(side, repeat))
 
-    def launch_artifact(self: _Artifacts, experiment_id: str, kind: LaunchArtifactKind, *, side: RunSide,
-                        repeat: int) -> str | None:
+    def launch_artifact(
+        self: _Artifacts, experiment_id: str, kind: LaunchArtifactKind, *, side: RunSide, repeat: int
+    ) -> str | None:
         return self.get_artifact(experiment_id, kind, launch_seq(side, repeat))
 
     def launch_artifacts(self: _Artifacts, experiment_id: str, kind: LaunchArtifactKind) -> list[LaunchArtifact]:
         """Every launch's `kind`, in (repeat, side) order."""
-        return [LaunchArtifact(kind=kind, side=side, repeat=repeat, content=content)
-                for k, seq, content in self.list_artifacts(experiment_id) if k == kind
-                for side, repeat in (launch_key(seq),)]
+        return [
+            LaunchArtifact(kind=kind, side=side, repeat=repeat, content=content)
+            for k, seq, content in self.list_artifacts(experiment_id)
+            if k == kind
+            for side, repeat in (launch_key(seq),)
+        ]
 
     def record_launch_time(self: _Artifacts, experiment_id: str, time: LaunchTime) -> None:
         """Node seconds always (a launch that cost nothing says so); queue seconds when it waited."""
@@ -55,5 +60,8 @@ class LaunchesMixin:
                 node[seq] = float(content)
             elif kind == "queue_seconds":
                 queue[seq] = float(content)
-        return [LaunchTime(side=side, repeat=repeat, node_seconds=node.get(seq, 0.0), queue_seconds=queue.get(seq, 0.0))
-                for seq in sorted(node.keys() | queue.keys()) for side, repeat in (launch_key(seq),)]
+        return [
+            LaunchTime(side=side, repeat=repeat, node_seconds=node.get(seq, 0.0), queue_seconds=queue.get(seq, 0.0))
+            for seq in sorted(node.keys() | queue.keys())
+            for side, repeat in (launch_key(seq),)
+        ]

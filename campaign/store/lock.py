@@ -73,8 +73,9 @@ def _advisory(engine: Engine, campaign_id: str) -> bool:
         conn.close()
         with read_session(engine) as session:
             row = session.get(RunLockRow, campaign_id)
-        raise _locked(campaign_id, row, "wait for it to finish or stop that process; "
-                                        "its lock ends with its database connection")
+        raise _locked(
+            campaign_id, row, "wait for it to finish or stop that process; its lock ends with its database connection"
+        )
     _HELD[(id(engine), campaign_id)] = conn
     return True
 
@@ -102,8 +103,11 @@ def acquire(engine: Engine, campaign_id: str, owner: str, *, force: bool = False
         if row is not None and not force and not fresh:
             same_holder = row.owner == owner and row.pid == pid and row.host == host
             if not same_holder and not holder_is_stale(row, host):
-                raise _locked(campaign_id, row, "wait for it to finish or stop that process; if it is gone, "
-                                                f"use `campaign unlock {campaign_id}`")
+                raise _locked(
+                    campaign_id,
+                    row,
+                    f"wait for it to finish or stop that process; if it is gone, use `campaign unlock {campaign_id}`",
+                )
             if same_holder:
                 return
         if row is None:

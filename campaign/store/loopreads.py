@@ -42,8 +42,9 @@ class LoopReadsMixin:
         with read_session(self._engine) as s:
             return tally.recount(driver_connection(s), campaign_id)
 
-    def noise_history(self, campaign_id: str, node: str, fingerprint_id: str | None, *, limit: int,
-                      exclude: str | None = None) -> list[tuple[str, str | None]]:
+    def noise_history(
+        self, campaign_id: str, node: str, fingerprint_id: str | None, *, limit: int, exclude: str | None = None
+    ) -> list[tuple[str, str | None]]:
         """(id, baseline_ref) of the latest `limit` experiments on `node` in this
         environment that are not stale (nor `exclude`), in start order: whose launches
         the noise model reads."""

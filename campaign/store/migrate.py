@@ -33,27 +33,45 @@ def _v1_to_v2(session: Session) -> None:
     if inspect(conn).has_table("runs"):
         sides: dict[tuple[str, str, int], list[tuple[str, LevelResult, str]]] = defaultdict(list)
         info: dict[tuple[str, str, int], tuple[str, float]] = {}
-        rows = conn.execute(text("SELECT experiment_id, side, repeat, workload, metrics_json, prompt_set_hash, node, "
-                                 "recorded_at FROM runs ORDER BY id"))
+        rows = conn.execute(
+            text(
+                "SELECT experiment_id, side, repeat, workload, metrics_json, prompt_set_hash, node, "
+                "recorded_at FROM runs ORDER BY id"
+            )
+        )
         for exp_id, side, repeat, workload, metrics, prompt_hash, node, recorded_at in rows:
             key = (exp_id, side, int(repeat))
             sides[key].append((workload, LevelResult.model_validate_json(metrics), prompt_hash))
             info.setdefault(key, (node, recorded_at))
         for (exp_id, side, repeat), levels in sides.items():
             node, recorded_at = info[(exp_id, side, repeat)]
-            session.add(RunSideRow(experiment_id=exp_id, side=side, repeat=repeat, levels=pack_levels(levels),
-                                   node=node, recorded_at=recorded_at))
+            session.add(
+                RunSideRow(
+                    experiment_id=exp_id,
+                    side=side,
+                    repeat=repeat,
+                    levels=pack_levels(levels),
+                    node=node,
+                    recorded_at=recorded_at,
+                )
+            )
         session.flush()
         conn.execute(text("DROP TABLE runs"))
     _add_column(conn, "verdicts", "detail_z")
     _add_column(conn, "artifacts", "content_z")
-    for table, column, packed_column, keys in (("verdicts", "detail_json", "detail_z", "experiment_id"),
-                                               ("artifacts", "content", "content_z", "experiment_id, kind, seq")):
-        found = conn.execute(text(f"SELECT {keys}, {column} FROM {table} WHERE length({column}) >= {PACK_TEXT_FROM}")).all()
+    for table, column, packed_column, keys in (
+        ("verdicts", "detail_json", "detail_z", "experiment_id"),
+        ("artifacts", "content", "content_z", "experiment_id, kind, seq"),
+    ):
+        found = conn.execute(
+            text(f"SELECT {keys}, {column} FROM {table} WHERE length({column}) >= {PACK_TEXT_FROM}")
+        ).all()
         for *cols, plain in found:
             where = " AND ".join(f"{k.strip()} = :k{i}" for i, k in enumerate(keys.split(",")))
-            conn.execute(text(f"UPDATE {table} SET {column} = '', {packed_column} = :z WHERE {where}"),
-                         {"z": pack_text(plain), **{f"k{i}": v for i, v in enumerate(cols)}})
+            conn.execute(
+                text(f"UPDATE {table} SET {column} = '', {packed_column} = :z WHERE {where}"),
+                {"z": pack_text(plain), **{f"k{i}": v for i, v in enumerate(cols)}},
+            )
     conn.execute(text("DROP INDEX IF EXISTS ix_experiments_campaign_id"))
     for model in (ExperimentRow, HypothesisRow, ArtifactRow):
         for index in model.__table__.indexes:  # type: ignore[union-attr]

@@ -47,7 +47,9 @@ def upsert_hypothesis_in(
     now = time.time()
     if row is None:
         if position is None:
-            last = session.exec(select(func.max(HypothesisRow.position)).where(HypothesisRow.campaign_id == campaign_id)).one()
+            last = session.exec(
+                select(func.max(HypothesisRow.position)).where(HypothesisRow.campaign_id == campaign_id)
+            ).one()
             position = 0 if last is None else last + 1
         row = HypothesisRow(
             campaign_id=campaign_id, name=spec.name, source=source, spec_json=spec_json,

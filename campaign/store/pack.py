@@ -21,7 +21,15 @@ from typing import Any
 
 from campaign.domain.models import LevelResult
 
-__all__ = ["PACK_TEXT_FROM", "level_figures", "level_values", "pack_levels", "pack_text", "unpack_levels", "unpack_text"]
+__all__ = [
+    "PACK_TEXT_FROM",
+    "level_figures",
+    "level_values",
+    "pack_levels",
+    "pack_text",
+    "unpack_levels",
+    "unpack_text",
+]
 
 PACK_TEXT_FROM = 256  # shorter text stays plain: compressing it saves nothing
 _FORMAT = 2  # 1: every number a double (still read)
@@ -49,7 +57,7 @@ def _numeric(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-_INT64 = 2 ** 53  # larger magnitudes are kept as doubles (exact integers stop there)
+_INT64 = 2**53  # larger magnitudes are kept as doubles (exact integers stop there)
 
 
 def _scale_of(path: str) -> float:
@@ -96,8 +104,9 @@ def pack_levels(levels: list[tuple[str, LevelResult, str]]) -> bytes:
     rows = len(numbers) // width if width else 0
     columns = [[numbers[r * width + f] for r in range(rows)] for f in range(width)]  # like values side by side
     kinds = _column_kinds(fields, columns)
-    head = json.dumps({"v": _FORMAT, "fields": fields, "kinds": kinds, "levels": header},
-                      separators=(",", ":")).encode()
+    head = json.dumps(
+        {"v": _FORMAT, "fields": fields, "kinds": kinds, "levels": header}, separators=(",", ":")
+    ).encode()
     raw = bytearray()
     for path, kind, column in zip(fields, kinds, columns):
         if kind == "d":
@@ -126,11 +135,11 @@ class _Packed:
         (n,) = struct.unpack_from("<I", raw, 0)
         # shared: parsed once per distinct header (`_head`); else this blob's own, which the
         # caller may hand on inside the results it builds
-        self.head: dict[str, Any] = _head(raw[4:4 + n]) if shared_head else json.loads(raw[4:4 + n])
+        self.head: dict[str, Any] = _head(raw[4 : 4 + n]) if shared_head else json.loads(raw[4 : 4 + n])
         self.version = self.head.get("v")
         if self.version not in (1, _FORMAT):
             raise ValueError(f"unknown packed-levels format {self.version!r}")
-        self._planes = raw[4 + n:]
+        self._planes = raw[4 + n :]
         self._count = len(self._planes) // 8  # numbers in the blob: byte plane i holds byte i of each
         self.fields: list[str] = self.head["fields"]
         self.rows = self._count // len(self.fields) if self.fields else 0
@@ -141,10 +150,10 @@ class _Packed:
         if nums is None:
             buf = bytearray(rows * 8)
             for i in range(8):  # the column's numbers are count-wide planes' slices [f*rows, (f+1)*rows)
-                buf[i::8] = planes[i * count + f * rows:i * count + (f + 1) * rows]
+                buf[i::8] = planes[i * count + f * rows : i * count + (f + 1) * rows]
             chunk = bytes(buf)
         else:
-            chunk = nums[f * rows * 8:(f + 1) * rows * 8]
+            chunk = nums[f * rows * 8 : (f + 1) * rows * 8]
         kind = "d" if self.version == 1 else self.head["kinds"][f]  # format 1: every number a double
         if kind == "d":
             return list(struct.unpack(f"<{rows}d", chunk))
@@ -159,7 +168,7 @@ class _Packed:
         planes, count = self._planes, self._count
         nums = bytearray(len(planes))
         for i in range(8):
-            nums[i::8] = planes[i * count:(i + 1) * count]
+            nums[i::8] = planes[i * count : (i + 1) * count]
         return bytes(nums)
 
     def by_field(self) -> list[float]:
@@ -175,8 +184,11 @@ def level_values(blob: bytes, metric: str, work: Mapping[str, str] | None = None
     packed = _Packed(blob)
     fields = packed.fields
     if "concurrency" not in fields or metric not in fields:
-        return [(w, r.concurrency, float(getattr(r, metric))) for w, r, k in unpack_levels(blob)
-                if work is None or work.get(w) == k]
+        return [
+            (w, r.concurrency, float(getattr(r, metric)))
+            for w, r, k in unpack_levels(blob)
+            if work is None or work.get(w) == k
+        ]
     cs = packed.column(fields.index("concurrency"))
     vs = packed.column(fields.index(metric))
     out: list[tuple[str, int, float]] = []
@@ -200,8 +212,10 @@ def level_figures(blob: bytes, fields: list[str]) -> list[tuple[str, int, list[f
     packed = _Packed(blob)
     have = packed.fields
     if "concurrency" not in have or any(f not in have for f in fields):
-        return [(w, r.concurrency, [_field_of(r.model_dump(mode="json"), f) for f in fields])
-                for w, r, _ in unpack_levels(blob)]
+        return [
+            (w, r.concurrency, [_field_of(r.model_dump(mode="json"), f) for f in fields])
+            for w, r, _ in unpack_levels(blob)
+        ]
     whole = packed.unshuffled()  # one pass for every column asked (cheaper than a pass per column)
     cs = packed.column(have.index("concurrency"), whole)
     columns = [packed.column(have.index(f), whole) for f in fields]
@@ -239,7 +253,7 @@ def unpack_levels(blob: bytes) -> list[tuple[str, LevelResult, str]]:
             continue
         data: dict[str, Any] = dict(extras)
         nested: dict[str, dict[str, float]] = {}
-        for (key, _, sub), value in zip(split, nums[i:i + len(fields)]):
+        for (key, _, sub), value in zip(split, nums[i : i + len(fields)]):
             if sub:
                 nested.setdefault(key, {})[sub] = value
             else:

@@ -48,15 +48,21 @@ class RunningExperiment(BaseModel):
 
 
 def running_experiments(conn: sqlite3.Connection, campaign_id: str) -> list[RunningExperiment]:
-    found = rows(conn, "SELECT e.id, e.hypothesis, e.attempt, e.started_at, rs.side, count(rs.side) AS n,"
-                       " max(rs.recorded_at) AS last FROM experiments e"
-                       " LEFT JOIN run_sides rs ON rs.experiment_id = e.id"
-                       " WHERE e.campaign_id = ? AND e.status = 'running'"
-                       " GROUP BY e.id, rs.side ORDER BY e.started_at, e.id", (campaign_id,))
+    found = rows(
+        conn,
+        "SELECT e.id, e.hypothesis, e.attempt, e.started_at, rs.side, count(rs.side) AS n,"
+        " max(rs.recorded_at) AS last FROM experiments e"
+        " LEFT JOIN run_sides rs ON rs.experiment_id = e.id"
+        " WHERE e.campaign_id = ? AND e.status = 'running'"
+        " GROUP BY e.id, rs.side ORDER BY e.started_at, e.id",
+        (campaign_id,),
+    )
     out: dict[str, RunningExperiment] = {}
     for r in found:
-        exp = out.setdefault(r.id, RunningExperiment(id=r.id, hypothesis=r.hypothesis, attempt=r.attempt,
-                                                     started_at=r.started_at, rounds={}))
+        exp = out.setdefault(
+            r.id,
+            RunningExperiment(id=r.id, hypothesis=r.hypothesis, attempt=r.attempt, started_at=r.started_at, rounds={}),
+        )
         if r.side is not None:
             exp.rounds[r.side] = r.n
             exp.last_recorded_at = max(exp.last_recorded_at or 0.0, r.last)

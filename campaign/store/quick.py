@@ -17,8 +17,9 @@ __all__ = ["SCHEMA_VERSION", "campaign_list", "open_current", "stale_journals"]
 SCHEMA_VERSION = "3"  # campaign.store.models.SCHEMA_VERSION (checked by tests/campaign/store)
 
 
-def open_current(path: Path | str, *, schema_version: str = SCHEMA_VERSION,
-                 timeout_s: float = 10.0) -> sqlite3.Connection | None:
+def open_current(
+    path: Path | str, *, schema_version: str = SCHEMA_VERSION, timeout_s: float = 10.0
+) -> sqlite3.Connection | None:
     """A read-only connection to `path` in autocommit mode (a caller that reads more than
     once takes its own `BEGIN`: one WAL snapshot), or None when the file is missing, not
     a database, or of another schema version (see the module doc).  A postgresql:// URL

@@ -66,8 +66,9 @@ class JournalReader:
         with self._snapshot() as conn:
             return changes.journal_changes(conn, campaign_id, since)
 
-    def view(self, campaign_id: str, *, detail: set[str] | None = None,
-             window: Collection[str] | None = None) -> CampaignView:
+    def view(
+        self, campaign_id: str, *, detail: set[str] | None = None, window: Collection[str] | None = None
+    ) -> CampaignView:
         with self._snapshot() as conn:
             snap = read_snapshot(conn, campaign_id, detail, window=window, memo=self._memo)
         return build_view(snap, self._memo.baseline_views if detail is not None else None)

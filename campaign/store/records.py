@@ -23,11 +23,25 @@ from campaign.ports.records import (
 )
 
 __all__ = [
-    "BASELINE_HYPOTHESIS", "ArtifactKind", "CampaignRecord", "EventRecord", "ExperimentRecord", "ExperimentRole",
-    "ExperimentStatus", "HypothesisRecord", "HypothesisSource", "HypothesisStatus", "ReviewDecision", "ReviewRecord",
-    "RunRecord", "RunSide", "unknown_campaign",
+    "BASELINE_HYPOTHESIS",
+    "ArtifactKind",
+    "CampaignRecord",
+    "EventRecord",
+    "ExperimentRecord",
+    "ExperimentRole",
+    "ExperimentStatus",
+    "HypothesisRecord",
+    "HypothesisSource",
+    "HypothesisStatus",
+    "ReviewDecision",
+    "ReviewRecord",
+    "RunRecord",
+    "RunSide",
+    "unknown_campaign",
 ]
 
 
 def unknown_campaign(campaign_id: str) -> UserError:
-    return UserError(f"campaign {campaign_id}: no such campaign in the database (fix: run `campaign status` to list campaign ids)")
+    return UserError(
+        f"campaign {campaign_id}: no such campaign in the database (fix: run `campaign status` to list campaign ids)"
+    )

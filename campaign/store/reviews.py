@@ -66,7 +66,9 @@ class ReviewLogMixin:
             campaign = require_campaign(s, campaign_id)
             row = s.get(ReviewRow, (campaign_id, seq))
             if row is None:
-                raise UserError(f"campaign {campaign_id}: review {seq} does not exist (fix: run `campaign status` to see the pending review)")
+                raise UserError(
+                    f"campaign {campaign_id}: review {seq} does not exist (fix: run `campaign status` to see the pending review)"
+                )
             if row.decision is not None:
                 if (row.decision, row.note, row.added_hypotheses_json, row.overrides_json) == (
                     decision, note, added_json, overrides_json,
@@ -133,10 +135,17 @@ class ReviewLogMixin:
                 return False
             s.add(
                 LlmCallRow(
-                    campaign_id=campaign_id, purpose=purpose, model=model, prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens, latency_ms=latency_ms, prompt_hash=prompt_hash,
-                    attempt=attempt, output_json=None if output is None else json.dumps(output),
-                    rejection=rejection, created_at=time.time(),
+                    campaign_id=campaign_id,
+                    purpose=purpose,
+                    model=model,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    latency_ms=latency_ms,
+                    prompt_hash=prompt_hash,
+                    attempt=attempt,
+                    output_json=None if output is None else json.dumps(output),
+                    rejection=rejection,
+                    created_at=time.time(),
                 )  # fmt: skip
             )
             return True
@@ -150,7 +159,9 @@ class ReviewLogMixin:
             return logread.planner_calls(driver_connection(s), campaign_id)
 
     # ------------------------------------------------------------------- events
-    def add_event(self, campaign_id: str, kind: str, message: str, *, key: str | None = None, ts: float | None = None) -> bool:
+    def add_event(
+        self, campaign_id: str, kind: str, message: str, *, key: str | None = None, ts: float | None = None
+    ) -> bool:
         """A timeline entry (kind "environment", "drift", ...), keyed by (kind, key or message)."""
         with write_session(self._engine) as s:
             return self._add_event_in(s, campaign_id, kind, message, key=key, ts=ts)
@@ -165,7 +176,9 @@ class ReviewLogMixin:
         ).first()
         if found is not None:
             return False
-        s.add(EventRow(campaign_id=campaign_id, ts=time.time() if ts is None else ts, kind=kind, message=message, key=k))
+        s.add(
+            EventRow(campaign_id=campaign_id, ts=time.time() if ts is None else ts, kind=kind, message=message, key=k)
+        )
         if kind == "environment":  # the streaks start again
             s.flush()
             tally.on_reset(driver_connection(s), campaign_id)

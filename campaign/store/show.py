@@ -43,9 +43,15 @@ class DriverConn:
         return self._conn.executemany(sql, rows) if rows else None
 
 
-def show_json_chunks(s: Session, campaign_id: str, *, chunk: int | None = None,
-                     fresh: dict[str, tuple[str, str]] | None = None, cached_text: bool = True,
-                     scope: list[str] | None = None) -> Iterator[str]:
+def show_json_chunks(
+    s: Session,
+    campaign_id: str,
+    *,
+    chunk: int | None = None,
+    fresh: dict[str, tuple[str, str]] | None = None,
+    cached_text: bool = True,
+    scope: list[str] | None = None,
+) -> Iterator[str]:
     """The document's pieces; without `cached_text` the stored pieces come back empty (not
     read or decompressed): the loop's refresh only builds and stores what is missing.
     `scope`: only the head and those experiments' pieces (the refresh after a verdict)."""
@@ -74,10 +80,17 @@ def show_json_chunks(s: Session, campaign_id: str, *, chunk: int | None = None,
     yield from pieces(head, _items(s, snap, keys, cached, wanted, fresh, chunk))
 
 
-def _items(s: Session, snap: CampaignSnapshot | None, keys: list[str], cached: dict[str, str],
-           wanted: dict[str, str], fresh: dict[str, tuple[str, str]], chunk: int) -> Iterator[str]:
+def _items(
+    s: Session,
+    snap: CampaignSnapshot | None,
+    keys: list[str],
+    cached: dict[str, str],
+    wanted: dict[str, str],
+    fresh: dict[str, tuple[str, str]],
+    chunk: int,
+) -> Iterator[str]:
     for start in range(0, len(keys), chunk):
-        part = keys[start:start + chunk]
+        part = keys[start : start + chunk]
         missing = [k for k in part if k not in cached]
         if missing:
             assert snap is not None
@@ -91,8 +104,10 @@ def _items(s: Session, snap: CampaignSnapshot | None, keys: list[str], cached: d
             assert snap is not None
             exp = snap.experiment(k)
             assert exp is not None, f"experiment {k} is in the digests but not in the snapshot"
-            item = textwrap.indent(json.dumps(experiment_json(experiment_view(snap, exp), snap.min_effect_pct()), indent=2, default=str),
-                                   "    ")
+            item = textwrap.indent(
+                json.dumps(experiment_json(experiment_view(snap, exp), snap.min_effect_pct()), indent=2, default=str),
+                "    ",
+            )
             fresh[k] = (wanted[k], item)
             yield item
         for k in missing:

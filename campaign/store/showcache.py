@@ -31,11 +31,23 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DDL", "HEAD", "SEQ_DDL", "cached_pieces", "digests", "load", "pieces", "quick_show", "refresh_scope",
-           "store_rows"]
+__all__ = [
+    "DDL",
+    "HEAD",
+    "SEQ_DDL",
+    "cached_pieces",
+    "digests",
+    "load",
+    "pieces",
+    "quick_show",
+    "refresh_scope",
+    "store_rows",
+]
 
-DDL = ("CREATE TABLE IF NOT EXISTS show_cache (campaign_id TEXT NOT NULL, key TEXT NOT NULL, "
-       "digest TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (campaign_id, key))")
+DDL = (
+    "CREATE TABLE IF NOT EXISTS show_cache (campaign_id TEXT NOT NULL, key TEXT NOT NULL, "
+    "digest TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (campaign_id, key))"
+)
 HEAD = ""  # the key of the head piece (experiment ids are never empty)
 TAIL_EMPTY = "]\n}"
 TAIL = "\n  ]\n}"
@@ -73,8 +85,12 @@ SELECT (SELECT count(*) || ':' || coalesce(CAST(max(id) AS TEXT), '') FROM llm_c
 def _code_salt() -> bytes:
     try:  # the document's code: the view, latency, the configuration to deploy, the verdict's explanation
         here = Path(__file__)
-        return (here.with_name("view.py").read_bytes() + here.with_name("latency.py").read_bytes()
-                + here.with_name("deploy.py").read_bytes() + (here.parent.parent / "verdict" / "explain.py").read_bytes())
+        return (
+            here.with_name("view.py").read_bytes()
+            + here.with_name("latency.py").read_bytes()
+            + here.with_name("deploy.py").read_bytes()
+            + (here.parent.parent / "verdict" / "explain.py").read_bytes()
+        )
     except OSError:  # a build without sources: never serve cached text
         return repr(id(object())).encode()
 
@@ -92,9 +108,15 @@ def digests(conn: Any, campaign_id: str, only: list[str] | None = None) -> dict[
     if row is None:
         return None
     salt = _sha(_code_salt(), tuple(row[4:]))
-    out = {HEAD: _sha(salt, tuple(row[:4]), [tuple(b) for b in conn.execute(_BASELINES, (campaign_id,))],
-                      tuple(conn.execute(_PLANNER, (campaign_id, campaign_id)).fetchone()),
-                      tuple(conn.execute(_ADOPTION, (campaign_id,)).fetchone()))}
+    out = {
+        HEAD: _sha(
+            salt,
+            tuple(row[:4]),
+            [tuple(b) for b in conn.execute(_BASELINES, (campaign_id,))],
+            tuple(conn.execute(_PLANNER, (campaign_id, campaign_id)).fetchone()),
+            tuple(conn.execute(_ADOPTION, (campaign_id,)).fetchone()),
+        )
+    }
     query, params = _EXPERIMENTS, [campaign_id]
     if only is not None:
         query = query.replace("AND e.role = 'candidate'", f"AND e.role = 'candidate' AND e.id IN ({_marks(only)})")
@@ -125,8 +147,11 @@ def refresh_scope(conn: Any, campaign_id: str, latest: int, changed_since: Any) 
     if not written:
         return []
     marks = _marks(written)
-    rows = conn.execute(f"SELECT id FROM experiments WHERE campaign_id = ? AND role = 'candidate' "
-                        f"AND (id IN ({marks}) OR baseline_ref IN ({marks}))", (campaign_id, *written, *written))
+    rows = conn.execute(
+        f"SELECT id FROM experiments WHERE campaign_id = ? AND role = 'candidate' "
+        f"AND (id IN ({marks}) OR baseline_ref IN ({marks}))",
+        (campaign_id, *written, *written),
+    )
     return [r[0] for r in rows]
 
 
@@ -137,9 +162,14 @@ def load(conn: Any, campaign_id: str, wanted: dict[str, str], *, bodies: bool = 
         return {}  # written by the first `show --json` or the loop's first verdict
     if not bodies:
         keys = list(wanted)
-        rows = conn.execute(f"SELECT key, digest FROM show_cache WHERE campaign_id = ? AND key IN ({_marks(keys)})",
-                            (campaign_id, *keys)) if len(keys) <= 500 else \
-            conn.execute("SELECT key, digest FROM show_cache WHERE campaign_id = ?", (campaign_id,))
+        rows = (
+            conn.execute(
+                f"SELECT key, digest FROM show_cache WHERE campaign_id = ? AND key IN ({_marks(keys)})",
+                (campaign_id, *keys),
+            )
+            if len(keys) <= 500
+            else conn.execute("SELECT key, digest FROM show_cache WHERE campaign_id = ?", (campaign_id,))
+        )
         return {k: "" for k, d in rows if wanted.get(k) == d}
     rows = conn.execute("SELECT key, digest, body FROM show_cache WHERE campaign_id = ?", (campaign_id,))
     return {k: zlib.decompress(body).decode() for k, d, body in rows if wanted.get(k) == d}
@@ -172,8 +202,11 @@ def store_rows(conn: Any, campaign_id: str, fresh: dict[str, tuple[str, str]], s
     conn.execute(DDL)
     if seq is not None:
         conn.execute(SEQ_DDL)
-        conn.execute("INSERT INTO show_cache_seq (campaign_id, seq) VALUES (?, ?) "
-                     "ON CONFLICT (campaign_id) DO UPDATE SET seq = EXCLUDED.seq", (campaign_id, seq))
+        conn.execute(
+            "INSERT INTO show_cache_seq (campaign_id, seq) VALUES (?, ?) "
+            "ON CONFLICT (campaign_id) DO UPDATE SET seq = EXCLUDED.seq",
+            (campaign_id, seq),
+        )
     conn.executemany(
         "INSERT INTO show_cache (campaign_id, key, digest, body) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (campaign_id, key) DO UPDATE SET digest = EXCLUDED.digest, body = EXCLUDED.body",

@@ -33,8 +33,7 @@ from campaign.store.view import CampaignSnapshot, Runs, light_verdict
 OVERVIEW_LAST = 40  # campaign.journal.format.OVERVIEW_LAST (the store does not import the journal)
 
 
-def read_runs(conn: sqlite3.Connection, ids: list[str], metric: str,
-              latency: tuple[str, ...] = ()) -> dict[str, Runs]:
+def read_runs(conn: sqlite3.Connection, ids: list[str], metric: str, latency: tuple[str, ...] = ()) -> dict[str, Runs]:
     """Every level of every round of `ids`, reduced to `metric` and the `latency` fields
     (`campaign.store.latency`), per side in round order."""
     runs: dict[str, Runs] = {i: Runs() for i in ids}
@@ -49,8 +48,9 @@ def read_runs(conn: sqlite3.Connection, ids: list[str], metric: str,
     return runs
 
 
-def _memo_runs(conn: sqlite3.Connection, ids: list[str], metric: str, latency: tuple[str, ...],
-               memo: ParseMemo) -> dict[str, Runs]:
+def _memo_runs(
+    conn: sqlite3.Connection, ids: list[str], metric: str, latency: tuple[str, ...], memo: ParseMemo
+) -> dict[str, Runs]:
     """`read_runs` through the memo: each experiment keyed by its rounds' heads (side,
     round, when recorded), read without their levels; only a new key is decoded."""
     heads: dict[str, list[tuple[str, int, float]]] = {i: [] for i in ids}
@@ -67,12 +67,15 @@ def _memo_runs(conn: sqlite3.Connection, ids: list[str], metric: str, latency: t
 
 
 def read_verdicts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, Verdict]:
-    return {v.experiment_id: verdict_of(verdict_detail(v))
-            for v in rows(conn, f"SELECT * FROM verdicts WHERE experiment_id {IN_IDS}", (ids_param(ids),))}
+    return {
+        v.experiment_id: verdict_of(verdict_detail(v))
+        for v in rows(conn, f"SELECT * FROM verdicts WHERE experiment_id {IN_IDS}", (ids_param(ids),))
+    }
 
 
-def _read_verdicts(conn: sqlite3.Connection, ids: list[str], full: set[str], *, parsed: set[str],
-                   memo: ParseMemo) -> dict[str, Verdict]:
+def _read_verdicts(
+    conn: sqlite3.Connection, ids: list[str], full: set[str], *, parsed: set[str], memo: ParseMemo
+) -> dict[str, Verdict]:
     """Every verdict of `ids`: in full for `full`; without per-level comparisons for
     `parsed` and the dead ends (scoreboard, overview, revisit lists), decoded once per
     Store; the rest from their columns alone (their details are not even read)."""
@@ -88,15 +91,18 @@ def _read_verdicts(conn: sqlite3.Connection, ids: list[str], full: set[str], *, 
         if exp_id in full or exp_id in parsed or kind == "dead_end":
             decode.append(exp_id)
         else:  # the scoreboard's marker: from the columns
-            verdicts[exp_id] = memo.verdicts.get((exp_id, recorded_at, kind, reason, failure_class),
-                                                 lambda: Verdict(kind=kind, reason=reason, failure_class=failure_class))
+            verdicts[exp_id] = memo.verdicts.get(
+                (exp_id, recorded_at, kind, reason, failure_class),
+                lambda: Verdict(kind=kind, reason=reason, failure_class=failure_class),
+            )
     if decode:
         for v in rows(conn, f"SELECT * FROM verdicts WHERE experiment_id {IN_IDS}", (ids_param(decode),)):
             if v.experiment_id in full:
                 verdicts[v.experiment_id] = verdict_of(verdict_detail(v))
             else:
-                verdicts[v.experiment_id] = memo.verdicts.get((v.experiment_id, v.recorded_at, v.kind),
-                                                              partial(_light, v))
+                verdicts[v.experiment_id] = memo.verdicts.get(
+                    (v.experiment_id, v.recorded_at, v.kind), partial(_light, v)
+                )
     return verdicts
 
 
@@ -104,9 +110,15 @@ def _light(row: Any) -> Verdict:
     return light_verdict(verdict_detail(row))
 
 
-def read_snapshot(conn: sqlite3.Connection, campaign_id: str, detail: set[str] | None = None, *,
-                  only: Collection[str] | None = None, window: Collection[str] | None = None,
-                  memo: ParseMemo | None = None) -> CampaignSnapshot:
+def read_snapshot(
+    conn: sqlite3.Connection,
+    campaign_id: str,
+    detail: set[str] | None = None,
+    *,
+    only: Collection[str] | None = None,
+    window: Collection[str] | None = None,
+    memo: ParseMemo | None = None,
+) -> CampaignSnapshot:
     """Every record; with `detail`, runs and analyses only of those experiments and of the
     baselines (what an incremental journal update re-renders), verdicts of all (decoded
     only where shown: those, the latest, the dead ends), and the hypotheses of those
@@ -123,11 +135,17 @@ def read_snapshot(conn: sqlite3.Connection, campaign_id: str, detail: set[str] |
     where, params = "campaign_id = ?", [campaign_id]
     hyp_where, hyp_params = "campaign_id = ?", [campaign_id]
     if only is not None:
-        chosen = rows(conn, f"SELECT id, hypothesis, baseline_ref FROM experiments WHERE campaign_id = ? "
-                            f"AND id {IN_IDS}", (campaign_id, ids_param(only)))
+        chosen = rows(
+            conn,
+            f"SELECT id, hypothesis, baseline_ref FROM experiments WHERE campaign_id = ? AND id {IN_IDS}",
+            (campaign_id, ids_param(only)),
+        )
         refs = {e.baseline_ref for e in chosen if e.baseline_ref} - {e.id for e in chosen}
         where, params = f"{where} AND id {IN_IDS}", [*params, ids_param([e.id for e in chosen] + sorted(refs))]
-        hyp_where, hyp_params = f"{hyp_where} AND name {IN_IDS}", [*hyp_params, ids_param(sorted({e.hypothesis for e in chosen}))]
+        hyp_where, hyp_params = (
+            f"{hyp_where} AND name {IN_IDS}",
+            [*hyp_params, ids_param(sorted({e.hypothesis for e in chosen}))],
+        )
     totals: dict[str, Any] | None = None
     if window is not None:
         where, params = f"{where} AND (id {IN_IDS} OR role = 'baseline')", [*params, ids_param(window)]
@@ -146,8 +164,11 @@ def read_snapshot(conn: sqlite3.Connection, campaign_id: str, detail: set[str] |
     full = set(loaded)
     verdicts = _read_verdicts(conn, ids, full, parsed=full | set(ids[-OVERVIEW_LAST:]), memo=memo)
     if detail is not None:  # what the view reads a spec for: a re-rendered section, a dead end's revisit list
-        wanted = {e.hypothesis for e in experiments
-                  if e.id in full or (e.id in verdicts and verdicts[e.id].kind == "dead_end")}
+        wanted = {
+            e.hypothesis
+            for e in experiments
+            if e.id in full or (e.id in verdicts and verdicts[e.id].kind == "dead_end")
+        }
         hyp_where, hyp_params = f"{hyp_where} AND name {IN_IDS}", [*hyp_params, ids_param(sorted(wanted))]
     hyp_rows = rows(conn, f"SELECT * FROM hypotheses WHERE {hyp_where} ORDER BY position", tuple(hyp_params))
     artifact = f"SELECT experiment_id, content, content_z FROM artifacts WHERE experiment_id {IN_IDS} AND kind = ? ORDER BY seq"
@@ -160,12 +181,17 @@ def read_snapshot(conn: sqlite3.Connection, campaign_id: str, detail: set[str] |
         for exp_id, content, content_z in conn.execute(artifact, (ids_param(ids), "patch"))
     }  # the tree each experiment ran from (server.source set)
     baselines = [e.id for e in experiments if e.role == "baseline"]
-    work = {exp_id: unpack_text(content, content_z)
-            for exp_id, content, content_z in conn.execute(artifact, (ids_param(baselines), "work"))}
+    work = {
+        exp_id: unpack_text(content, content_z)
+        for exp_id, content, content_z in conn.execute(artifact, (ids_param(baselines), "work"))
+    }
     # the highest seq wins: what the baseline's last launch did ("How the baseline moved")
-    fps = conn.execute("SELECT id, json FROM fingerprints WHERE campaign_id = ? ORDER BY seq", (campaign_id,)).fetchall()
-    reviews = rows(conn, "SELECT * FROM reviews WHERE campaign_id = ? ORDER BY seq", (campaign_id,)) \
-        if only is None else []
+    fps = conn.execute(
+        "SELECT id, json FROM fingerprints WHERE campaign_id = ? ORDER BY seq", (campaign_id,)
+    ).fetchall()
+    reviews = (
+        rows(conn, "SELECT * FROM reviews WHERE campaign_id = ? ORDER BY seq", (campaign_id,)) if only is None else []
+    )
     return CampaignSnapshot(
         detail=None if detail is None else full,
         campaign=campaign,
@@ -192,12 +218,15 @@ def _campaign_totals(conn: sqlite3.Connection, campaign_id: str) -> dict[str, An
     """What a view of a window still shows of the whole campaign: the node time of every
     experiment, and the first candidate of each environment (`same as experiment N`).
     Aggregates in SQL: no row reaches Python per experiment."""
-    (node_seconds,) = conn.execute("SELECT coalesce(sum(node_seconds), 0) FROM experiments WHERE campaign_id = ?",
-                                   (campaign_id,)).fetchone()
+    (node_seconds,) = conn.execute(
+        "SELECT coalesce(sum(node_seconds), 0) FROM experiments WHERE campaign_id = ?", (campaign_id,)
+    ).fetchone()
     first = conn.execute(
         "SELECT fingerprint_id, id FROM (SELECT fingerprint_id, id, row_number() OVER "
         "(PARTITION BY fingerprint_id ORDER BY started_at, id) AS n FROM experiments WHERE campaign_id = ? "
-        "AND role = 'candidate' AND fingerprint_id IS NOT NULL) AS firsts WHERE n = 1", (campaign_id,))
+        "AND role = 'candidate' AND fingerprint_id IS NOT NULL) AS firsts WHERE n = 1",
+        (campaign_id,),
+    )
     return {"node_seconds": float(node_seconds), "environment_first": {r[0]: r[1] for r in first}}
 
 

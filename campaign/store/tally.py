@@ -22,8 +22,10 @@ from campaign.ports.records import Tally
 
 __all__ = ["DDL", "Tally", "ensure", "on_finish", "on_late_verdict", "on_reset", "read", "recount"]
 
-DDL = ("CREATE TABLE IF NOT EXISTS loop_tally (campaign_id TEXT PRIMARY KEY, experiments_done INTEGER NOT NULL, "
-       "no_win INTEGER NOT NULL, dead_end INTEGER NOT NULL, node_seconds REAL NOT NULL)")
+DDL = (
+    "CREATE TABLE IF NOT EXISTS loop_tally (campaign_id TEXT PRIMARY KEY, experiments_done INTEGER NOT NULL, "
+    "no_win INTEGER NOT NULL, dead_end INTEGER NOT NULL, node_seconds REAL NOT NULL)"
+)
 _FIELDS = "experiments_done, no_win, dead_end, node_seconds"
 _RESETS = """
 SELECT coalesce(max(t), 0) FROM (
@@ -43,7 +45,9 @@ def recount(conn: sqlite3.Connection, campaign_id: str) -> Tally:
     """The counts from the records alone (what the row must always equal)."""
     done, seconds = conn.execute(
         "SELECT coalesce(sum(CASE WHEN role = 'candidate' AND status IN ('finished', 'failed') THEN 1 ELSE 0 END), 0), "
-        "coalesce(sum(node_seconds), 0) FROM experiments WHERE campaign_id = ?", (campaign_id,)).fetchone()
+        "coalesce(sum(node_seconds), 0) FROM experiments WHERE campaign_id = ?",
+        (campaign_id,),
+    ).fetchone()
     since = conn.execute(_RESETS, {"c": campaign_id}).fetchone()[0]
     no_win = dead_end = 0
     for (kind,) in conn.execute(_SINCE, {"c": campaign_id, "since": since}):
@@ -63,9 +67,11 @@ def _row(conn: sqlite3.Connection, campaign_id: str) -> Tally | None:
 
 def _write(conn: sqlite3.Connection, campaign_id: str, t: Tally) -> None:
     conn.execute(DDL)
-    conn.execute(f"INSERT INTO loop_tally (campaign_id, {_FIELDS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id) "
-                 "DO UPDATE SET " + ", ".join(f"{f} = EXCLUDED.{f}" for f in _FIELDS.split(", ")),
-                 (campaign_id, t.experiments_done, t.no_win, t.dead_end, t.node_seconds))
+    conn.execute(
+        f"INSERT INTO loop_tally (campaign_id, {_FIELDS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id) "
+        "DO UPDATE SET " + ", ".join(f"{f} = EXCLUDED.{f}" for f in _FIELDS.split(", ")),
+        (campaign_id, t.experiments_done, t.no_win, t.dead_end, t.node_seconds),
+    )
 
 
 def read(conn: sqlite3.Connection, campaign_id: str) -> Tally | None:
@@ -87,7 +93,8 @@ def ensure(conn: sqlite3.Connection, campaign_id: str) -> Tally:
 def on_finish(conn: sqlite3.Connection, experiment_id: str) -> None:
     """An experiment has just become final (in this transaction, written before the call)."""
     campaign_id, role, status, seconds = conn.execute(
-        "SELECT campaign_id, role, status, node_seconds FROM experiments WHERE id = ?", (experiment_id,)).fetchone()
+        "SELECT campaign_id, role, status, node_seconds FROM experiments WHERE id = ?", (experiment_id,)
+    ).fetchone()
     t = _row(conn, campaign_id)
     if t is None:  # counted from the records, this experiment included
         ensure(conn, campaign_id)

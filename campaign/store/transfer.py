@@ -48,7 +48,7 @@ def _rows(conn: Any, model: Any, campaign_id: str, experiment_ids: list[str]) ->
     if model in _BY_EXPERIMENT:
         found: list[dict[str, Any]] = []
         for start in range(0, len(experiment_ids), 500):
-            part = experiment_ids[start:start + 500]
+            part = experiment_ids[start : start + 500]
             found += [dict(r._mapping) for r in conn.execute(select(t).where(t.c.experiment_id.in_(part)))]
         return found
     key = t.c.id if model is CampaignRow else t.c.campaign_id
@@ -69,14 +69,18 @@ def copy_campaigns(src: Engine, dst: Engine, campaign_ids: list[str] | None = No
     wanted = known if campaign_ids is None else campaign_ids
     missing = [c for c in wanted if c not in known]
     if missing:
-        raise UserError(f"campaign {missing[0]}: not in the source database (fix: `campaign status --db SOURCE` "
-                        "lists its campaigns)")
+        raise UserError(
+            f"campaign {missing[0]}: not in the source database (fix: `campaign status --db SOURCE` "
+            "lists its campaigns)"
+        )
     with read_session(dst) as d:
         there = {r[0] for r in d.connection().execute(select(_table(CampaignRow).c.id))}
     clash = [c for c in wanted if c in there]
     if clash:
-        raise UserError(f"campaign {clash[0]}: already in the destination database (fix: copy into another "
-                        "database, or pass --campaign with the ids that are not there)")
+        raise UserError(
+            f"campaign {clash[0]}: already in the destination database (fix: copy into another "
+            "database, or pass --campaign with the ids that are not there)"
+        )
     for cid in wanted:
         with read_session(src) as s:
             conn = s.connection()

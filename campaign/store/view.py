@@ -200,7 +200,9 @@ def baseline_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> BaselineView
         measured_at=exp.finished_at or exp.started_at,
         noise_pct=max(noise) if noise else None,  # largest coefficient of variation across levels
         launches=launches,
-        work={w: Work.model_validate(v) for w, v in json.loads(snap.work[exp.id]).items()} if exp.id in snap.work else {},
+        work={w: Work.model_validate(v) for w, v in json.loads(snap.work[exp.id]).items()}
+        if exp.id in snap.work
+        else {},
     )
 
 
@@ -220,14 +222,29 @@ def _level_row(wl: str, c: int, base_runs: Runs, cand_runs: Runs, comparison: Le
     """A compared level shows the figures its comparison used (a stalled launch the screen
     left out is not in them: `campaign.verdict.launches`); a level measured but not
     compared (a crash mid-sweep) shows its launches' mean.  Latency: every launch's mean."""
-    latency = latency_means({"candidate": cand_runs.side_latency("candidate", (wl, c)),
-                             "baseline": base_runs.side_latency("baseline", (wl, c))})
+    latency = latency_means(
+        {
+            "candidate": cand_runs.side_latency("candidate", (wl, c)),
+            "baseline": base_runs.side_latency("baseline", (wl, c)),
+        }
+    )
     if comparison is not None:
-        return LevelRow(workload=wl, concurrency=c, baseline=comparison.baseline_mean,
-                        candidate=comparison.candidate_mean, comparison=comparison, latency=latency)
+        return LevelRow(
+            workload=wl,
+            concurrency=c,
+            baseline=comparison.baseline_mean,
+            candidate=comparison.candidate_mean,
+            comparison=comparison,
+            latency=latency,
+        )
     base, cand = base_runs.side("baseline"), cand_runs.side("candidate")
-    return LevelRow(workload=wl, concurrency=c, baseline=fmean(base[(wl, c)]) if (wl, c) in base else None,
-                    candidate=fmean(cand[(wl, c)]) if (wl, c) in cand else None, latency=latency)
+    return LevelRow(
+        workload=wl,
+        concurrency=c,
+        baseline=fmean(base[(wl, c)]) if (wl, c) in base else None,
+        candidate=fmean(cand[(wl, c)]) if (wl, c) in cand else None,
+        latency=latency,
+    )
 
 
 def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> ExperimentView:
@@ -238,8 +255,10 @@ def experiment_view(snap: CampaignSnapshot, exp: ExperimentRecord) -> Experiment
     cand = cand_runs.side("candidate")
     base_runs = _baseline_runs(snap, exp)
     comparisons = {(lc.workload, lc.concurrency): lc for lc in (verdict.levels if verdict else [])}
-    rows = [_level_row(wl, c, base_runs, cand_runs, comparisons.get((wl, c)))
-            for wl, c in sorted(set(cand) | set(comparisons), key=_sort_key(snap.workload_order()))]  # levels it reached
+    rows = [
+        _level_row(wl, c, base_runs, cand_runs, comparisons.get((wl, c)))
+        for wl, c in sorted(set(cand) | set(comparisons), key=_sort_key(snap.workload_order()))
+    ]  # levels it reached
     hyp = snap.hypothesis(exp.hypothesis)
     ref = snap.experiment(exp.baseline_ref)
     repeats = _runs(snap, exp.id).repeats.get("candidate", set())
@@ -363,9 +382,13 @@ def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
         planner_calls=snap.planner_calls,
         planner_notes=[e.message for e in snap.events if e.kind == PLANNER_EVENT],
         node_seconds=snap.totals["node_seconds"] if snap.totals else sum(e.node_seconds for e in snap.experiments),
-        environment_first=None if snap.totals is None else {
+        environment_first=None
+        if snap.totals is None
+        else {
             snap.fingerprints[fp].model_dump_json(): exp_id
-            for fp, exp_id in snap.totals["environment_first"].items() if fp in snap.fingerprints},
+            for fp, exp_id in snap.totals["environment_first"].items()
+            if fp in snap.fingerprints
+        },
         created_at=c.created_at,
         # the campaign row changes with its status alone: an experiment's start or end is news too
         updated_at=max([c.updated_at, *(e.finished_at or e.started_at for e in snap.experiments)]),
@@ -395,7 +418,9 @@ def show_json(view: CampaignView) -> dict[str, Any]:
         "wins_not_adopted": [w.model_dump() for w in view.wins_not_adopted],
         "planner_calls": [c.model_dump(mode="json") for c in view.planner_calls],
         "planner_notes": list(view.planner_notes),
-        "experiments": [experiment_json(e, view.min_effect_pct) for e in view.experiments],  # last: `show --json` streams it
+        "experiments": [
+            experiment_json(e, view.min_effect_pct) for e in view.experiments
+        ],  # last: `show --json` streams it
     }
 
 
@@ -409,10 +434,16 @@ def experiment_json(e: ExperimentView, playbook_min_effect_pct: float) -> dict[s
         delta = c.delta_pct if c else None
         if delta is None and row.candidate is not None and row.baseline:
             delta = (row.candidate / row.baseline - 1) * 100
-        level: dict[str, Any] = {"candidate": row.candidate, "baseline": row.baseline, "delta_pct": delta,
-                                 "low_pct": c.ci_low_pct if c else None, "high_pct": c.ci_high_pct if c else None,
-                                 "confidence": c.level_confidence if c else None, "winner": c.winner if c else None,
-                                 "latency_ms": row.latency}
+        level: dict[str, Any] = {
+            "candidate": row.candidate,
+            "baseline": row.baseline,
+            "delta_pct": delta,
+            "low_pct": c.ci_low_pct if c else None,
+            "high_pct": c.ci_high_pct if c else None,
+            "confidence": c.level_confidence if c else None,
+            "winner": c.winner if c else None,
+            "latency_ms": row.latency,
+        }
         if c is not None and (c.candidate_meets_limit is not None or c.baseline_meets_limit is not None):
             level["meets_latency_limit"] = {"candidate": c.candidate_meets_limit, "baseline": c.baseline_meets_limit}
         metrics.setdefault(row.workload, {})[str(row.concurrency)] = level
@@ -443,11 +474,27 @@ def experiment_json(e: ExperimentView, playbook_min_effect_pct: float) -> dict[s
         "status": e.status,
         "adopted": e.adopted,
         "patch_sha": e.patch_sha,
-        "patch": {"sha": e.patch.sha, "base": e.patch.base, "files": e.patch.files, "branch": e.patch.branch,
-                  "patch_sha256": e.patch.patch_sha256} if e.patch is not None else None,
+        "patch": {
+            "sha": e.patch.sha,
+            "base": e.patch.base,
+            "files": e.patch.files,
+            "branch": e.patch.branch,
+            "patch_sha256": e.patch.patch_sha256,
+        }
+        if e.patch is not None
+        else None,
         "node_seconds": e.node_seconds,
     }
 
 
-__all__ = ["CampaignSnapshot", "Runs", "build_view", "config_diff", "dead_ends", "experiment_json",
-           "experiment_view", "light_verdict", "show_json"]
+__all__ = [
+    "CampaignSnapshot",
+    "Runs",
+    "build_view",
+    "config_diff",
+    "dead_ends",
+    "experiment_json",
+    "experiment_view",
+    "light_verdict",
+    "show_json",
+]

@@ -42,7 +42,6 @@ class Component(BaseModel):
         return Component(ss=self.ss + other.ss, df=self.df + other.df)
 
 
-
 def level_jitter(cols: Sequence[float], res_df: int) -> list[float]:
     """Each level's jitter variance from its residual sum of squares.  A level's residual
     also carries the other levels' jitter through the launch mean:
@@ -89,6 +88,5 @@ def decompose_cols(table: Table) -> tuple[Component, Component, list[float]]:
     col_means = [math.fsum(row[j] for row in table) / r for j in range(width)]
     grand = math.fsum(row_means) / r
     rows_ss = width * math.fsum((m - grand) ** 2 for m in row_means)
-    cols = [math.fsum((table[i][j] - row_means[i] - col_means[j] + grand) ** 2 for i in range(r))
-            for j in range(width)]
+    cols = [math.fsum((table[i][j] - row_means[i] - col_means[j] + grand) ** 2 for i in range(r)) for j in range(width)]
     return Component(ss=rows_ss, df=r - 1), Component(ss=math.fsum(cols), df=(r - 1) * (width - 1)), cols

@@ -78,8 +78,9 @@ def _is_auto(value: ConfigValue) -> bool:
     return isinstance(value, str) and value.strip().lower() == "auto"
 
 
-def _pair_changes(base: ReportedConfig, cand: ReportedConfig, requested: Sequence[ConfigChange],
-                  declared: set[str]) -> list[ReportedChange]:
+def _pair_changes(
+    base: ReportedConfig, cand: ReportedConfig, requested: Sequence[ConfigChange], declared: set[str]
+) -> list[ReportedChange]:
     aliases = {flag_name(k): flag_name(v) for k, v in {**base.aliases, **cand.aliases}.items()}
 
     def canon(key: str) -> str:
@@ -89,16 +90,22 @@ def _pair_changes(base: ReportedConfig, cand: ReportedConfig, requested: Sequenc
     declared_keys = {("flag", canon(d)) for d in declared} | {("env", d) for d in declared}
     reported_keys = {canon(k) for k in (*base.flags, *cand.flags)}
     asked: dict[tuple[str, str], ConfigChange] = {
-        (c.kind, canon(c.key) if c.kind == "flag" else c.key): c for c in _negations(requested, reported_keys)}
-    declared_keys |= {("flag", k[3:]) for kind, k in declared_keys
-                      if kind == "flag" and k.startswith("no-") and k[3:] in reported_keys}
+        (c.kind, canon(c.key) if c.kind == "flag" else c.key): c for c in _negations(requested, reported_keys)
+    }
+    declared_keys |= {
+        ("flag", k[3:])
+        for kind, k in declared_keys
+        if kind == "flag" and k.startswith("no-") and k[3:] in reported_keys
+    }
     derived = {canon(k): [canon(s) for s in v] for k, v in {**base.derived_from, **cand.derived_from}.items()}
     opaque = {canon(k) for k in (*base.opaque, *cand.opaque)}
     sides: dict[Kind, tuple[dict[str, ConfigValue], dict[str, ConfigValue]]] = {
         "flag": ({canon(k): v for k, v in base.flags.items()}, {canon(k): v for k, v in cand.flags.items()}),
-        "env": (dict(base.env), dict(cand.env))}
-    moved: set[tuple[str, str]] = {(kind, k) for kind, (b, c) in sides.items() for k in b.keys() & c.keys()
-             if not _same(kind, k, b[k], c[k])}
+        "env": (dict(base.env), dict(cand.env)),
+    }
+    moved: set[tuple[str, str]] = {
+        (kind, k) for kind, (b, c) in sides.items() for k in b.keys() & c.keys() if not _same(kind, k, b[k], c[k])
+    }
     moved |= set(asked)
 
     out: list[ReportedChange] = []
@@ -123,17 +130,30 @@ def _pair_changes(base: ReportedConfig, cand: ReportedConfig, requested: Sequenc
             elif (kind, key) in declared_keys:
                 status = "declared"
             else:
-                sources = [s for s in derived.get(key, [])
-                           if s != key and (("flag", s) in declared_keys or ("flag", s) in moved)]
+                sources = [
+                    s
+                    for s in derived.get(key, [])
+                    if s != key and (("flag", s) in declared_keys or ("flag", s) in moved)
+                ]
                 status = "follows" if sources else "undeclared"
             if status is not None:
-                out.append(ReportedChange(kind=kind, key=key, baseline=before, candidate=after,
-                                          requested=wanted, status=status, follows=sources))
+                out.append(
+                    ReportedChange(
+                        kind=kind,
+                        key=key,
+                        baseline=before,
+                        candidate=after,
+                        requested=wanted,
+                        status=status,
+                        follows=sources,
+                    )
+                )
     return out
 
 
-def reported_changes(pairs: Iterable[tuple[ReportedConfig, ReportedConfig]], requested: Sequence[ConfigChange],
-                     declared: set[str]) -> list[ReportedChange]:
+def reported_changes(
+    pairs: Iterable[tuple[ReportedConfig, ReportedConfig]], requested: Sequence[ConfigChange], declared: set[str]
+) -> list[ReportedChange]:
     """The reported diff over every round (baseline, candidate) that both servers
     reported; per setting, the most damning status any round showed."""
     by_key: dict[tuple[str, str], ReportedChange] = {}
@@ -149,12 +169,23 @@ def _as_change(r: ReportedChange) -> ConfigChange:
     change: Change = "added" if r.baseline is None else "removed" if r.candidate is None else "changed"
     if r.status == "ignored" or r.status == "overridden":
         change = r.status
-    return ConfigChange(kind=r.kind, key=r.key, before=r.baseline, after=r.candidate, change=change,
-                        reported=True, requested=r.requested)
+    return ConfigChange(
+        kind=r.kind,
+        key=r.key,
+        before=r.baseline,
+        after=r.candidate,
+        change=change,
+        reported=True,
+        requested=r.requested,
+    )
 
 
-def check(baseline: EffectiveConfig, candidate: EffectiveConfig, declared: set[str],
-          reported: Iterable[tuple[ReportedConfig, ReportedConfig]] = ()) -> ConfoundCheck:
+def check(
+    baseline: EffectiveConfig,
+    candidate: EffectiveConfig,
+    declared: set[str],
+    reported: Iterable[tuple[ReportedConfig, ReportedConfig]] = (),
+) -> ConfoundCheck:
     """The confounders of one experiment: the requested configs' undeclared changes, then
     what the reported configs add (a setting already named from the request is named once)."""
     pairs = list(reported)

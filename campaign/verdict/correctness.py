@@ -32,7 +32,7 @@ def compare_outputs(baseline: list[str], candidate: list[str], tolerance: float)
         mismatches += 1
         if len(examples) < MAX_EXAMPLES:
             at = _first_difference(a, b)
-            examples.append(f"prompt {index}: differs at char {at}: {a[at:at + 40]!r} vs {b[at:at + 40]!r}")
+            examples.append(f"prompt {index}: differs at char {at}: {a[at : at + 40]!r} vs {b[at : at + 40]!r}")
     prompts = len(baseline)
     return CorrectnessResult(
         prompts=prompts,

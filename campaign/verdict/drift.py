@@ -21,8 +21,13 @@ from campaign.verdict.stats import quantile
 __all__ = ["launch_drift", "mean_shift", "repeated"]
 
 
-def launch_drift(reference: Mapping[str, Sequence[Sequence[float]]], launch: Mapping[str, Sequence[Sequence[float]]],
-                 noise: NodeNoise, *, confidence: float = 0.99) -> list[tuple[str, float]]:
+def launch_drift(
+    reference: Mapping[str, Sequence[Sequence[float]]],
+    launch: Mapping[str, Sequence[Sequence[float]]],
+    noise: NodeNoise,
+    *,
+    confidence: float = 0.99,
+) -> list[tuple[str, float]]:
     """[(workload, shift %)] for the workloads where `launch` (one row per workload)
     moved beyond the noise from `reference` (R_ref rows per workload); raw figures."""
     tests = [w for w in launch if w in reference and noise.get(w) is not None]
@@ -43,8 +48,9 @@ def launch_drift(reference: Mapping[str, Sequence[Sequence[float]]], launch: Map
     return moved
 
 
-def mean_shift(now: Sequence[Sequence[float]], ref_mean: float, ref_launches: int,
-               wn: WorkloadNoise) -> tuple[float, float]:
+def mean_shift(
+    now: Sequence[Sequence[float]], ref_mean: float, ref_launches: int, wn: WorkloadNoise
+) -> tuple[float, float]:
     """(shift, se) on the log scale: the mean of `now`'s launch means (log rows, one per
     launch) against a reference level that `ref_launches` launches measured.  A launch
     mean varies by A / L, the noise model's rows mean square over the levels."""

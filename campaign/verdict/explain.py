@@ -21,8 +21,21 @@ from campaign.domain.records import ExperimentView, LevelComparison, Verdict
 from campaign.verdict.reasons import UNBOUNDED_PCT
 from campaign.verdict.rule import loss_bound
 
-__all__ = ["Decided", "bar_needed", "bar_of", "change", "compared_levels", "decided", "decided_line", "deciding_levels", "interval", "lowest_bound",
-           "marker", "next_step", "pct"]
+__all__ = [
+    "Decided",
+    "bar_needed",
+    "bar_of",
+    "change",
+    "compared_levels",
+    "decided",
+    "decided_line",
+    "deciding_levels",
+    "interval",
+    "lowest_bound",
+    "marker",
+    "next_step",
+    "pct",
+]
 
 
 def pct(x: float) -> str:
@@ -119,10 +132,19 @@ class Decided(BaseModel):
 
 
 def decided(c: LevelComparison, m: float) -> Decided:
-    return Decided(workload=c.workload, concurrency=c.concurrency, candidate=c.candidate_mean,
-                   baseline=c.baseline_mean, delta_pct=c.delta_pct, low_pct=c.ci_low_pct, high_pct=c.ci_high_pct,
-                   confidence=c.level_confidence, min_effect_pct=m, needed=bar_needed(c.winner, m),
-                   text=f"{change(c.delta_pct)} {interval(c.ci_low_pct, c.ci_high_pct)} at {_where(c)}")
+    return Decided(
+        workload=c.workload,
+        concurrency=c.concurrency,
+        candidate=c.candidate_mean,
+        baseline=c.baseline_mean,
+        delta_pct=c.delta_pct,
+        low_pct=c.ci_low_pct,
+        high_pct=c.ci_high_pct,
+        confidence=c.level_confidence,
+        min_effect_pct=m,
+        needed=bar_needed(c.winner, m),
+        text=f"{change(c.delta_pct)} {interval(c.ci_low_pct, c.ci_high_pct)} at {_where(c)}",
+    )
 
 
 def decided_line(v: Verdict, m: float, compared: Sequence[LevelComparison] | None = None) -> str:
@@ -131,29 +153,39 @@ def decided_line(v: Verdict, m: float, compared: Sequence[LevelComparison] | Non
     compared = v.levels if compared is None else compared
     levels = deciding_levels(v, compared)
     mark = {"win": "WIN", "dead_end": "DEAD END", "inconclusive": "INCONCLUSIVE"}[v.kind]
-    if v.failure_class is not None or v.confounded_by or (v.correctness is not None and not v.correctness.passed) \
-            or not levels:
+    if (
+        v.failure_class is not None
+        or v.confounded_by
+        or (v.correctness is not None and not v.correctness.passed)
+        or not levels
+    ):
         cls = f" ({v.failure_class.value})" if v.failure_class is not None else ""
         return f"{mark}{cls}: {v.reason}"
     first = decided(levels[0], m)
     worst = lowest_bound(compared)
-    no_loss = (f"no level lost more than {m:g}% (lowest bound {pct(loss_bound(worst))} at {_where(worst)})"
-               if worst is not None else f"no level lost more than {m:g}%")
+    no_loss = (
+        f"no level lost more than {m:g}% (lowest bound {pct(loss_bound(worst))} at {_where(worst)})"
+        if worst is not None
+        else f"no level lost more than {m:g}%"
+    )
     w = levels[0].winner
     if v.kind == "win":
         return f"WIN: {first.text}, above the {pct(m)} bar (needed: {first.needed}); {no_loss}"
     if w == "baseline" and len(levels) > 1:
         win = decided(levels[1], m)
-        return (f"DEAD END: {first.text}, below the {pct(-m)} bar, although {win.text} "
-                f"(needed for a WIN: no level below {pct(-m)})")
+        return (
+            f"DEAD END: {first.text}, below the {pct(-m)} bar, although {win.text} "
+            f"(needed for a WIN: no level below {pct(-m)})"
+        )
     if w == "baseline":
         return f"DEAD END: {first.text}, below the {pct(-m)} bar (needed: {first.needed})"
     if w == "candidate" and len(levels) > 1:
         low = levels[1]
-        return (f"INCONCLUSIVE: {first.text}, above the {pct(m)} bar, but a loss beyond {m:g}% is not ruled out "
-                f"at {_where(low)} (bound {pct(loss_bound(low))}; needed: above {pct(-m)})")
-    return (f"INCONCLUSIVE: no level cleared the bar; the largest change is {first.text} "
-            f"(needed: {first.needed})")
+        return (
+            f"INCONCLUSIVE: {first.text}, above the {pct(m)} bar, but a loss beyond {m:g}% is not ruled out "
+            f"at {_where(low)} (bound {pct(loss_bound(low))}; needed: above {pct(-m)})"
+        )
+    return f"INCONCLUSIVE: no level cleared the bar; the largest change is {first.text} (needed: {first.needed})"
 
 
 def marker(exp: ExperimentView) -> str:
@@ -169,8 +201,11 @@ def marker(exp: ExperimentView) -> str:
         cls = v.failure_class or (exp.failure.failure_class if exp.failure else None)
         if cls is not None:
             return f"DEAD END ({cls.value})"
-        return "DEAD END (mixed regime)" if "candidate" in v.regimes.values() or "mixed" in v.regimes.values() \
+        return (
+            "DEAD END (mixed regime)"
+            if "candidate" in v.regimes.values() or "mixed" in v.regimes.values()
             else "DEAD END (slower)"
+        )
     if v.confounded_by:
         return "INCONCLUSIVE (confounded: " + ", ".join(c.key for c in v.confounded_by) + ")"
     reason = v.reason.split(";")[0].split(". ")[0].strip()
@@ -187,19 +222,28 @@ def next_step(exp: ExperimentView, reopened: bool = False) -> str:
         if exp.adopted:
             return "adopted: every later experiment's baseline includes it"
         if not exp.adopt_if_win:
-            return ("not adopted: the playbook does not set adopt_if_win for this hypothesis, so later experiments "
-                    "do not build on it (set adopt_if_win: true to stack it, or deploy it by hand)")
+            return (
+                "not adopted: the playbook does not set adopt_if_win for this hypothesis, so later experiments "
+                "do not build on it (set adopt_if_win: true to stack it, or deploy it by hand)"
+            )
         return "not adopted yet: the campaign stopped before it recorded the adoption"
     if v.kind == "dead_end":
         if reopened:
-            return ("re-opened: its revisit condition (" + " or ".join(v.revisit_on)
-                    + " changes) holds now, so it is tested again")
+            return (
+                "re-opened: its revisit condition ("
+                + " or ".join(v.revisit_on)
+                + " changes) holds now, so it is tested again"
+            )
         if not v.revisit_on:
             return "dead end: not retried (the idea itself lost)"
         env = exp.environment.components() if exp.environment else {}
         ran = ", ".join(f"{k} {env[k]}" for k in v.revisit_on if env.get(k))
-        return ("dead end: retried only when " + " or ".join(v.revisit_on) + " changes"
-                + (f" (it ran on {ran})" if ran else ""))
+        return (
+            "dead end: retried only when "
+            + " or ".join(v.revisit_on)
+            + " changes"
+            + (f" (it ran on {ran})" if ran else "")
+        )
     if v.failure_class in INFRASTRUCTURE_FAILURES:
         return "not adopted: the node failed, not the idea; it is retried"
     if v.confounded_by:

@@ -17,16 +17,29 @@ from campaign.verdict.stats import DEFAULT_NOISE_FLOOR_DF
 __all__ = ["continue_rounds", "same_work"]
 
 
-def continue_rounds(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_done: int, *, confounded: bool,
-                    noise_floor_pct: float | None = None, noise_floor_df: int = DEFAULT_NOISE_FLOOR_DF,
-                    noise_by_workload: Mapping[str, tuple[float, int]] | None = None) -> bool:
+def continue_rounds(
+    samples: Sequence[LevelSamples],
+    spec: VerdictSpec,
+    rounds_done: int,
+    *,
+    confounded: bool,
+    noise_floor_pct: float | None = None,
+    noise_floor_df: int = DEFAULT_NOISE_FLOOR_DF,
+    noise_by_workload: Mapping[str, tuple[float, int]] | None = None,
+) -> bool:
     """Another interleaved round?  The sequential rule (`needs_more_repeats`) within
     `repeats.max`; a confounded run stops at `repeats.min`, since no number of repeats
     turns a run with an undeclared setting into a result."""
     if confounded:
         return rounds_done < spec.repeats.min
-    more = needs_more_repeats(samples, spec, rounds_done, noise_floor_pct=noise_floor_pct,
-                              noise_floor_df=noise_floor_df, noise_by_workload=noise_by_workload)
+    more = needs_more_repeats(
+        samples,
+        spec,
+        rounds_done,
+        noise_floor_pct=noise_floor_pct,
+        noise_floor_df=noise_floor_df,
+        noise_by_workload=noise_by_workload,
+    )
     return more and rounds_done < spec.repeats.max
 
 
@@ -40,7 +53,12 @@ def same_work(v: Verdict, mixed_workloads: Sequence[str]) -> Verdict:
         return v
     if v.kind == "dead_end" and v.correctness is not None and not v.correctness.passed:
         return v
-    return v.model_copy(update={"kind": "inconclusive", "revisit_on": [],
-                                "reason": "not the same work: the launches compared did not all do the same work "
-                                          f"({', '.join(mixed_workloads)}: prompts, their order, request counts, "
-                                          "output tokens or endpoint changed between launches)"})
+    return v.model_copy(
+        update={
+            "kind": "inconclusive",
+            "revisit_on": [],
+            "reason": "not the same work: the launches compared did not all do the same work "
+            f"({', '.join(mixed_workloads)}: prompts, their order, request counts, "
+            "output tokens or endpoint changed between launches)",
+        }
+    )

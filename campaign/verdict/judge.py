@@ -59,6 +59,7 @@ class RoundDecision(BaseModel):
     """`why` is this round's line for the round event; `because` (only for a round the
     rule asked for beyond `repeats.min`) is the short cause the journal keeps, so the
     stop line can say why the experiment ran past its minimum (`rounds_story`)."""
+
     more: bool
     why: str
     because: str = ""
@@ -81,11 +82,19 @@ def rounds_story(stopped: str, extra: Mapping[int, str]) -> str:
     return f"{stopped}; measured on for " + "; ".join(parts)
 
 
-def judge(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise | None, *,
-          failure: Failure | None = None, confounded_by: Sequence[ConfigChange] = (),
-          correctness: CorrectnessResult | None = None, revisit_on: Sequence[str] = (),
-          primary_workload: str | None = None, reported_diff: Sequence[ReportedChange] = (),
-          settings: RuleSettings = SHIPPED) -> Verdict:
+def judge(
+    samples: Sequence[LevelSamples],
+    spec: VerdictSpec,
+    noise: NodeNoise | None,
+    *,
+    failure: Failure | None = None,
+    confounded_by: Sequence[ConfigChange] = (),
+    correctness: CorrectnessResult | None = None,
+    revisit_on: Sequence[str] = (),
+    primary_workload: str | None = None,
+    reported_diff: Sequence[ReportedChange] = (),
+    settings: RuleSettings = SHIPPED,
+) -> Verdict:
     """`decide` on the launch-aware comparisons, with the noise used and the common
     effects recorded on the verdict; `settings`: the rule's components (the verdict
     lab's ablation leaves one out)."""
@@ -97,8 +106,16 @@ def judge(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise |
             comparisons, effects = a.comparisons, a.effects
         else:
             comparisons = compare_levels(list(samples), spec)
-    v = decide(comparisons, spec, failure=failure, confounded_by=confounded_by, correctness=correctness,
-               revisit_on=revisit_on, primary_workload=primary_workload, reported_diff=reported_diff)
+    v = decide(
+        comparisons,
+        spec,
+        failure=failure,
+        confounded_by=confounded_by,
+        correctness=correctness,
+        revisit_on=revisit_on,
+        primary_workload=primary_workload,
+        reported_diff=reported_diff,
+    )
     v.effects = effects
     v.noise = noise_phrase(noise, effects)
     return v
@@ -109,8 +126,11 @@ def noise_phrase(noise: NodeNoise | None, effects: Sequence[WorkloadEffect] = ()
     noisy = [e.workload for e in effects if e.prior_overruled]
     if noisy:
         out += f"; the candidate was much noisier than the node on {', '.join(noisy)}: its own spread was used"
-    stalls = [f"{e.workload} {e.stalled_candidate} candidate, {e.stalled_baseline} baseline"
-              for e in effects if e.stalled_candidate or e.stalled_baseline]
+    stalls = [
+        f"{e.workload} {e.stalled_candidate} candidate, {e.stalled_baseline} baseline"
+        for e in effects
+        if e.stalled_candidate or e.stalled_baseline
+    ]
     if stalls:
         out += f"; stalls screened ({'; '.join(stalls)})"
     return out
@@ -123,50 +143,76 @@ def _decisive(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoi
     return decide(a.comparisons, spec).kind in ("win", "dead_end")
 
 
-def round_decision(samples: Sequence[LevelSamples], spec: VerdictSpec, rounds_done: int, *,
-                   confounded: bool, noise: NodeNoise | None, settings: RuleSettings = SHIPPED) -> RoundDecision:
+def round_decision(
+    samples: Sequence[LevelSamples],
+    spec: VerdictSpec,
+    rounds_done: int,
+    *,
+    confounded: bool,
+    noise: NodeNoise | None,
+    settings: RuleSettings = SHIPPED,
+) -> RoundDecision:
     """Another interleaved round? (module doc; `settings` as in `judge`)"""
     n_min, n_max = spec.repeats.min, spec.repeats.max
     if confounded:
-        return RoundDecision(more=rounds_done < n_min,
-                             why=f"confounded: stopped at repeats.min={n_min}, no number of rounds makes it a result")
+        return RoundDecision(
+            more=rounds_done < n_min,
+            why=f"confounded: stopped at repeats.min={n_min}, no number of rounds makes it a result",
+        )
     if spec.policy == "fixed":
         return RoundDecision(more=rounds_done < n_min, why=f"fixed policy: {n_min} rounds")
     if rounds_done < n_min:
         return RoundDecision(more=True, why=f"below repeats.min={n_min}")
     a = analyze(samples, spec, noise, settings=settings)
     if a is None:
-        return RoundDecision(more=rounds_done < n_max, why="no launch-level analysis possible: up to repeats.max",
-                             because="no launch-level analysis was possible" if rounds_done < n_max else "")
+        return RoundDecision(
+            more=rounds_done < n_max,
+            why="no launch-level analysis possible: up to repeats.max",
+            because="no launch-level analysis was possible" if rounds_done < n_max else "",
+        )
     now = decide(a.comparisons, spec).kind
     homog = {e.workload: e.common for e in a.effects}
     rounds = f"{rounds_done} round{'s' if rounds_done > 1 else ''}"
     if a.undecided and rounds_done < n_max:
-        return RoundDecision(more=True, why=f"round {rounds_done + 1}: two launches disagree like "
-                                            f"a stall on {', '.join(a.undecided)}; a third tells which",
-                             because=f"two launches disagreed like a stall on {', '.join(a.undecided)}")
+        return RoundDecision(
+            more=True,
+            why=f"round {rounds_done + 1}: two launches disagree like "
+            f"a stall on {', '.join(a.undecided)}; a third tells which",
+            because=f"two launches disagreed like a stall on {', '.join(a.undecided)}",
+        )
     if a.low_baseline and rounds_done < n_max:
-        return RoundDecision(more=True, why=f"round {rounds_done + 1}: the baseline's launches sit below its recent "
-                                            f"level on {', '.join(a.low_baseline)} (a stall, or the node moved); "
-                                            f"more rounds tell which",
-                             because=f"the baseline's launches sat below its recent level on "
-                                     f"{', '.join(a.low_baseline)} (a stall, or the node moved)")
+        return RoundDecision(
+            more=True,
+            why=f"round {rounds_done + 1}: the baseline's launches sit below its recent "
+            f"level on {', '.join(a.low_baseline)} (a stall, or the node moved); "
+            f"more rounds tell which",
+            because=f"the baseline's launches sat below its recent level on "
+            f"{', '.join(a.low_baseline)} (a stall, or the node moved)",
+        )
     if now == "dead_end" and rounds_done < n_max and not any(c.winner == "candidate" for c in a.comparisons):
         # slower where it was measured so far: could more rounds show where it wins?
         for shift in (0.0, PROJECTION_SHIFT_SE):
             p = analyze(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog, settings=settings)
             if p is not None and any(c.winner == "candidate" for c in p.comparisons):
-                return RoundDecision(more=True, why=f"round {rounds_done + 1}: a DEAD END after {rounds}, but a "
-                                                    f"regime where the candidate wins is within reach by round {n_max}",
-                                     because="a DEAD END so far, with a regime where the candidate "
-                                             "could win within reach")
+                return RoundDecision(
+                    more=True,
+                    why=f"round {rounds_done + 1}: a DEAD END after {rounds}, but a "
+                    f"regime where the candidate wins is within reach by round {n_max}",
+                    because="a DEAD END so far, with a regime where the candidate could win within reach",
+                )
     if now in ("win", "dead_end"):
         return RoundDecision(more=False, why=f"decisive after {rounds}")
     if rounds_done >= n_max:
         return RoundDecision(more=False, why=f"repeats.max={n_max} reached without a decisive verdict")
     for shift in (0.0, PROJECTION_SHIFT_SE, -PROJECTION_SHIFT_SE):
         if _decisive(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog, settings=settings):
-            return RoundDecision(more=True, why=f"round {rounds_done + 1}: a verdict is within reach by round {n_max}",
-                                 because=f"a verdict was within reach by round {n_max}")
-    return RoundDecision(more=False, why=f"stopped after {rounds_done} of {n_max} rounds: even {n_max} rounds "
-                                         f"would not decide (the effect is too close to the band or inside it)")
+            return RoundDecision(
+                more=True,
+                why=f"round {rounds_done + 1}: a verdict is within reach by round {n_max}",
+                because=f"a verdict was within reach by round {n_max}",
+            )
+    return RoundDecision(
+        more=False,
+        why=f"stopped after {rounds_done} of {n_max} rounds: even {n_max} rounds "
+        f"would not decide (the effect is too close to the band or inside it)",
+    )

@@ -117,21 +117,26 @@ class _Workload:
         """(centre, se, df) of the common effect on the log scale."""
         width = self.b.width
         tb, tc = self.vb.a / (self.rb * width), self.vc.a / (self.rc * width)
-        return self.c.grand() - self.b.grand(), math.sqrt(tb + tc), satterthwaite([(tb, self.vb.df_a), (tc, self.vc.df_a)])
+        return (
+            self.c.grand() - self.b.grand(),
+            math.sqrt(tb + tc),
+            satterthwaite([(tb, self.vb.df_a), (tc, self.vc.df_a)]),
+        )
 
     def effective_tests(self) -> float:
         width = self.b.width
         offset = self.vb.offset(width) / self.rb + self.vc.offset(width) / self.rc
-        return effective_tests(offset, [self.vb.level(width, j) / self.rb + self.vc.level(width, j) / self.rc
-                                         for j in range(width)])
+        return effective_tests(
+            offset, [self.vb.level(width, j) / self.rb + self.vc.level(width, j) / self.rc for j in range(width)]
+        )
 
     def level(self, j: int) -> tuple[float, float, float]:
         width = self.b.width
         tb, tc = self.vb.level(width, j) / self.rb, self.vc.level(width, j) / self.rc
-        terms = [(v / self.rb, d) for v, d in self.vb.level_terms(width, j)] + \
-            [(v / self.rc, d) for v, d in self.vc.level_terms(width, j)]
+        terms = [(v / self.rb, d) for v, d in self.vb.level_terms(width, j)] + [
+            (v / self.rc, d) for v, d in self.vc.level_terms(width, j)
+        ]
         return self.c.col(j) - self.b.col(j), math.sqrt(tb + tc), satterthwaite(terms)
-
 
 
 def _heterogeneity(b: Side, c: Side, vb: Var, vc: Var) -> float | None:
@@ -151,40 +156,66 @@ def _heterogeneity(b: Side, c: Side, vb: Var, vc: Var) -> float | None:
     return float(_scipy_stats.f.sf(q / (width - 1), width - 1, min(df2, 1e6)))
 
 
-def _sides(name: str, samples: list[LevelSamples], metric: str, prior: WorkloadNoise | None,
-           prior_df: float | None, screened: bool) -> tuple[Side, Side, int, int] | None:
+def _sides(
+    name: str,
+    samples: list[LevelSamples],
+    metric: str,
+    prior: WorkloadNoise | None,
+    prior_df: float | None,
+    screened: bool,
+) -> tuple[Side, Side, int, int] | None:
     """Both sides' screened tables, and the rounds each side measured."""
     rb = min(len(s.baseline) for s in samples)
     rc = min(len(s.candidate) for s in samples)
     if rb < 1 or rc < 1:
         return None
-    b = side_table([[float(getattr(s.baseline[i], metric)) for s in samples] for i in range(rb)], prior, prior_df,
-                   screened=screened)
-    c = side_table([[float(getattr(s.candidate[i], metric)) for s in samples] for i in range(rc)], prior, prior_df,
-                   candidate=True, screened=screened)
+    b = side_table(
+        [[float(getattr(s.baseline[i], metric)) for s in samples] for i in range(rb)],
+        prior,
+        prior_df,
+        screened=screened,
+    )
+    c = side_table(
+        [[float(getattr(s.candidate[i], metric)) for s in samples] for i in range(rc)],
+        prior,
+        prior_df,
+        candidate=True,
+        screened=screened,
+    )
     return None if b is None or c is None else (b, c, rb, rc)
 
 
-def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeNoise | None,
-                 project_to: int | None, settings: RuleSettings) -> list[_Workload] | None:
+def _prepare_all(
+    by_wl: dict[str, list[LevelSamples]],
+    metric: str,
+    noise: NodeNoise | None,
+    project_to: int | None,
+    settings: RuleSettings,
+) -> list[_Workload] | None:
     """Every workload's sides and variances; None when one cannot be analysed."""
     prior = {name: noise.get(name) if noise else None for name in by_wl}
     sides = {}
     for name, ss in by_wl.items():
-        got = _sides(name, ss, metric, prior[name], noise.prior_df if noise is not None else None,
-                     settings.stall_screen)
+        got = _sides(
+            name, ss, metric, prior[name], noise.prior_df if noise is not None else None, settings.stall_screen
+        )
         if got is None:
             return None
         sides[name] = got
     # launches each side holds after screening; a projection adds the rounds still to come
-    rounds = {name: ((b.r + max(0, project_to - rb), c.r + max(0, project_to - rc)) if project_to else (b.r, c.r))
-              for name, (b, c, rb, rc) in sides.items()}
+    rounds = {
+        name: ((b.r + max(0, project_to - rb), c.r + max(0, project_to - rc)) if project_to else (b.r, c.r))
+        for name, (b, c, rb, rc) in sides.items()
+    }
     scales = []
     d0 = noise.prior_df if noise is not None else None  # the node's noise varies between experiments
     for side, cap in ((0, None), (1, float(CANDIDATE_PRIOR_DF))):
         k_max = min((x for x in (cap, d0) if x is not None), default=None)
-        ratios = [r for name, sd in sides.items()
-                  if (r := own_ratio(sd[1] if side else sd[0], prior[name], rounds[name][side])) is not None]
+        ratios = [
+            r
+            for name, sd in sides.items()
+            if (r := own_ratio(sd[1] if side else sd[0], prior[name], rounds[name][side])) is not None
+        ]
         scales.append(pooled_scale(ratios, k_max) if ratios else None)
     out = []
     for name, (b, c, _, _) in sides.items():
@@ -195,14 +226,25 @@ def _prepare_all(by_wl: dict[str, list[LevelSamples]], metric: str, noise: NodeN
             return None
         vb = vb or Var(vc.a, vc.e, vc.df_a, vc.df_e, True, vc.e_cols)  # type: ignore[union-attr]
         vc = vc or Var(vb.a, vb.e, vb.df_a, vb.df_e, True, vb.e_cols)
-        out.append(_Workload(name, by_wl[name], b, c, vb, vc, pb_, pc_,
-                             _heterogeneity(b, c, vb, vc) if settings.common_effect else 0.0))
+        out.append(
+            _Workload(
+                name,
+                by_wl[name],
+                b,
+                c,
+                vb,
+                vc,
+                pb_,
+                pc_,
+                _heterogeneity(b, c, vb, vc) if settings.common_effect else 0.0,
+            )
+        )
     return out
 
 
-
-def _shared_launches(works: list[_Workload], units: dict[tuple[str, int | None], Unit],
-                     noise: NodeNoise | None) -> None:
+def _shared_launches(
+    works: list[_Workload], units: dict[tuple[str, int | None], Unit], noise: NodeNoise | None
+) -> None:
     """Shrink the multiplicity weights of the homogeneous workloads' common effects by
     what their shared launch offsets make them share (`multiplicity.shared_launch_factor`,
     the node's correlation from `campaign.verdict.shared_offsets`): both sides of every
@@ -212,6 +254,7 @@ def _shared_launches(works: list[_Workload], units: dict[tuple[str, int | None],
     common = [w for w in works if w.homogeneous]
     if noise is None or len(common) < 2:
         return
+
     def cov(p: _Workload, q: _Workload) -> float:
         if p is q:
             return units[(p.name, None)].se ** 2
@@ -219,6 +262,7 @@ def _shared_launches(works: list[_Workload], units: dict[tuple[str, int | None],
         ob = math.sqrt(p.vb.offset(p.b.width) * q.vb.offset(q.b.width)) / max(p.rb, q.rb)
         oc = math.sqrt(p.vc.offset(p.b.width) * q.vc.offset(q.b.width)) / max(p.rc, q.rc)
         return r * (ob + oc)
+
     factor = shared_launch_factor([[cov(p, q) for q in common] for p in common])
     for w in common:
         units[(w.name, None)].weight *= factor
@@ -236,9 +280,16 @@ def _pct(x: float) -> float:
     return max(-100.0, min(1e6, math.expm1(min(x, 20.0)) * 100.0))
 
 
-def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise | None, *,
-            project_to: int | None = None, shift_se: float = 0.0,
-            homogeneous: dict[str, bool] | None = None, settings: RuleSettings = SHIPPED) -> Analysis | None:
+def analyze(
+    samples: Sequence[LevelSamples],
+    spec: VerdictSpec,
+    noise: NodeNoise | None,
+    *,
+    project_to: int | None = None,
+    shift_se: float = 0.0,
+    homogeneous: dict[str, bool] | None = None,
+    settings: RuleSettings = SHIPPED,
+) -> Analysis | None:
     """Every level's comparison (module doc).  `project_to`: as if each side had that
     many launches with the same estimates; `shift_se` moves every centre by that many
     of today's standard errors (the stopping rule's "could still decide");
@@ -276,8 +327,9 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
         weight = w.effective_tests() / w.b.width if settings.cheverud_nyholt else 1.0
         for j, s in enumerate(w.samples):
             lc, lse, ldf = w.level(j)
-            units[(w.name, s.concurrency)] = Unit(lc + shift_se * level_se.get((w.name, s.concurrency), lse),
-                                                   lse, ldf, weight)
+            units[(w.name, s.concurrency)] = Unit(
+                lc + shift_se * level_se.get((w.name, s.concurrency), lse), lse, ldf, weight
+            )
     if settings.cheverud_nyholt:
         _shared_launches(works, units, noise)
     look = project_to or max(len(s.candidate) for s in samples)
@@ -287,18 +339,29 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
     for w in works:
         centre, se, df = w.common()
         centre += shift_se * now_se.get(w.name, se)
-        wconf = units[(w.name, None)].conf if w.homogeneous else max(
-            units[(w.name, s.concurrency)].conf for s in w.samples)
+        wconf = (
+            units[(w.name, None)].conf if w.homogeneous else max(units[(w.name, s.concurrency)].conf for s in w.samples)
+        )
         half = quantile(wconf, df) * se
-        effects.append(WorkloadEffect(
-            workload=w.name, delta_pct=_pct(centre), low_pct=_pct(centre - half), high_pct=_pct(centre + half),
-            se_log=se, df=df if math.isfinite(df) else None, levels_differ_p=w.p_differ,
-            common=w.homogeneous, rounds_baseline=w.rb, rounds_candidate=w.rc,
-            noise_pct=_pct(math.sqrt(w.vb.level(w.b.width))), candidate_noise_pct=_pct(math.sqrt(w.vc.level(w.b.width))),
-            prior_overruled=w.vc.own and noise is not None and noise.get(w.name) is not None,
-            stalled_baseline=w.b.stalled_cells + w.b.stalled_launches,
-            stalled_candidate=w.c.stalled_cells + w.c.stalled_launches,
-        ))
+        effects.append(
+            WorkloadEffect(
+                workload=w.name,
+                delta_pct=_pct(centre),
+                low_pct=_pct(centre - half),
+                high_pct=_pct(centre + half),
+                se_log=se,
+                df=df if math.isfinite(df) else None,
+                levels_differ_p=w.p_differ,
+                common=w.homogeneous,
+                rounds_baseline=w.rb,
+                rounds_candidate=w.rc,
+                noise_pct=_pct(math.sqrt(w.vb.level(w.b.width))),
+                candidate_noise_pct=_pct(math.sqrt(w.vc.level(w.b.width))),
+                prior_overruled=w.vc.own and noise is not None and noise.get(w.name) is not None,
+                stalled_baseline=w.b.stalled_cells + w.b.stalled_launches,
+                stalled_candidate=w.c.stalled_cells + w.c.stalled_launches,
+            )
+        )
         for j, s in enumerate(w.samples):
             u = units[(w.name, None if w.homogeneous else s.concurrency)]
             half_u = quantile(u.conf, u.df) * u.se
@@ -309,17 +372,37 @@ def analyze(samples: Sequence[LevelSamples], spec: VerdictSpec, noise: NodeNoise
             b_ok, c_ok = _meets(s.baseline, spec), _meets(s.candidate, spec)
             if b_ok is not None and c_ok is not None and b_ok != c_ok:
                 winner = "candidate" if c_ok else "baseline"
-            comparisons.append(LevelComparison(
-                workload=w.name, concurrency=s.concurrency, metric=spec.metric,
-                # the figures compared: each side's launches as screened (a stalled launch
-                # left out, a stalled level replaced by its prediction), on the log scale
-                baseline_mean=math.exp(w.b.col(j)), candidate_mean=math.exp(w.c.col(j)),
-                delta_pct=_pct(d), ci_low_pct=_pct(lo), ci_high_pct=_pct(hi), loss_bound_pct=_pct(bound),
-                df=used_df if math.isfinite(used_df) else None, level_confidence=conf,
-                n_baseline=len(s.baseline), n_candidate=len(s.candidate), winner=winner,
-                baseline_meets_limit=b_ok, candidate_meets_limit=c_ok, common=w.homogeneous,
-            ))
-    low = low_workloads({w.name: w.b.logs for w in works}, noise.level, noise) \
-        if noise and noise.level and project_to is None and settings.baseline_level else []
-    return Analysis(comparisons, effects, [f"{w.name} ({side})" for w in works
-                                            for side, sd in (("baseline", w.b), ("candidate", w.c)) if sd.undecided], low)
+            comparisons.append(
+                LevelComparison(
+                    workload=w.name,
+                    concurrency=s.concurrency,
+                    metric=spec.metric,
+                    # the figures compared: each side's launches as screened (a stalled launch
+                    # left out, a stalled level replaced by its prediction), on the log scale
+                    baseline_mean=math.exp(w.b.col(j)),
+                    candidate_mean=math.exp(w.c.col(j)),
+                    delta_pct=_pct(d),
+                    ci_low_pct=_pct(lo),
+                    ci_high_pct=_pct(hi),
+                    loss_bound_pct=_pct(bound),
+                    df=used_df if math.isfinite(used_df) else None,
+                    level_confidence=conf,
+                    n_baseline=len(s.baseline),
+                    n_candidate=len(s.candidate),
+                    winner=winner,
+                    baseline_meets_limit=b_ok,
+                    candidate_meets_limit=c_ok,
+                    common=w.homogeneous,
+                )
+            )
+    low = (
+        low_workloads({w.name: w.b.logs for w in works}, noise.level, noise)
+        if noise and noise.level and project_to is None and settings.baseline_level
+        else []
+    )
+    return Analysis(
+        comparisons,
+        effects,
+        [f"{w.name} ({side})" for w in works for side, sd in (("baseline", w.b), ("candidate", w.c)) if sd.undecided],
+        low,
+    )

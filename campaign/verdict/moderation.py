@@ -46,8 +46,9 @@ def prior_df(groups: Sequence[Sequence[_SumOfSquares]], *, bartlett: bool = True
     estimated only where Bartlett's test finds the mean squares heterogeneous
     (p < `HETEROGENEITY_P`, summed over the groups); otherwise None (`bartlett` False:
     estimated whatever the test says, for the verdict lab's ablation)."""
-    usable = [g for g in ([(c.ss / c.df, c.df) for c in group if c.df > 0 and c.ss > 0] for group in groups)
-              if len(g) >= 2]
+    usable = [
+        g for g in ([(c.ss / c.df, c.df) for c in group if c.df > 0 and c.ss > 0] for group in groups) if len(g) >= 2
+    ]
     # the log of a mean square with 1-3 df is mostly its own noise (variance 4.9 at 1 df):
     # where better-founded ones exist (residuals, tables of 5+ launches), they alone speak
     solid = [g for g in ([x for x in group if x[1] >= MIN_HETEROGENEITY_DF] for group in usable) if len(g) >= 2]

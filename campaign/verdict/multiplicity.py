@@ -120,7 +120,7 @@ def boundaries(looks: tuple[int, ...], spent: tuple[float, ...]) -> tuple[float,
             continue
 
         def cross(z: float, i: int = i, target: float = target) -> float:
-            return crossed(looks[:i + 1], (*zs, z)) - target
+            return crossed(looks[: i + 1], (*zs, z)) - target
 
         zs.append(float(_scipy_optimize.brentq(cross, 0.1, 8.0, xtol=1e-7)))
     return tuple(zs)
@@ -144,7 +144,7 @@ def crossed(looks: tuple[int, ...], zs: tuple[float, ...]) -> float:
         kernel = _scipy_stats.norm.pdf(_np.arange(-reach, reach + 1) * h, scale=math.sqrt(t - prev)) * h
         full = _scipy_signal.fftconvolve(dens, kernel)  # lattice indices -(n_old + reach) .. +(n_old + reach)
         centre = n_old + reach
-        dens, n_old = full[centre - n_new:centre + n_new + 1], n_new
+        dens, n_old = full[centre - n_new : centre + n_new + 1], n_new
     return 1.0 - float(dens.sum() * h)
 
 
@@ -154,8 +154,12 @@ def effective_tests(offset: float, level_vars: Sequence[float]) -> float:
     width = len(level_vars)
     if width < 2:
         return 1.0
-    cors = [offset / math.sqrt(level_vars[i] * level_vars[j]) for i in range(width) for j in range(i + 1, width)
-            if level_vars[i] > 0 and level_vars[j] > 0]
+    cors = [
+        offset / math.sqrt(level_vars[i] * level_vars[j])
+        for i in range(width)
+        for j in range(i + 1, width)
+        if level_vars[i] > 0 and level_vars[j] > 0
+    ]
     rho = min(1.0, math.fsum(cors) / len(cors)) if cors else 0.0
     return 1.0 + (width - 1) * (1.0 - rho * rho)
 
@@ -178,8 +182,13 @@ def shared_launch_factor(cov: Sequence[Sequence[float]]) -> float:
     if size < 2:
         return 1.0
     sd = [math.sqrt(cov[i][i]) if cov[i][i] > 0 else 0.0 for i in range(size)]
-    corr = [[1.0 if i == j else (max(-1.0, min(1.0, cov[i][j] / (sd[i] * sd[j]))) if sd[i] > 0 and sd[j] > 0 else 0.0)
-             for j in range(size)] for i in range(size)]
+    corr = [
+        [
+            1.0 if i == j else (max(-1.0, min(1.0, cov[i][j] / (sd[i] * sd[j]))) if sd[i] > 0 and sd[j] > 0 else 0.0)
+            for j in range(size)
+        ]
+        for i in range(size)
+    ]
     return min(1.0, cheverud_nyholt(corr) / size)
 
 

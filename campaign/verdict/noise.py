@@ -167,8 +167,9 @@ def _outlier(rows: Component, pool: Component) -> bool:
     return float(_scipy_stats.f.sf(rows.ms / pool.ms, rows.df, pool.df)) < OUTLIER_P
 
 
-def estimate(groups: Iterable[Mapping[str, Table]], aligned: Sequence[bool] | None = None,
-             settings: RuleSettings = SHIPPED) -> NodeNoise:
+def estimate(
+    groups: Iterable[Mapping[str, Table]], aligned: Sequence[bool] | None = None, settings: RuleSettings = SHIPPED
+) -> NodeNoise:
     """Pool the tables of every group (one experiment's launches of one config: a dict
     workload -> R x L table of log values).  A workload keeps the level count it was
     first seen with; a table with another count (a changed workload) is skipped.
@@ -235,11 +236,13 @@ def estimate(groups: Iterable[Mapping[str, Table]], aligned: Sequence[bool] | No
         mean_e = math.fsum(jit) / len(jit) if jit else 0.0
         weights = [mean_e / x if x > 0 and mean_e > 0 else 1.0 for x in jit]
         shared.append([rows for _, rows, _, _ in items])
-        shared.append([Component(ss=math.fsum(c * wt for c, wt in zip(cols, weights)), df=res.df)
-                       for _, _, res, cols in items])
+        shared.append(
+            [Component(ss=math.fsum(c * wt for c, wt in zip(cols, weights)), df=res.df) for _, _, res, cols in items]
+        )
     out.prior_df = prior_df(shared, bartlett=settings.bartlett) if settings.moderated_prior else None
-    out.shared = shared_offsets(list(means.values()),
-                                {name: w.offset_var() for name, w in out.workloads.items() if w.usable})
+    out.shared = shared_offsets(
+        list(means.values()), {name: w.offset_var() for name, w in out.workloads.items() if w.usable}
+    )
     return out
 
 
@@ -269,8 +272,12 @@ def prior_scale(w: WorkloadNoise | None) -> Scale | None:
         return None
     jit = [math.sqrt(max(0.0, v)) for v in w.jitter()]
     # a level's jitter rests on its share of the residual df (plus the shrinkage's)
-    return Scale(jit, math.sqrt(max(0.0, w.rows.ms or 0.0) / w.levels),
-                 jitter_df=w.res.df / max(1, w.levels - 1) + JITTER_SHRINK_DF, launch_df=float(w.rows.df))
+    return Scale(
+        jit,
+        math.sqrt(max(0.0, w.rows.ms or 0.0) / w.levels),
+        jitter_df=w.res.df / max(1, w.levels - 1) + JITTER_SHRINK_DF,
+        launch_df=float(w.rows.df),
+    )
 
 
 def baseline_launches(repeats: RepeatsSpec, known: NodeNoise, workloads: Sequence[str] = ()) -> int:

@@ -51,7 +51,9 @@ def latency_note(groups: dict[str, list[LevelComparison]], spec: VerdictSpec) ->
             if cc:
                 where.append(f"{w} C={','.join(map(str, cc))}")
         if where:
-            notes.append(f"{lim.metric} {lim.stat} <= {lim.max_ms:g} ms is met only by the {side} at {', '.join(where)}")
+            notes.append(
+                f"{lim.metric} {lim.stat} <= {lim.max_ms:g} ms is met only by the {side} at {', '.join(where)}"
+            )
     return "; " + "; ".join(notes) if notes else ""
 
 
@@ -79,8 +81,9 @@ def confound_reason(changes: Sequence[ConfigChange]) -> str:
             clauses.append(f"{lead}{names} {verb} from the baseline but the hypothesis does not declare {obj}")
     for c in changes:
         if c.change == "ignored":
-            clauses.append(f"the server ignored {c.key}: asked for {_v(c.requested)}, it reports {_v(c.after)} "
-                           f"as on the baseline")
+            clauses.append(
+                f"the server ignored {c.key}: asked for {_v(c.requested)}, it reports {_v(c.after)} as on the baseline"
+            )
         elif c.change == "overridden":
             clauses.append(f"the server overrode {c.key}: asked for {_v(c.requested)}, it reports {_v(c.after)}")
     return "confounded: " + "; ".join(clauses)

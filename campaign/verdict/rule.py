@@ -103,24 +103,42 @@ def compare_level(
     b = [float(getattr(r, spec.metric)) for r in baseline]
     c = [float(getattr(r, spec.metric)) for r in candidate]
     eff = relative_effect(
-        b, c, confidence=confidence or spec.confidence, paired=paired,
-        noise_floor_pct=noise_floor_pct, noise_floor_df=noise_floor_df,
+        b,
+        c,
+        confidence=confidence or spec.confidence,
+        paired=paired,
+        noise_floor_pct=noise_floor_pct,
+        noise_floor_df=noise_floor_df,
     )
     winner = level_winner(eff.delta_pct, eff.low_pct, eff.high_pct, spec.min_effect_pct)
     one_sided = relative_effect(  # its lower end is the one-sided bound at spec.confidence
-        b, c, confidence=one_sided_confidence(spec), paired=paired,
-        noise_floor_pct=noise_floor_pct, noise_floor_df=noise_floor_df,
+        b,
+        c,
+        confidence=one_sided_confidence(spec),
+        paired=paired,
+        noise_floor_pct=noise_floor_pct,
+        noise_floor_df=noise_floor_df,
     )
     b_ok, c_ok = _meets_limit(baseline, spec), _meets_limit(candidate, spec)
     if b_ok is not None and c_ok is not None and b_ok != c_ok:
         winner = "candidate" if c_ok else "baseline"
     return LevelComparison(
-        workload=workload, concurrency=concurrency, metric=spec.metric,
-        baseline_mean=mean(b), candidate_mean=mean(c), delta_pct=_finite(eff.delta_pct),
-        ci_low_pct=_finite(eff.low_pct), ci_high_pct=_finite(eff.high_pct),
-        loss_bound_pct=_finite(one_sided.low_pct), df=eff.df if math.isfinite(eff.df) else None,
-        level_confidence=confidence or spec.confidence, n_baseline=len(b), n_candidate=len(c), winner=winner,
-        baseline_meets_limit=b_ok, candidate_meets_limit=c_ok,
+        workload=workload,
+        concurrency=concurrency,
+        metric=spec.metric,
+        baseline_mean=mean(b),
+        candidate_mean=mean(c),
+        delta_pct=_finite(eff.delta_pct),
+        ci_low_pct=_finite(eff.low_pct),
+        ci_high_pct=_finite(eff.high_pct),
+        loss_bound_pct=_finite(one_sided.low_pct),
+        df=eff.df if math.isfinite(eff.df) else None,
+        level_confidence=confidence or spec.confidence,
+        n_baseline=len(b),
+        n_candidate=len(c),
+        winner=winner,
+        baseline_meets_limit=b_ok,
+        candidate_meets_limit=c_ok,
     )
 
 
@@ -142,10 +160,19 @@ def compare_levels(
     for s in samples:
         pair = spec.interleave and len(s.baseline) == len(s.candidate) if paired is None else paired
         pct, df = (noise_by_workload or {}).get(s.workload, (noise_floor_pct, noise_floor_df))
-        out.append(compare_level(
-            s.workload, s.concurrency, s.baseline, s.candidate, spec, paired=pair,
-            noise_floor_pct=pct, noise_floor_df=df, confidence=conf,
-        ))
+        out.append(
+            compare_level(
+                s.workload,
+                s.concurrency,
+                s.baseline,
+                s.candidate,
+                spec,
+                paired=pair,
+                noise_floor_pct=pct,
+                noise_floor_df=df,
+                confidence=conf,
+            )
+        )
     return out
 
 
@@ -189,28 +216,49 @@ def decide(
     groups = _by_workload(levels)
     regimes = {w: regime(cs) for w, cs in groups.items()}
     common = dict(
-        levels=levels, regimes=regimes, confidence=spec.confidence, min_effect_pct=spec.min_effect_pct,
+        levels=levels,
+        regimes=regimes,
+        confidence=spec.confidence,
+        min_effect_pct=spec.min_effect_pct,
         correctness=correctness,
-        confounded_by=list(confounded_by), headline_delta_pct=headline(levels, primary_workload),
+        confounded_by=list(confounded_by),
+        headline_delta_pct=headline(levels, primary_workload),
         reported_diff=list(reported_diff),
     )
     if failure is not None:
         cls = failure.failure_class
         summary = failure.summary.strip() or f"{cls.value} during {failure.phase}"
         if cls in INFRASTRUCTURE_FAILURES:
-            return Verdict(kind="inconclusive", reason=f"infrastructure failure ({cls.value}): {summary}",
-                           failure_class=cls, revisit_on=list(revisit_on), **common)
-        return Verdict(kind="dead_end", reason=summary, failure_class=cls,
-                       revisit_on=revisit_components(cls, list(revisit_on)), **common)
+            return Verdict(
+                kind="inconclusive",
+                reason=f"infrastructure failure ({cls.value}): {summary}",
+                failure_class=cls,
+                revisit_on=list(revisit_on),
+                **common,
+            )
+        return Verdict(
+            kind="dead_end",
+            reason=summary,
+            failure_class=cls,
+            revisit_on=revisit_components(cls, list(revisit_on)),
+            **common,
+        )
     if correctness is not None and not correctness.passed:
         reason = (
             f"incorrect: {correctness.mismatches} of {correctness.prompts} greedy outputs differ from the "
             f"baseline's (tolerance {correctness.tolerance:.0%})"
         )
-        return Verdict(kind="dead_end", reason=reason, failure_class=FailureClass.incorrect,
-                       revisit_on=revisit_components(FailureClass.incorrect, list(revisit_on)), **common)
+        return Verdict(
+            kind="dead_end",
+            reason=reason,
+            failure_class=FailureClass.incorrect,
+            revisit_on=revisit_components(FailureClass.incorrect, list(revisit_on)),
+            **common,
+        )
     if confounded_by:
-        return Verdict(kind="inconclusive", reason=confound_reason(confounded_by), revisit_on=list(revisit_on), **common)
+        return Verdict(
+            kind="inconclusive", reason=confound_reason(confounded_by), revisit_on=list(revisit_on), **common
+        )
     if not levels:
         return Verdict(kind="inconclusive", reason="no measurements to compare", revisit_on=list(revisit_on), **common)
 
@@ -223,17 +271,25 @@ def decide(
     doubtful = {w: cs for w, cs in doubtful.items() if cs}
     if wins and not losses and doubtful:
         where = ", ".join(f"{w} C={','.join(str(c.concurrency) for c in cs)}" for w, cs in doubtful.items())
-        reason = (f"wins {side_phrase(groups, 'candidate')} but a loss beyond {spec.min_effect_pct:g}% "
-                  f"is not ruled out at {where}{note}")
+        reason = (
+            f"wins {side_phrase(groups, 'candidate')} but a loss beyond {spec.min_effect_pct:g}% "
+            f"is not ruled out at {where}{note}"
+        )
         return Verdict(kind="inconclusive", reason=reason, revisit_on=declared, **common)
     if wins and not losses:
-        return Verdict(kind="win", reason=f"wins {side_phrase(groups, 'candidate')}{ties}{note}", revisit_on=declared, **common)
+        return Verdict(
+            kind="win", reason=f"wins {side_phrase(groups, 'candidate')}{ties}{note}", revisit_on=declared, **common
+        )
     if wins and losses:
         reason = f"wins {side_phrase(groups, 'candidate')} but loses {side_phrase(groups, 'baseline')}{note}"
         return Verdict(kind="dead_end", reason=reason, revisit_on=declared, **common)
     if losses:
-        return Verdict(kind="dead_end", reason=f"slower: loses {side_phrase(groups, 'baseline')}{ties}{note}",
-                       revisit_on=declared, **common)
+        return Verdict(
+            kind="dead_end",
+            reason=f"slower: loses {side_phrase(groups, 'baseline')}{ties}{note}",
+            revisit_on=declared,
+            **common,
+        )
     return Verdict(kind="inconclusive", reason=noise_reason(levels, spec), revisit_on=declared, **common)
 
 
@@ -293,7 +349,9 @@ def _t_shrink(c: LevelComparison, more: int, confidence: float) -> float:
 
 def levels_needing_repeats(comparisons: Sequence[LevelComparison], spec: VerdictSpec) -> list[LevelComparison]:
     """Levels whose interval straddles a band edge and whose outcome repeats could change."""
-    win_in_sight = any(c.winner == "candidate" for c in comparisons) and not any(c.winner == "baseline" for c in comparisons)
+    win_in_sight = any(c.winner == "candidate" for c in comparisons) and not any(
+        c.winner == "baseline" for c in comparisons
+    )
     return [c for c in comparisons if _worth_repeating(c, spec, win_in_sight)]
 
 
@@ -321,6 +379,12 @@ def needs_more_repeats(
         return False
     items: list[Any] = list(comparisons_or_samples)
     if items and isinstance(items[0], LevelSamples):
-        items = compare_levels(items, spec, paired=paired, noise_floor_pct=noise_floor_pct,
-                               noise_floor_df=noise_floor_df, noise_by_workload=noise_by_workload)
+        items = compare_levels(
+            items,
+            spec,
+            paired=paired,
+            noise_floor_pct=noise_floor_pct,
+            noise_floor_df=noise_floor_df,
+            noise_by_workload=noise_by_workload,
+        )
     return bool(levels_needing_repeats(items, spec))

@@ -161,7 +161,7 @@ def _launches(rows_in: list[list[float]], prior: Scale | None) -> list[list[floa
         means = [math.fsum(row) / width for row in keep]
         worst, worst_z = -1, 0.0
         for i in range(r):
-            others = means[:i] + means[i + 1:]
+            others = means[:i] + means[i + 1 :]
             scales: list[tuple[float, float]] = [(statistics.stdev(others), float(r - 2))]
             if prior is not None:
                 scales.append((prior.launch, prior.launch_df))
@@ -203,16 +203,19 @@ def robust_scale(tables: Sequence[Sequence[Sequence[float]]]) -> Scale | None:
             for row in _loo(t, rows):
                 for j, x in enumerate(row):
                     per_level[j].append(abs(x) / inflate)
-        launch.extend(abs(rows[i] - statistics.median(rows[:i] + rows[i + 1:])) / inflate for i in range(r))
+        launch.extend(abs(rows[i] - statistics.median(rows[:i] + rows[i + 1 :])) / inflate for i in range(r))
     if len(launch) < MIN_ROBUST_VALUES:
         return None
     everything = [x for v in per_level for x in v]
     overall = _MAD * statistics.median(everything) if len(everything) >= MIN_ROBUST_VALUES else 0.0
     jit = [_MAD * statistics.median(v) if len(v) >= MIN_ROBUST_VALUES else overall for v in per_level]
     n_jit = min((len(v) for v in per_level), default=0) if width > 1 else 0
-    return Scale(jit, _MAD * statistics.median(launch),
-                 jitter_df=max(1.0, _MAD_EFFICIENCY * (n_jit if n_jit >= MIN_ROBUST_VALUES else len(everything))),
-                 launch_df=max(1.0, _MAD_EFFICIENCY * len(launch)))
+    return Scale(
+        jit,
+        _MAD * statistics.median(launch),
+        jitter_df=max(1.0, _MAD_EFFICIENCY * (n_jit if n_jit >= MIN_ROBUST_VALUES else len(everything))),
+        launch_df=max(1.0, _MAD_EFFICIENCY * len(launch)),
+    )
 
 
 def _loo(table: Sequence[Sequence[float]], rows: Sequence[float]) -> list[list[float]]:
@@ -220,8 +223,9 @@ def _loo(table: Sequence[Sequence[float]], rows: Sequence[float]) -> list[list[f
     the other launches (their effects removed)."""
     r, width = len(table), len(table[0])
     tot = [math.fsum(table[k][j] - rows[k] for k in range(r)) for j in range(width)]
-    return [[(table[i][j] - rows[i]) - (tot[j] - (table[i][j] - rows[i])) / (r - 1) for j in range(width)]
-            for i in range(r)]
+    return [
+        [(table[i][j] - rows[i]) - (tot[j] - (table[i][j] - rows[i])) / (r - 1) for j in range(width)] for i in range(r)
+    ]
 
 
 def screen(table: Sequence[Sequence[float]], prior: Scale | None = None, *, on: bool = True) -> Screened:

@@ -32,8 +32,9 @@ MIN_DF = 5
 _Z95 = 1.6448536269514722
 
 
-def shared_offsets(means: Sequence[Mapping[str, Sequence[float]]],
-                   offsets: Mapping[str, float]) -> dict[str, dict[str, float]]:
+def shared_offsets(
+    means: Sequence[Mapping[str, Sequence[float]]], offsets: Mapping[str, float]
+) -> dict[str, dict[str, float]]:
     """`means`: per table group, each workload's launch means (log scale) in launch
     order, only where its table kept every launch of the group; `offsets`: each
     workload's offset variance on this node.  Returns workload -> workload -> the
@@ -41,7 +42,7 @@ def shared_offsets(means: Sequence[Mapping[str, Sequence[float]]],
     names = sorted({name for group in means for name in group})
     out: dict[str, dict[str, float]] = {}
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             sp = ssa = ssb = 0.0
             df = 0
             for group in means:

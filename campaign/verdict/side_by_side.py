@@ -50,27 +50,34 @@ def pair_sides(a: MeasuredSide, b: MeasuredSide, order: Sequence[str] = ()) -> P
     """B (candidate) against A (baseline), level by level; UserError when the work differs."""
     for side in (a, b):
         if not side.levels:
-            raise UserError(f"{side.label}: {side.experiment_id} has no measured level "
-                            "(fix: name an experiment that measured something: campaign show lists them)")
+            raise UserError(
+                f"{side.label}: {side.experiment_id} has no measured level "
+                "(fix: name an experiment that measured something: campaign show lists them)"
+            )
     wa, wb = _workloads(a), _workloads(b)
     if wa != wb:
-        raise UserError(f"{a.label} measured workloads {', '.join(sorted(wa))}; {b.label} measured "
-                        f"{', '.join(sorted(wb))} (fix: compare two experiments that ran the same workloads)")
+        raise UserError(
+            f"{a.label} measured workloads {', '.join(sorted(wa))}; {b.label} measured "
+            f"{', '.join(sorted(wb))} (fix: compare two experiments that ran the same workloads)"
+        )
     for w in sorted(wa):
         ka, kb = a.work.get(w, ""), b.work.get(w, "")
         if ka and kb and ka != kb:
-            raise UserError(f"workload {w}: {a.label} ran work {ka}, {b.label} ran work {kb} (other prompts, lengths "
-                            "or protocol) (fix: compare two experiments measured on the same workload definitions)")
+            raise UserError(
+                f"workload {w}: {a.label} ran work {ka}, {b.label} ran work {kb} (other prompts, lengths "
+                "or protocol) (fix: compare two experiments measured on the same workload definitions)"
+            )
     rank = {w: i for i, w in enumerate(order)}
     keys = sorted(set(a.levels) & set(b.levels), key=lambda k: (rank.get(k[0], len(rank)), k[0], k[1]))
     if not keys:
         raise UserError(f"{a.label} and {b.label} share no concurrency level (fix: compare experiments of one sweep)")
-    samples = [LevelSamples(workload=w, concurrency=c, baseline=a.levels[(w, c)], candidate=b.levels[(w, c)])
-               for w, c in keys]
-    return Pairing(samples=samples, only_a=sorted(set(a.levels) - set(b.levels)),
-                   only_b=sorted(set(b.levels) - set(a.levels)))
+    samples = [
+        LevelSamples(workload=w, concurrency=c, baseline=a.levels[(w, c)], candidate=b.levels[(w, c)]) for w, c in keys
+    ]
+    return Pairing(
+        samples=samples, only_a=sorted(set(a.levels) - set(b.levels)), only_b=sorted(set(b.levels) - set(a.levels))
+    )
 
 
 def _workloads(side: MeasuredSide) -> set[str]:
     return {w for w, _ in side.levels}
-

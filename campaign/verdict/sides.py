@@ -27,13 +27,25 @@ from campaign.verdict.components import Component, decompose_cols, level_jitter,
 from campaign.verdict.noise import WorkloadNoise, prior_scale
 from campaign.verdict.screen import Scale, pair_disagrees, screen
 
-__all__ = ["CANDIDATE_PRIOR_DF", "OVERRULE_P", "Pooled", "Ratio", "Side", "Var", "own_ratio", "pooled_scale",
-           "satterthwaite", "side_table", "variance"]
+__all__ = [
+    "CANDIDATE_PRIOR_DF",
+    "OVERRULE_P",
+    "Pooled",
+    "Ratio",
+    "Side",
+    "Var",
+    "own_ratio",
+    "pooled_scale",
+    "satterthwaite",
+    "side_table",
+    "variance",
+]
 
 #: df the node's noise counts for in a candidate's variance (its own spread adds its own).
 CANDIDATE_PRIOR_DF = 4
 #: a side whose own spread exceeds the node's at this p-value does not use the node's.
 OVERRULE_P = 0.01
+
 
 @dataclass
 class Side:
@@ -95,8 +107,13 @@ class Var:
         return [(rows, self.df_a), (total - rows, self.df_e)]
 
 
-def side_table(rows: list[list[float]], prior: WorkloadNoise | None, prior_df: float | None = None,
-               candidate: bool = False, screened: bool = True) -> Side | None:
+def side_table(
+    rows: list[list[float]],
+    prior: WorkloadNoise | None,
+    prior_df: float | None = None,
+    candidate: bool = False,
+    screened: bool = True,
+) -> Side | None:
     """One side's table, screened for stalls (`campaign.verdict.screen`) on the node's
     scale; a replaced cell costs the residual one df.  `prior_df`: what the node's noise
     is worth to one experiment where it moves between experiments (`NodeNoise.prior_df`);
@@ -133,14 +150,17 @@ def side_table(rows: list[list[float]], prior: WorkloadNoise | None, prior_df: f
         scale = Scale(scale.jitter, scale.launch, scale.jitter_df, min(scale.launch_df, prior_df))
     node_scale = scale
     if scale is not None and candidate:  # another config: the node's scale is a prior, not its scale
-        scale = Scale(scale.jitter, scale.launch, min(scale.jitter_df, CANDIDATE_PRIOR_DF),
-                      min(scale.launch_df, CANDIDATE_PRIOR_DF))
+        scale = Scale(
+            scale.jitter,
+            scale.launch,
+            min(scale.jitter_df, CANDIDATE_PRIOR_DF),
+            min(scale.launch_df, CANDIDATE_PRIOR_DF),
+        )
     sc = screen(logs, scale, on=screened)
     if candidate and screened:  # a pair far apart on the node's scale: a stall or a noisy config, more launches tell
         sc.undecided = len(sc.table) == 2 and pair_disagrees(sc.table, node_scale)
     r, e, cols = decompose_cols(sc.table)
-    return Side(sc.table, r, Component(ss=e.ss, df=max(0, e.df - sc.cells)), cols, sc.cells, sc.launches,
-                sc.undecided)
+    return Side(sc.table, r, Component(ss=e.ss, df=max(0, e.df - sc.cells)), cols, sc.cells, sc.launches, sc.undecided)
 
 
 @dataclass
@@ -159,10 +179,12 @@ def own_ratio(own: Side, prior: WorkloadNoise | None, rounds: int) -> Ratio | No
         return None
     pa, pe = prior.rows.ms, prior.res.ms
     use_res = pe is not None and pe > 0 and own.res.df > 0
-    return Ratio(ss=own.rows.ss / pa + (own.res.ss / pe if use_res else 0.0),  # type: ignore[operator]
-                  now_df=own.rows.df + (own.res.df if use_res else 0),
-                  prior_df=prior.rows.df + (prior.res.df if use_res else 0),
-                  proj_df=(rounds - 1) + (max(0, (rounds - 1) * (width - 1) - own.stalled_cells) if use_res else 0))
+    return Ratio(
+        ss=own.rows.ss / pa + (own.res.ss / pe if use_res else 0.0),  # type: ignore[operator]
+        now_df=own.rows.df + (own.res.df if use_res else 0),
+        prior_df=prior.rows.df + (prior.res.df if use_res else 0),
+        proj_df=(rounds - 1) + (max(0, (rounds - 1) * (width - 1) - own.stalled_cells) if use_res else 0),
+    )
 
 
 @dataclass
@@ -220,8 +242,14 @@ def variance(own: Side, prior: WorkloadNoise | None, scale: Pooled | None, round
             return None
         rho = scale.rho()
         res_df = de + min(k, prior.res.df)
-        return Var(a=a, e=rho * pe, df_a=rows_df, df_e=res_df if width > 1 and res_df > 0 else rows_df,
-                   own=scale.overruled, e_cols=[rho * x for x in prior.jitter()])
+        return Var(
+            a=a,
+            e=rho * pe,
+            df_a=rows_df,
+            df_e=res_df if width > 1 and res_df > 0 else rows_df,
+            own=scale.overruled,
+            e_cols=[rho * x for x in prior.jitter()],
+        )
     if own.rows.df == 0:
         return None
     a = own.rows.ss / own.rows.df

@@ -39,8 +39,9 @@ def adopted_wins(store: VerdictHistory, cid: str) -> list[tuple[str, float, Hypo
     return out
 
 
-def subset_hypothesis(pb: Playbook, wins: list[tuple[str, float, HypothesisSpec]], subset: list[str],
-                      k: int) -> HypothesisSpec:
+def subset_hypothesis(
+    pb: Playbook, wins: list[tuple[str, float, HypothesisSpec]], subset: list[str], k: int
+) -> HypothesisSpec:
     """The subset's wins stacked on the original config, as one hypothesis."""
     base = original_config(pb)
     cfg = base
@@ -51,13 +52,22 @@ def subset_hypothesis(pb: Playbook, wins: list[tuple[str, float, HypothesisSpec]
     flags = {c.key: c.after for c in changes if c.kind == "flag" and c.change != "removed"}
     env = {c.key: str(c.after) for c in changes if c.kind == "env" and c.change != "removed"}
     unset = [c.key for c in changes if c.kind == "flag" and c.change == "removed"]
-    patches = [p for name, _d, spec in wins if name in subset
-               for p in (spec.stack_patches or ([spec.patch] if spec.patch else []))]
+    patches = [
+        p
+        for name, _d, spec in wins
+        if name in subset
+        for p in (spec.stack_patches or ([spec.patch] if spec.patch else []))
+    ]
     what = "all adopted wins" if len(subset) == len(wins) else "wins " + ", ".join(subset)
-    return HypothesisSpec(name=f"{PREFIX}{k}", rationale=f"stack validation: {what} together against the "
-                          f"original baseline (do they add up?)", flags=flags, env=env, unset_flags=unset,
-                          stack_patches=patches,
-                          declares=[c.key for c in changes])
+    return HypothesisSpec(
+        name=f"{PREFIX}{k}",
+        rationale=f"stack validation: {what} together against the original baseline (do they add up?)",
+        flags=flags,
+        env=env,
+        unset_flags=unset,
+        stack_patches=patches,
+        declares=[c.key for c in changes],
+    )
 
 
 def start(wins: list[tuple[str, float, HypothesisSpec]], noise_pct: float) -> BisectionState:

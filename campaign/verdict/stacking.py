@@ -96,7 +96,9 @@ class BisectionState(BaseModel):
         idx = self._indices()
         expected = expected_stack_delta([self.part_deltas_pct[k] for k in idx])
         short = stack_shortfall(expected, measured_pct, self.noise_pct)
-        m = Measurement(subset=[self.wins[k] for k in idx], expected_pct=expected, measured_pct=measured_pct, shortfall=short)
+        m = Measurement(
+            subset=[self.wins[k] for k in idx], expected_pct=expected, measured_pct=measured_pct, shortfall=short
+        )
         s = self.model_copy(update={"history": [*self.history, m]}, deep=True)
         if s.phase == "full":
             if not short:
@@ -145,7 +147,11 @@ class BisectionState(BaseModel):
 
 
 def start_bisection(
-    wins: Sequence[str], part_deltas_pct: Sequence[float], noise_pct: float, *, full_stack_delta_pct: float | None = None
+    wins: Sequence[str],
+    part_deltas_pct: Sequence[float],
+    noise_pct: float,
+    *,
+    full_stack_delta_pct: float | None = None,
 ) -> BisectionState:
     """A fresh search; pass the already measured full stack to save one measurement."""
     state = BisectionState(wins=list(wins), part_deltas_pct=list(part_deltas_pct), noise_pct=noise_pct)
@@ -157,7 +163,11 @@ def start_bisection(
 
 
 def bisection_steps(
-    wins: Sequence[str], part_deltas_pct: Sequence[float], noise_pct: float, *, full_stack_delta_pct: float | None = None
+    wins: Sequence[str],
+    part_deltas_pct: Sequence[float],
+    noise_pct: float,
+    *,
+    full_stack_delta_pct: float | None = None,
 ) -> Generator[list[str], float, InteractionResult]:
     """Generator form: yields subsets, receives their measured deltas, returns the result."""
     state = start_bisection(wins, part_deltas_pct, noise_pct, full_stack_delta_pct=full_stack_delta_pct)

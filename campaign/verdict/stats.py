@@ -124,7 +124,9 @@ def relative_effect(
     mb, mc = mean(b), mean(c)
 
     def result(delta: float, lo: float, hi: float, method: Method, df: float) -> EffectInterval:
-        return EffectInterval(delta_pct=delta, low_pct=lo, high_pct=hi, n_baseline=nb, n_candidate=nc, method=method, df=df)
+        return EffectInterval(
+            delta_pct=delta, low_pct=lo, high_pct=hi, n_baseline=nb, n_candidate=nc, method=method, df=df
+        )
 
     if mb == 0.0:
         if mc == 0.0:
@@ -171,8 +173,16 @@ def relative_effect(
     return result(delta, math.expm1(centre - half) * 100.0, math.expm1(centre + half) * 100.0, method, df)
 
 
-def _linear(b: list[float], c: list[float], mb: float, mc: float, confidence: float, noise_floor_pct: float | None,
-            prior_df: int, result: Callable[[float, float, float, Method, float], EffectInterval]) -> EffectInterval:
+def _linear(
+    b: list[float],
+    c: list[float],
+    mb: float,
+    mc: float,
+    confidence: float,
+    noise_floor_pct: float | None,
+    prior_df: int,
+    result: Callable[[float, float, float, Method, float], EffectInterval],
+) -> EffectInterval:
     """Delta-method interval on raw values, for samples that contain a zero."""
     nb, nc = len(b), len(c)
     prior = (noise_floor_pct / 100.0) ** 2 if noise_floor_pct is not None else None
@@ -220,7 +230,9 @@ def noise_floor(samples_by_level: Mapping[object, Sequence[float]] | Iterable[Se
     return est.pct
 
 
-def drift(before: Sequence[float], after: Sequence[float], noise_pct: float, *, confidence: float = 0.95) -> DriftResult:
+def drift(
+    before: Sequence[float], after: Sequence[float], noise_pct: float, *, confidence: float = 0.95
+) -> DriftResult:
     """Did the baseline move between two measurements of it?
 
     Significant when the change exceeds the noise floor AND its interval (Welch on log

@@ -42,8 +42,14 @@ def test_no_wrong_verdict_at_one_percent_launch_noise():
             node = LabNode(f"{structure}{index}", st, cases, wl)
             for i, kind, rounds in run_direct(node, spec, wl, 25):
                 m = spec.min_effect_pct
-                rows.append({"kind": kind, "rounds": rounds, "wrong": verdict_is_wrong(cases[i], kind, m),
-                             **case_row(node, cases[i], m)})
+                rows.append(
+                    {
+                        "kind": kind,
+                        "rounds": rounds,
+                        "wrong": verdict_is_wrong(cases[i], kind, m),
+                        **case_row(node, cases[i], m),
+                    }
+                )
     sc = score(rows)
     assert sc["n"] == 100 and sc["wrong"] == 0
     assert sc["missed"] < sc["decisive"] / 2 and sc["rounds"] < 4
@@ -84,8 +90,11 @@ def test_the_oracles_standard_errors_are_the_generators():
     levels = [(w.name, c) for w in wl for c in w.concurrency]
     uniform = Case("uniform", dict.fromkeys(levels, 5.0))
     growing = Case("growing", {lv: 4.0 * math.log(lv[1]) / math.log(250) for lv in levels})
-    for st in (Structure("offset", 1.2), Structure("jitter", 0.8, per_request=True),
-               Structure("noisy_candidate", 1.0, candidate_scale=2.0)):
+    for st in (
+        Structure("offset", 1.2),
+        Structure("jitter", 0.8, per_request=True),
+        Structure("noisy_candidate", 1.0, candidate_scale=2.0),
+    ):
         for case in (uniform, growing):
             node = LabNode(f"se:{st.name}:{case.kind}", st, [case], wl)
             draws = []
@@ -97,8 +106,11 @@ def test_the_oracles_standard_errors_are_the_generators():
                 draws.append(oracle_units(node, case, cand, base))
             # uniform: one common test per workload of several levels; growing: every level
             assert len(draws[0]) == (2 if case is uniform else len(levels))
-            truth = ([math.log1p(5.0 / 100)] * 2 if case is uniform
-                     else [math.log1p(case.effects[lv] / 100) for lv in levels])
+            truth = (
+                [math.log1p(5.0 / 100)] * 2
+                if case is uniform
+                else [math.log1p(case.effects[lv] / 100) for lv in levels]
+            )
             for k, true_d in enumerate(truth):
                 ds = [u[k][0] for u in draws]
                 se = draws[0][k][1]
@@ -125,8 +137,9 @@ def test_a_null_level_is_not_called_a_loss_after_an_ordinary_launch_is_dropped()
     shipped = policies(pb.verdict)["adaptive"]
     spec = shipped.model_copy(update={"repeats": shipped.repeats.model_copy(update={"baseline": 2})})
     st, cases = campaign_setup("jitter", 62, 25, wl, spec.min_effect_pct, near_share=0.0)
-    got = dict((i, kind) for i, kind, _ in run_direct(LabNode("jitter:62", st, cases, wl, draws="sequential"),
-                                                     spec, wl, 16))
+    got = dict(
+        (i, kind) for i, kind, _ in run_direct(LabNode("jitter:62", st, cases, wl, draws="sequential"), spec, wl, 16)
+    )
     assert not verdict_is_wrong(cases[15], got[15], spec.min_effect_pct), got[15]
 
 
@@ -141,21 +154,26 @@ def test_the_rounds_line_says_why_the_graph_measured_past_the_minimum():
     spec = policies(pb.verdict)["adaptive"]
     st, cases = campaign_setup("heavy_tail", 47, 25, wl, spec.min_effect_pct, near_share=0.0)
     stopped: dict[int, str] = {}
-    results = dict((i, (k, r)) for i, k, r in run_graph(LabNode("heavy_tail:47", st, cases[:13], wl), spec, pb, 13,
-                                                         stopped))
+    results = dict(
+        (i, (k, r)) for i, k, r in run_graph(LabNode("heavy_tail:47", st, cases[:13], wl), spec, pb, 13, stopped)
+    )
     assert results[12] == ("inconclusive", 5)
     line = stopped[12]
-    assert line.startswith("stopped after 5 of 6 rounds: even 6 rounds would not decide (the effect is too close "
-                           "to the band or inside it); measured on for rounds 3-4: the baseline's launches sat below "
-                           "its recent level on parallel, single_stream")
+    assert line.startswith(
+        "stopped after 5 of 6 rounds: even 6 rounds would not decide (the effect is too close "
+        "to the band or inside it); measured on for rounds 3-4: the baseline's launches sat below "
+        "its recent level on parallel, single_stream"
+    )
     assert "round 5: the baseline's launches sat below its recent level on parallel (a stall" in line
     # nothing past the minimum: nothing added; a verdict after 3 or 4 rounds names its extra ones
     assert results[1] == ("inconclusive", 2) and "measured on" not in stopped[1]
     assert results[11] == ("win", 2) and stopped[11] == "decisive after 2 rounds"
     assert results[2] == ("dead_end", 3) and stopped[2] == (
-        "decisive after 3 rounds; measured on for round 3: a verdict was within reach by round 6")
+        "decisive after 3 rounds; measured on for round 3: a verdict was within reach by round 6"
+    )
     assert results[9] == ("win", 4) and stopped[9] == (
-        "decisive after 4 rounds; measured on for rounds 3-4: a verdict was within reach by round 6")
+        "decisive after 4 rounds; measured on for rounds 3-4: a verdict was within reach by round 6"
+    )
 
 
 def test_a_win_that_truly_loses_just_beyond_the_margin_at_one_stream_is_as_rare_as_the_oracles():
@@ -175,8 +193,9 @@ def test_a_win_that_truly_loses_just_beyond_the_margin_at_one_stream_is_as_rare_
         assert all(verdict_is_wrong(c, "win", spec.min_effect_pct) for c in cases)
         got = run_direct(LabNode(f"repro:{camp}", Structure("offset", 1.0), cases, wl), spec, wl, 25)
         adaptive += sum(k == "win" for _, k, _ in got)
-        floor = run_oracle(LabNode(f"repro:{camp}", Structure("offset", 1.0), cases, wl), cases, spec.confidence,
-                           spec.min_effect_pct)
+        floor = run_oracle(
+            LabNode(f"repro:{camp}", Structure("offset", 1.0), cases, wl), cases, spec.confidence, spec.min_effect_pct
+        )
         oracle += sum(k == "win" for _, k, _ in floor)
     assert adaptive <= oracle
 
@@ -208,7 +227,9 @@ def test_the_lab_draws_near_margin_cases_and_labels_each_case_by_the_test_that_d
     # an effect growing from 0 at C=1 is decided by the no-loss test, 1x m from its margin
     growing = Case("growing", {lv: (0.0 if lv[1] == 1 else 4 * m) for lv in levels})
     assert deciding(growing, m) == (1.0, next(lv for lv in levels if lv[1] == 1))
-    assert stratum(growing, m) == ">= 1x m" and stratum(Case("uniform", dict.fromkeys(levels, 1.8 * m)), m) == "0.5-1x m"
+    assert (
+        stratum(growing, m) == ">= 1x m" and stratum(Case("uniform", dict.fromkeys(levels, 1.8 * m)), m) == "0.5-1x m"
+    )
 
 
 def test_noise_is_the_noisier_sides_at_the_deciding_level():
@@ -221,8 +242,9 @@ def test_noise_is_the_noisier_sides_at_the_deciding_level():
     lv = (wl[0].name, 1)
     quiet = LabNode("n", Structure("offset", 1.0), [], wl).noise_pct(lv)
     assert quiet == pytest.approx(math.hypot(1.0, 0.5))
-    assert LabNode("n", Structure("noisy_candidate", 1.0, candidate_scale=2.0), [], wl).noise_pct(lv) == \
-        pytest.approx(2 * quiet)
+    assert LabNode("n", Structure("noisy_candidate", 1.0, candidate_scale=2.0), [], wl).noise_pct(lv) == pytest.approx(
+        2 * quiet
+    )
     jitter = LabNode("n", Structure("jitter", 1.0, per_request=True), [], wl)
     assert jitter.noise_pct(lv) == pytest.approx(math.hypot(1.0, 400 / math.sqrt(jitter.requests[lv]) / 100))
 
@@ -230,8 +252,22 @@ def test_noise_is_the_noisier_sides_at_the_deciding_level():
 def test_the_lab_prints_two_draws_side_by_side(capsys):
     from bench.verdict_lab import main
 
-    main(["--campaigns", "1", "--cases", "25", "--structures", "offset", "--policies", "oracle-6",
-          "--draws", "0,1000", "--workers", "1"])
+    main(
+        [
+            "--campaigns",
+            "1",
+            "--cases",
+            "25",
+            "--structures",
+            "offset",
+            "--policies",
+            "oracle-6",
+            "--draws",
+            "0,1000",
+            "--workers",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.startswith("| structure"))
     assert "wrong [0]" in header and "wrong [1000]" in header
@@ -241,8 +277,22 @@ def test_the_lab_prints_two_draws_side_by_side(capsys):
 def test_the_ablation_prints_each_part_left_out_beside_the_shipped_rule_for_both_draws(capsys):
     from bench.verdict_lab import main
 
-    main(["--ablate", "holm,stall_screen", "--campaigns", "1", "--cases", "2", "--structures", "heavy_tail",
-          "--draws", "0,1000", "--workers", "1"])
+    main(
+        [
+            "--ablate",
+            "holm,stall_screen",
+            "--campaigns",
+            "1",
+            "--cases",
+            "2",
+            "--structures",
+            "heavy_tail",
+            "--draws",
+            "0,1000",
+            "--workers",
+            "1",
+        ]
+    )
     lines = capsys.readouterr().out.splitlines()
     rows = [line.split(" | ")[0] for line in lines if line.startswith("| ") and "---" not in line]
     assert rows == ["| left out", "| nothing (shipped)", "| holm", "| stall_screen"]

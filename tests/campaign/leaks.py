@@ -8,8 +8,9 @@ import zlib
 from pathlib import Path
 
 
-def files_holding(root: Path, values: dict[str, str], skip: Path | None = None,
-                  suffixes: tuple[str, ...] = ()) -> list[str]:
+def files_holding(
+    root: Path, values: dict[str, str], skip: Path | None = None, suffixes: tuple[str, ...] = ()
+) -> list[str]:
     """`path: NAME` for every file under `root` (but `skip` and names ending in `suffixes`)
     that holds the value of NAME."""
     found = []
@@ -22,8 +23,10 @@ def files_holding(root: Path, values: dict[str, str], skip: Path | None = None,
 def packed_values(db: Path) -> list[bytes]:
     """The database's compressed columns (campaign.store.pack), decompressed."""
     con = sqlite3.connect(db)
-    out = [zlib.decompress(blob) for table, column in (("artifacts", "content_z"), ("verdicts", "detail_z"),
-                                                        ("run_sides", "levels"))
-           for (blob,) in con.execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
+    out = [
+        zlib.decompress(blob)
+        for table, column in (("artifacts", "content_z"), ("verdicts", "detail_z"), ("run_sides", "levels"))
+        for (blob,) in con.execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")
+    ]
     con.close()
     return out

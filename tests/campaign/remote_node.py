@@ -26,9 +26,18 @@ PROBE = "import pydantic, aiohttp, yaml, httpx"
 
 
 def ssh_argv(env: dict[str, str]) -> list[str]:
-    return ["ssh", "-p", env["CAMPAIGN_CLUSTER_SSH_PORT"], "-i", env["CAMPAIGN_CLUSTER_SSH_KEY"],
-            "-o", f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}", "-o", "BatchMode=yes",
-            f"{env['CAMPAIGN_CLUSTER_SSH_USER']}@{env['CAMPAIGN_CLUSTER_SSH_HOST']}"]
+    return [
+        "ssh",
+        "-p",
+        env["CAMPAIGN_CLUSTER_SSH_PORT"],
+        "-i",
+        env["CAMPAIGN_CLUSTER_SSH_KEY"],
+        "-o",
+        f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}",
+        "-o",
+        "BatchMode=yes",
+        f"{env['CAMPAIGN_CLUSTER_SSH_USER']}@{env['CAMPAIGN_CLUSTER_SSH_HOST']}",
+    ]
 
 
 def _node_can_run(env: dict[str, str], python: str) -> bool:
@@ -48,32 +57,54 @@ def node_python(env: dict[str, str]) -> str:
     if not python.exists():
         base = shutil.which(version, path="/usr/local/bin:/usr/bin:/bin")
         if base is None:
-            missing(f"the node user cannot run {sys.executable} and there is no system {version}"
-                    " (fix: a venv the node user can read, as `bash .ci/run` makes in /opt/campaign-ci/venv)")
+            missing(
+                f"the node user cannot run {sys.executable} and there is no system {version}"
+                " (fix: a venv the node user can read, as `bash .ci/run` makes in /opt/campaign-ci/venv)"
+            )
         subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
         site = venv / "lib" / version / "site-packages"
         (site / "controller.pth").write_text("\n".join(sorted(paths)) + "\n")
         subprocess.run(["chmod", "-R", "a+rX", str(venv)], check=True)
     if not _node_can_run(env, str(python)):
-        missing(f"the node user can read neither {sys.executable} nor its site-packages {sorted(paths)}"
-                " (fix: a venv the node user can read, as `bash .ci/run` makes in /opt/campaign-ci/venv)")
+        missing(
+            f"the node user can read neither {sys.executable} nor its site-packages {sorted(paths)}"
+            " (fix: a venv the node user can read, as `bash .ci/run` makes in /opt/campaign-ci/venv)"
+        )
     return str(python)
 
 
 def ssh_node(env: dict[str, str], name: str, workdir: str, sim: dict, python: str) -> dict:
-    return {"kind": "ssh", "name": name, "host": env["CAMPAIGN_CLUSTER_SSH_HOST"],
-            "user": env["CAMPAIGN_CLUSTER_SSH_USER"], "port": int(env["CAMPAIGN_CLUSTER_SSH_PORT"]),
-            "identity_file": env["CAMPAIGN_CLUSTER_SSH_KEY"],
-            "ssh_options": ["-o", f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}",
-                            "-o", "StrictHostKeyChecking=yes"],
-            "workdir": workdir, "python": python, "simulated": {**sim, "name": name}}
+    return {
+        "kind": "ssh",
+        "name": name,
+        "host": env["CAMPAIGN_CLUSTER_SSH_HOST"],
+        "user": env["CAMPAIGN_CLUSTER_SSH_USER"],
+        "port": int(env["CAMPAIGN_CLUSTER_SSH_PORT"]),
+        "identity_file": env["CAMPAIGN_CLUSTER_SSH_KEY"],
+        "ssh_options": [
+            "-o",
+            f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+        ],
+        "workdir": workdir,
+        "python": python,
+        "simulated": {**sim, "name": name},
+    }
 
 
 def slurm_node(env: dict[str, str], workdir: str, sim: dict) -> dict:
-    return {"kind": "slurm", "name": "slurm-node", "partition": env["CAMPAIGN_CLUSTER_SLURM_PARTITION"],
-            "gres": "gpu:8", "exclusive": False,  # tp 8: the simulated node checks CUDA_VISIBLE_DEVICES
-            "time_limit": "00:20:00", "workdir": workdir,
-            "python": sys.executable, "simulated": {**sim, "name": "slurm-node"}}
+    return {
+        "kind": "slurm",
+        "name": "slurm-node",
+        "partition": env["CAMPAIGN_CLUSTER_SLURM_PARTITION"],
+        "gres": "gpu:8",
+        "exclusive": False,  # tp 8: the simulated node checks CUDA_VISIBLE_DEVICES
+        "time_limit": "00:20:00",
+        "workdir": workdir,
+        "python": sys.executable,
+        "simulated": {**sim, "name": "slurm-node"},
+    }
 
 
 def cluster_env() -> dict[str, str]:
@@ -85,19 +116,26 @@ def cluster_env() -> dict[str, str]:
 
 def campaign_processes(env: dict[str, str], marker: str) -> list[str]:
     """simnode processes of the node user whose command line names `marker`."""
-    out = subprocess.run(["ps", "-ww", "-u", env["CAMPAIGN_CLUSTER_SSH_USER"], "-o", "pid=,args="],
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["ps", "-ww", "-u", env["CAMPAIGN_CLUSTER_SSH_USER"], "-o", "pid=,args="], capture_output=True, text=True
+    ).stdout
     return [ln for ln in out.splitlines() if "tools.simnode" in ln and marker in ln]
 
 
 def squeue_jobs(env: dict[str, str]) -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-o", "%i %j"], env={**os.environ, "SLURM_CONF": env["SLURM_CONF"]},
-                         capture_output=True, text=True, timeout=30).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i %j"],
+        env={**os.environ, "SLURM_CONF": env["SLURM_CONF"]},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
     return [ln for ln in out.splitlines() if ln.strip()]
 
 
-def remote_playbook(tmp_path: Path, hypotheses: list[dict], *, node: dict | None = None,
-                    nodes: list[dict] | None = None, **over) -> Path:
+def remote_playbook(
+    tmp_path: Path, hypotheses: list[dict], *, node: dict | None = None, nodes: list[dict] | None = None, **over
+) -> Path:
     """`sim_playbook` with a remote node section (it merges `node` into a simulated one)."""
     import yaml
 

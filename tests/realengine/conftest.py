@@ -26,19 +26,29 @@ _ports = itertools.count(18400 + (os.getpid() % 200) * 5)
 def vllm_setup() -> VllmSetup:
     setup = read_vllm_setup(REPO)
     if setup is None:
-        missing("vLLM CPU is not set up here (.campaign/vllm.env missing or stale): "
-                    "run `bash scripts/setup_vllm_cpu.sh` first")
+        missing(
+            "vLLM CPU is not set up here (.campaign/vllm.env missing or stale): "
+            "run `bash scripts/setup_vllm_cpu.sh` first"
+        )
     return setup
 
 
-def launch_request(setup: VllmSetup, model: str, log_dir: Path, config: EffectiveConfig,
-                   *, timeout_s: float = 300) -> LaunchRequest:
+def launch_request(
+    setup: VllmSetup, model: str, log_dir: Path, config: EffectiveConfig, *, timeout_s: float = 300
+) -> LaunchRequest:
     """The engine's own launch form for a named interpreter (`python -m vllm.entrypoints.cli.main
     serve`, what `server.python` gives), with what the CPU build needs."""
     executor = LocalExecutor()
     port = executor.free_port()
-    spec = build_launch(VLLM, setup.cpu_config(config), model=model, port=port, fill={"host": "127.0.0.1"},
-                        python=setup.python, startup_timeout_s=timeout_s)
+    spec = build_launch(
+        VLLM,
+        setup.cpu_config(config),
+        model=model,
+        port=port,
+        fill={"host": "127.0.0.1"},
+        python=setup.python,
+        startup_timeout_s=timeout_s,
+    )
     return spec.request(port=port, log_path=str(log_dir / f"vllm-{port}.log"))
 
 
@@ -49,7 +59,11 @@ def launcher() -> ServerLauncher:
 @pytest.fixture(scope="module")
 def tiny_server(vllm_setup: VllmSetup, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """One tiny-model server for a module's tests (eager: no compile warm-up)."""
-    req = launch_request(vllm_setup, vllm_setup.model_tiny, tmp_path_factory.mktemp("vllm"),
-                         EffectiveConfig(flags={"max-model-len": 1024, "enforce-eager": True}))
+    req = launch_request(
+        vllm_setup,
+        vllm_setup.model_tiny,
+        tmp_path_factory.mktemp("vllm"),
+        EffectiveConfig(flags={"max-model-len": 1024, "enforce-eager": True}),
+    )
     with launcher().launch(req) as server:
         yield server

@@ -48,8 +48,14 @@ def test_a_real_model_plans_a_campaign_on_the_simulated_node(planner_server: Run
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}  # a local server: no key
     env["OPENAI_BASE_URL"] = planner_server.url.rstrip("/") + "/v1"
     t0 = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "campaign.cli.main", "run", str(playbook), "-q"], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=1200)
+    run = subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", "run", str(playbook), "-q"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     took = time.monotonic() - t0
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
@@ -96,6 +102,8 @@ def test_a_real_model_plans_a_campaign_on_the_simulated_node(planner_server: Run
     section = journal.split("## Planner cost", 1)[1]
     for row in ("calls", "prompt_tokens", "completion_tokens", "seconds"):
         assert f"| {row} |" in section, row
-    print(f"\nllm planner campaign: {took:.0f} s; {len(proposes)} proposals asked, {len(accepted)} accepted, "
-          f"{len(refused)} refused ({'; '.join(c.reason or '' for c in refused)[:400]}); measured "
-          f"{[(e.hypothesis, e.verdict.kind if e.verdict else None) for e in measured]}; cost {cost}")
+    print(
+        f"\nllm planner campaign: {took:.0f} s; {len(proposes)} proposals asked, {len(accepted)} accepted, "
+        f"{len(refused)} refused ({'; '.join(c.reason or '' for c in refused)[:400]}); measured "
+        f"{[(e.hypothesis, e.verdict.kind if e.verdict else None) for e in measured]}; cost {cost}"
+    )

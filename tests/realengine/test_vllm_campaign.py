@@ -28,19 +28,37 @@ def small_playbook(setup: VllmSetup, tmp_path: Path) -> dict:
         "database": str(tmp_path / "campaign.db"),
         "node": {"kind": "local", "name": "local-cpu", "workdir": str(tmp_path / "node")},
         "server": {
-            "engine": "vllm", "model": setup.model_medium, "startup_timeout_s": 240,
+            "engine": "vllm",
+            "model": setup.model_medium,
+            "startup_timeout_s": 240,
             "command": f"{setup.python} -m vllm.entrypoints.openai.api_server --model {{model}} "
-                       "--host {host} --port {port} --dtype float32 {flags}",
+            "--host {host} --port {port} --dtype float32 {flags}",
         },
         "baseline": {
             "flags": {"max-model-len": 1024, "enforce-eager": True},
-            "env": {"VLLM_HOST_IP": "127.0.0.1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-                    "VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": setup.cache_root},
+            "env": {
+                "VLLM_HOST_IP": "127.0.0.1",
+                "VLLM_CPU_KVCACHE_SPACE": "1",
+                "HF_HUB_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                "VLLM_CACHE_ROOT": setup.cache_root,
+            },
         },
-        "workloads": {"sweep": {"concurrency": [1, 16], "prompts": "diverse", "prompt_tokens": 64,
-                                "output_tokens": 32, "requests_per_level": "max(4, C)", "warmup_requests": 1}},
-        "verdict": {"min_effect_pct": 5, "repeats": {"min": 2, "max": 2, "baseline": 2},  # a smoke test: no floor
-                    "correctness": {"enabled": True, "prompts": 2, "max_tokens": 8, "tolerance": 0.5}},
+        "workloads": {
+            "sweep": {
+                "concurrency": [1, 16],
+                "prompts": "diverse",
+                "prompt_tokens": 64,
+                "output_tokens": 32,
+                "requests_per_level": "max(4, C)",
+                "warmup_requests": 1,
+            }
+        },
+        "verdict": {
+            "min_effect_pct": 5,
+            "repeats": {"min": 2, "max": 2, "baseline": 2},  # a smoke test: no floor
+            "correctness": {"enabled": True, "prompts": 2, "max_tokens": 8, "tolerance": 0.5},
+        },
         "budget": {"max_experiments": 4, "max_hours": 1},
         "planner": {"kind": "queue"},
         "hypotheses": [
@@ -51,8 +69,9 @@ def small_playbook(setup: VllmSetup, tmp_path: Path) -> dict:
 
 
 def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.timeout(1800)
@@ -91,9 +110,16 @@ def test_campaign_reaches_verdicts(vllm_setup: VllmSetup, tmp_path: Path) -> Non
     assert ngram["confounded_by"] == [], ngram["confounded_by"]
     # the node's fingerprint carries the engine's installed version, read with the
     # playbook's interpreter: what a "revisit when engine_version changes" compares
-    installed = subprocess.run([vllm_setup.python, "-c", "import importlib.metadata as m; "
-                                "print(m.version(m.packages_distributions()['vllm'][0]))"],
-                               capture_output=True, text=True, timeout=60).stdout.strip()
+    installed = subprocess.run(
+        [
+            vllm_setup.python,
+            "-c",
+            "import importlib.metadata as m; print(m.version(m.packages_distributions()['vllm'][0]))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
     fingerprint = Store(db).latest_fingerprint(campaign_id)
     assert fingerprint is not None and installed
     assert (fingerprint.engine, fingerprint.engine_version) == ("vllm", installed)

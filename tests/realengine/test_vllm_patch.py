@@ -28,8 +28,14 @@ def _git(repo: str, *args: str) -> str:
 
 
 def _cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.mark.timeout(2400)
@@ -41,7 +47,8 @@ def test_patched_vllm_runs_from_its_commit(vllm_setup: VllmSetup, tmp_path: Path
     pb["name"] = "vllm-cpu-patch"
     pb["server"]["source"] = {"repo": vllm_setup.source, "ref": "main", "allowed_paths": ["vllm/"]}
     pb["server"]["command"] = "env PYTHONPATH={source} " + pb["server"]["command"].replace(
-        " -m vllm.", " -P -m vllm.", 1)
+        " -m vllm.", " -P -m vllm.", 1
+    )
     pb["review"] = {"before_patch": False}
     pb["workloads"]["sweep"]["concurrency"] = [1]
     # the smoke playbook's 2 baseline launches give the node's noise 1 df (t = 12.7): one
@@ -68,8 +75,11 @@ def test_patched_vllm_runs_from_its_commit(vllm_setup: VllmSetup, tmp_path: Path
     slow = exps["step-delay"]
     assert (slow["verdict"], slow["failure_class"]) == ("dead_end", None), slow
     assert slow["metrics"]["sweep"]["1"]["delta_pct"] < -10
-    assert slow["patch"]["sha"] == slow["patch_sha"] == _git(vllm_setup.source, "rev-parse",
-                                                             f"campaign/{cid}/step-delay").strip()
+    assert (
+        slow["patch"]["sha"]
+        == slow["patch_sha"]
+        == _git(vllm_setup.source, "rev-parse", f"campaign/{cid}/step-delay").strip()
+    )
     assert slow["patch"]["files"] == ["vllm/v1/worker/gpu_worker.py"]
     broken = exps["broken-start"]
     assert broken["verdict"] == "dead_end" and broken["failure_class"] is not None
@@ -80,7 +90,10 @@ def test_patched_vllm_runs_from_its_commit(vllm_setup: VllmSetup, tmp_path: Path
     base = [p for p in logs if p.name.startswith(("baseline", "step-delay-baseline"))]
     assert cand and all(BANNER in p.read_text(errors="replace") for p in cand)
     assert base and not any(BANNER in p.read_text(errors="replace") for p in base)
-    assert any("campaign patch vllm-broken-start" in p.read_text(errors="replace")
-               for p in logs if p.name.startswith("broken-start-candidate"))
+    assert any(
+        "campaign patch vllm-broken-start" in p.read_text(errors="replace")
+        for p in logs
+        if p.name.startswith("broken-start-candidate")
+    )
     assert (_git(vllm_setup.source, "rev-parse", "HEAD"), _git(vllm_setup.source, "status", "--porcelain")) == before
     assert _git(vllm_setup.source, "worktree", "list").count("\n") == 1

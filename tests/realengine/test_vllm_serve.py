@@ -25,10 +25,12 @@ def test_serves_our_model(tiny_server: RunningServer, vllm_setup: VllmSetup) -> 
 
 def test_streamed_sweep_and_metrics(tiny_server: RunningServer, vllm_setup: VllmSetup) -> None:
     before = VLLM.read_metrics(tiny_server.url)
-    workload = WorkloadSpec(name="smoke", concurrency=[1, 4], output_tokens=16, requests_per_level=4,
-                            warmup_requests=1, prompt_tokens=32)
-    result = asyncio.run(run_sweep(tiny_server.url, workload, model=vllm_setup.model_tiny, time_scale=1.0,
-                                   request_timeout_s=120))
+    workload = WorkloadSpec(
+        name="smoke", concurrency=[1, 4], output_tokens=16, requests_per_level=4, warmup_requests=1, prompt_tokens=32
+    )
+    result = asyncio.run(
+        run_sweep(tiny_server.url, workload, model=vllm_setup.model_tiny, time_scale=1.0, request_timeout_s=120)
+    )
     assert [lv.concurrency for lv in result.levels] == [1, 4]
     for level in result.levels:
         assert level.errors == 0, level.error_samples
@@ -40,8 +42,9 @@ def test_streamed_sweep_and_metrics(tiny_server: RunningServer, vllm_setup: Vllm
     assert after.running_requests == 0 and after.spec_accept_length is None  # no speculation configured
 
 
-def test_a_second_launch_on_a_taken_port_fails_fast(tiny_server: RunningServer, vllm_setup: VllmSetup,
-                                                    tmp_path) -> None:
+def test_a_second_launch_on_a_taken_port_fails_fast(
+    tiny_server: RunningServer, vllm_setup: VllmSetup, tmp_path
+) -> None:
     req = launch_request(vllm_setup, vllm_setup.model_tiny, tmp_path, EffectiveConfig())
     req = req.model_copy(update={"port": int(tiny_server.url.rsplit(":", 1)[1])})
     t0 = time.monotonic()

@@ -17,8 +17,10 @@ from bench.kill_anywhere import write_playbook
 from bench.kill_watch import TAG_ENV, Watch, finished_experiments
 
 ROOT = Path(__file__).resolve().parents[2]
-HYPS = [{"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}},
-        {"name": "custom-allreduce", "flags": {"enable-custom-all-reduce": True}}]
+HYPS = [
+    {"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}},
+    {"name": "custom-allreduce", "flags": {"enable-custom-all-reduce": True}},
+]
 
 
 def _alive(pid: int) -> bool:
@@ -35,20 +37,32 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=tmp_path, env=_env(tmp_path),
-                          text=True, capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def test_second_controller_refused_first_untouched_readers_never_wait(tmp_path: Path) -> None:
     pb = write_playbook(tmp_path, HYPS, review_after=None)  # one uninterrupted run
     db = tmp_path / "state" / "campaign.db"
-    first = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
-                             cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         watch = Watch(first.pid, db, tmp_path / "journal")
-        assert watch.until(lambda: watch.server_count() >= 2 and watch.newest_server_serving(), first), \
+        assert watch.until(lambda: watch.server_count() >= 2 and watch.newest_server_serving(), first), (
             "the first controller ended before its second server served"
+        )
         server_pid = list(watch.servers)[-1]
         cid = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT id FROM campaigns").fetchone()[0]
 

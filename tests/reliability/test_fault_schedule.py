@@ -15,8 +15,9 @@ def test_parse_every_fault_and_empty_parts() -> None:
     assert plan.armed and not parse_fault_spec("").armed
 
 
-@pytest.mark.parametrize("bad", ["crash_after", "crash_after:x", "crash_after:-1", "http500_rate:1.5",
-                                 "explode:1", "hang_after:2.5"])
+@pytest.mark.parametrize(
+    "bad", ["crash_after", "crash_after:x", "crash_after:-1", "http500_rate:1.5", "explode:1", "hang_after:2.5"]
+)
 def test_bad_spec_names_the_part(bad: str) -> None:
     with pytest.raises(FaultSpecError) as exc:
         parse_fault_spec(bad)
@@ -31,7 +32,14 @@ def test_crash_after_serves_n_then_crashes() -> None:
 def test_precedence_crash_over_unreachable_over_hang() -> None:
     plan = FaultPlan(crash_after=5, hang_after=1, unreachable_after=3, http500_rate=1.0)
     assert [decide(plan, n) for n in range(1, 8)] == [
-        Action.http500, Action.hang, Action.hang, Action.unreachable, Action.unreachable, Action.crash, Action.crash]
+        Action.http500,
+        Action.hang,
+        Action.hang,
+        Action.unreachable,
+        Action.unreachable,
+        Action.crash,
+        Action.crash,
+    ]
 
 
 @pytest.mark.parametrize("rate", [0.1, 0.25, 0.5, 1.0])

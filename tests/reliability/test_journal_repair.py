@@ -36,9 +36,15 @@ def _finished_campaign(tmp_path: Path) -> tuple[str, Path, Path]:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=cwd, text=True,
-                          capture_output=True, timeout=120, check=False,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"},
+    )
 
 
 def test_resume_of_a_finished_campaign_repairs_its_journal(tmp_path: Path) -> None:

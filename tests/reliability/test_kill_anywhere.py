@@ -19,12 +19,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _run(tmp_path: Path, trials: int, seed: int, moments: str | None = None) -> dict:
     out = tmp_path / "trials.json"
-    args = [sys.executable, str(ROOT / "bench" / "kill_anywhere.py"), "--trials", str(trials), "--seed", str(seed),
-            "--json", str(out)]
+    args = [
+        sys.executable,
+        str(ROOT / "bench" / "kill_anywhere.py"),
+        "--trials",
+        str(trials),
+        "--seed",
+        str(seed),
+        "--json",
+        str(out),
+    ]
     if moments:
         args += ["--moments", moments]
-    res = subprocess.run(args, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
-                         capture_output=True, timeout=3000)
+    res = subprocess.run(
+        args, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True, capture_output=True, timeout=3000
+    )
     print(res.stdout[-6000:])
     assert out.exists(), res.stdout[-3000:] + res.stderr[-3000:]
     data = json.loads(out.read_text())
@@ -37,7 +46,8 @@ def _run(tmp_path: Path, trials: int, seed: int, moments: str | None = None) -> 
 EXHAUSTIVE = pytest.mark.skipif(
     os.environ.get("CAMPAIGN_EXHAUSTIVE") != "1",
     reason="whole campaigns killed and resumed by the bench (7-12 min a trial on 2 shared cores): "
-           "CAMPAIGN_EXHAUSTIVE=1 runs them; CI runs the exact windows in test_kill_points.py")
+    "CAMPAIGN_EXHAUSTIVE=1 runs them; CI runs the exact windows in test_kill_points.py",
+)
 
 
 @EXHAUSTIVE
@@ -49,8 +59,18 @@ def test_kill_anywhere_many_trials(tmp_path: Path) -> None:
     assert len(data["trials"]) == trials >= 7
     hit = [t for t in data["trials"] if t["hit"]]
     assert len(hit) >= trials * 2 // 3, "too few trials were interrupted at their moment"
-    assert {t["moment"] for t in hit} >= {"server_start", "mid_sweep", "after_record", "journal_write",
-                                          "sigterm", "sigint", "launch", "window", "finish", "review_gate"}
+    assert {t["moment"] for t in hit} >= {
+        "server_start",
+        "mid_sweep",
+        "after_record",
+        "journal_write",
+        "sigterm",
+        "sigint",
+        "launch",
+        "window",
+        "finish",
+        "review_gate",
+    }
     summary = data["summary"]
     assert summary["unledgered_servers"] == summary["temp_files_left"] == summary["redone_finished_rounds"] == 0
     assert sum(t["orphans"] for t in data["trials"]) >= 1  # some kill left a server behind, and resume reaped it

@@ -45,8 +45,15 @@ pytestmark = pytest.mark.slow
 
 
 def _cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def _cid(db: Path | str) -> str:
@@ -70,8 +77,11 @@ def kill_in_turn(tmp_path: Path, points: list[str], first: int = 0, *, url: str 
     todo, landed, unledgered, outputs = list(points), [], 0, []
     for process in range(len(points) + 8):
         started = process > 0 if url else Path(db).exists()
-        args = ["resume", _cid(db), "--db", str(db), "--approve", "-q"] if started else \
-            ["run", str(pb), "--db", str(db), "-q"]
+        args = (
+            ["resume", _cid(db), "--db", str(db), "--approve", "-q"]
+            if started
+            else ["run", str(pb), "--db", str(db), "-q"]
+        )
         res = _cli(args, tmp_path, {**env, KILL_ENV: todo[0]} if todo and process >= first else env)
         outputs.append(res.stdout + res.stderr)
         assert "Traceback" not in outputs[-1], outputs[-1][-2000:]
@@ -84,8 +94,14 @@ def kill_in_turn(tmp_path: Path, points: list[str], first: int = 0, *, url: str 
             break
     assert not todo, f"never reached: {todo} (landed: {landed})"
     assert res.returncode == 0, "not finished"
-    return {"db": db, "ledger": ledger, "unledgered": unledgered, "outputs": outputs, "landed": landed,
-            **record_facts(db)}
+    return {
+        "db": db,
+        "ledger": ledger,
+        "unledgered": unledgered,
+        "outputs": outputs,
+        "landed": landed,
+        **record_facts(db),
+    }
 
 
 def check_consistent(tmp_path: Path, facts: dict) -> None:
@@ -127,8 +143,13 @@ def test_kill_between_spawn_and_ledger(tmp_path: Path) -> None:
 
 
 NODES = ["fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record", "render", "review"]
-WINDOWS = [f"{n}:{w}" for n in NODES for w in ("after", "writes")] + \
-    ["stack:after", "stack:writes", "finish:after", "finish:writes", "launch:spawned#5"]
+WINDOWS = [f"{n}:{w}" for n in NODES for w in ("after", "writes")] + [
+    "stack:after",
+    "stack:writes",
+    "finish:after",
+    "finish:writes",
+    "launch:spawned#5",
+]
 
 
 WINDOWS_IN_ORDER = [p for p in WINDOWS if not p.startswith("launch:")]  # graph order; a spawn count is per process
@@ -152,9 +173,11 @@ def test_kill_at_the_fifth_spawn(tmp_path: Path) -> None:
     check_consistent(tmp_path, facts)
 
 
-@pytest.mark.skipif(os.environ.get("CAMPAIGN_EXHAUSTIVE") != "1",
-                    reason="each window in a campaign of its own (11 min on 2 cores): CAMPAIGN_EXHAUSTIVE=1 runs "
-                           "them; CI runs them in turn in test_every_window_in_turn")
+@pytest.mark.skipif(
+    os.environ.get("CAMPAIGN_EXHAUSTIVE") != "1",
+    reason="each window in a campaign of its own (11 min on 2 cores): CAMPAIGN_EXHAUSTIVE=1 runs "
+    "them; CI runs them in turn in test_every_window_in_turn",
+)
 @pytest.mark.parametrize("point", WINDOWS)
 def test_kill_at_every_window(tmp_path: Path, point: str) -> None:
     # review's own writes (the decision applied) happen in the resume after the gate

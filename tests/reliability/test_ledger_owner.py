@@ -38,8 +38,12 @@ def _alive(pid: int) -> bool:
 
 def test_live_owner_kept_dead_owner_reaped(tmp_path: Path) -> None:
     ledger_path = tmp_path / "ledger.jsonl"
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(ledger_path), str(tmp_path / "s.log")],
-                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(ledger_path), str(tmp_path / "s.log")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         server = int(owner.stdout.readline())
         ledger = ProcessLedger(ledger_path)

@@ -47,11 +47,19 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
     pb.write_text(yaml.safe_dump(data, sort_keys=False))
     db = tmp_path / "state" / "campaign.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT), TAG_ENV: str(tmp_path), "NO_COLOR": "1"}
-    res = subprocess.run([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
-                         cwd=tmp_path, env=env, text=True, capture_output=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", "run", str(pb), "--db", str(db), "-q"],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
     con = sqlite3.connect(db)
-    rows = con.execute("SELECT e.hypothesis, e.attempt, e.status, e.failure_json, v.kind, v.failure_class, v.reason "
-                       "FROM experiments e LEFT JOIN verdicts v ON v.experiment_id = e.id").fetchall()
+    rows = con.execute(
+        "SELECT e.hypothesis, e.attempt, e.status, e.failure_json, v.kind, v.failure_class, v.reason "
+        "FROM experiments e LEFT JOIN verdicts v ON v.experiment_id = e.id"
+    ).fetchall()
     events = [m for (m,) in con.execute("SELECT message FROM events WHERE kind = 'infrastructure'")]
     con.close()
     by_name = {r[0]: r for r in rows}

@@ -36,16 +36,57 @@ BASE: dict[str, Any] = {
     "hypotheses": [{"name": "a", "flags": {"cuda-graph-max-bs": 128}, "env": {"NCCL_ALGO": "Tree"}}],
 }
 
-FIELD_NAMES = ["name", "kind", "flags", "env", "workloads", "hypotheses", "concurrency", "journal", "node",
-               "server", "verdict", "repeats", "min", "max", "allowed_flags", "patch", "unset_flags", "declares",
-               "nodes", "budget", "review", "planner", "knobs", "type", "choices", "latency_limit", "max_ms",
-               "flgs", "hypotheses ", "conccurrency", "depends_on", "revisit_on", "profile", "time_scale"]
+FIELD_NAMES = [
+    "name",
+    "kind",
+    "flags",
+    "env",
+    "workloads",
+    "hypotheses",
+    "concurrency",
+    "journal",
+    "node",
+    "server",
+    "verdict",
+    "repeats",
+    "min",
+    "max",
+    "allowed_flags",
+    "patch",
+    "unset_flags",
+    "declares",
+    "nodes",
+    "budget",
+    "review",
+    "planner",
+    "knobs",
+    "type",
+    "choices",
+    "latency_limit",
+    "max_ms",
+    "flgs",
+    "hypotheses ",
+    "conccurrency",
+    "depends_on",
+    "revisit_on",
+    "profile",
+    "time_scale",
+]
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
-                    st.text(max_size=30), st.sampled_from(["simulated", "ssh", "slurm", "local", "1.5", "C", "a"]))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.sampled_from(["simulated", "ssh", "slurm", "local", "1.5", "C", "a"]),
+)
 keys = st.one_of(st.sampled_from(FIELD_NAMES), st.text(max_size=12), st.integers(-3, 3), st.booleans())
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(keys, inner, max_size=4)), max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 def _paths(obj: Any, prefix: tuple = ()) -> list[tuple]:
@@ -157,11 +198,22 @@ def test_mutated_yaml_text(text: str) -> None:
 
 
 def test_known_nasty_inputs() -> None:
-    for text in ["", "---\n---\n", "!!python/object:os.system {}", "name: [unclosed", "\x00", "a: &x [*x]",
-                 "name: t\nworkloads: {w: {}}\nhypotheses: [{name: a}, {name: a}]\n",
-                 "name: t\nworkloads: {w: {}}\nhypotheses: [{name: a, flags: {'x\\ny': 1}}]\n",
-                 "name: t\nworkloads: {w: {}}\n'bad\\nkey': 1\n", "name: t\nworkloads: {w: {}}\n? [1, 2]\n: 3\n",
-                 "name: t\nworkloads: {w: {}}\nnode: {kind: [1]}\n", "name: t\nworkloads: {w: {}}\nnode: 7\n",
-                 "name: t\nworkloads: {1: {}}\n", "name: t\nworkloads: {w: {}}\nhypotheses: {a: 1}\n",
-                 "function-: null\n", "name: t\nworkloads: {w: {}}\nfunction-after[x]: 1\n"]:
+    for text in [
+        "",
+        "---\n---\n",
+        "!!python/object:os.system {}",
+        "name: [unclosed",
+        "\x00",
+        "a: &x [*x]",
+        "name: t\nworkloads: {w: {}}\nhypotheses: [{name: a}, {name: a}]\n",
+        "name: t\nworkloads: {w: {}}\nhypotheses: [{name: a, flags: {'x\\ny': 1}}]\n",
+        "name: t\nworkloads: {w: {}}\n'bad\\nkey': 1\n",
+        "name: t\nworkloads: {w: {}}\n? [1, 2]\n: 3\n",
+        "name: t\nworkloads: {w: {}}\nnode: {kind: [1]}\n",
+        "name: t\nworkloads: {w: {}}\nnode: 7\n",
+        "name: t\nworkloads: {1: {}}\n",
+        "name: t\nworkloads: {w: {}}\nhypotheses: {a: 1}\n",
+        "function-: null\n",
+        "name: t\nworkloads: {w: {}}\nfunction-after[x]: 1\n",
+    ]:
         check(text)

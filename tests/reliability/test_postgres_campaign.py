@@ -21,9 +21,11 @@ from tests.campaign.sim_playbook import tiny_playbook, write_playbook
 from tests.pgdb import fresh_database
 
 ROOT = Path(__file__).resolve().parents[2]
-HYPS = [{"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}},
-        {"name": "fewer-channels", "env": {"NCCL_MIN_NCHANNELS": "2"}, "declares": ["NCCL_MIN_NCHANNELS"]},
-        {"name": "chunked-prefill", "flags": {"chunked-prefill-size": 4096}}]
+HYPS = [
+    {"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}},
+    {"name": "fewer-channels", "env": {"NCCL_MIN_NCHANNELS": "2"}, "declares": ["NCCL_MIN_NCHANNELS"]},
+    {"name": "chunked-prefill", "flags": {"chunked-prefill-size": 4096}},
+]
 #: the server command's wrapper: the fifth launch (of seven) waits (until the resume reaps it), so the
 #: controller is surely mid-run, waiting for its server, while the test looks at it
 HOLD = """n=$(cat "$0.count" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$0.count"
@@ -35,8 +37,14 @@ pytestmark = pytest.mark.slow
 
 
 def _cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=cwd, text=True, capture_output=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})},
+    )
 
 
 def _finished(url: str) -> int:
@@ -56,17 +64,24 @@ def _stop_held(held: Path) -> None:
         pass  # gone already
 
 
-def test_killed_resumed_and_finished_on_postgresql_with_one_controller(tmp_path: Path,
-                                                                        request: pytest.FixtureRequest) -> None:
+def test_killed_resumed_and_finished_on_postgresql_with_one_controller(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     with fresh_database() as url:
         hold = tmp_path / "hold.sh"
         hold.write_text(HOLD)
         data = tiny_playbook(tmp_path, "pg", HYPS, database=url)
         data["server"]["command"] = f"sh {hold} " + data["server"]["command"]
         pb = write_playbook(tmp_path / "playbook.yaml", data)
-        run = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", str(pb), "-q"], cwd=tmp_path,
-                               env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "campaign.cli.main", "run", str(pb), "-q"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"},
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + 240
             while not (tmp_path / "hold.sh.held").exists() and run.poll() is None and time.monotonic() < deadline:
@@ -102,9 +117,17 @@ def test_killed_resumed_and_finished_on_postgresql_with_one_controller(tmp_path:
         con = read_only(url)
         try:
             stored = repr(con.execute("SELECT * FROM campaigns").fetchall()) + repr(
-                con.execute("SELECT * FROM events").fetchall())
+                con.execute("SELECT * FROM events").fetchall()
+            )
         finally:
             con.close()
-        seen = [second.stderr, status.stdout, resumed.stdout, resumed.stderr, journal, stored,
-                (tmp_path / ".campaign" / "ledger.jsonl").read_text()]
+        seen = [
+            second.stderr,
+            status.stdout,
+            resumed.stdout,
+            resumed.stderr,
+            journal,
+            stored,
+            (tmp_path / ".campaign" / "ledger.jsonl").read_text(),
+        ]
         assert not [s for s in seen if password in s]

@@ -38,8 +38,14 @@ def test_stop_while_the_server_starts(tmp_path, sig):
     # time scale 1: the simulated start takes a minute of real time, so the stop lands in it
     pb = sim_playbook(tmp_path, [{"name": "h", "flags": {"cuda-graph-max-bs": 128}}], node={"time_scale": 1})
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", str(pb)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign.cli.main", "run", str(pb)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not _simnodes_of(tmp_path) and time.monotonic() < deadline:

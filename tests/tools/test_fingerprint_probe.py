@@ -13,8 +13,9 @@ from tools.executors.local import LocalExecutor
 from tools.node_runtime import NO_CUDA, probe_fingerprint
 
 NVCC = "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.48'\n"
-NO_DRIVER = ("#!/bin/sh\necho 'NVIDIA-SMI has failed because it couldn'\"'\"'t communicate with the NVIDIA driver.'\n"
-             "exit 9\n")
+NO_DRIVER = (
+    "#!/bin/sh\necho 'NVIDIA-SMI has failed because it couldn'\"'\"'t communicate with the NVIDIA driver.'\nexit 9\n"
+)
 TWO_GPUS = "#!/bin/sh\necho 'NVIDIA H200, 570.86.15, 9.0'\necho 'NVIDIA H200, 570.86.15, 9.0'\n"
 
 

@@ -22,8 +22,14 @@ FAST = "{python} -m tools.simnode --host {host} --port {port} --model {model} --
 
 def _runtime(tmp_path: Path, **profile_update: object) -> NodeRuntime:
     profile = SIMULATED.model_copy(update={"command": FAST, **profile_update})
-    return NodeRuntime("sim", LocalExecutor(), model="simulated-glm", workdir=str(tmp_path), profile=profile,
-                       fmt={"python": sys.executable, "host": "127.0.0.1"})
+    return NodeRuntime(
+        "sim",
+        LocalExecutor(),
+        model="simulated-glm",
+        workdir=str(tmp_path),
+        profile=profile,
+        fmt={"python": sys.executable, "host": "127.0.0.1"},
+    )
 
 
 WL = [WorkloadSpec(name="single", concurrency=[1], output_tokens=16, requests_per_level=2, prompt_tokens=32)]
@@ -46,8 +52,15 @@ def test_the_config_overrides_a_profile_default(tmp_path: Path) -> None:
 
 def test_a_playbook_command_overrides_the_profile(tmp_path: Path) -> None:
     profile = SIMULATED.model_copy(update={"command": "{python} -c 'raise SystemExit(3)'"})
-    node = NodeRuntime("sim", LocalExecutor(), model="simulated-glm", workdir=str(tmp_path), profile=profile,
-                       command=FAST, fmt={"python": sys.executable, "host": "127.0.0.1"})
+    node = NodeRuntime(
+        "sim",
+        LocalExecutor(),
+        model="simulated-glm",
+        workdir=str(tmp_path),
+        profile=profile,
+        command=FAST,
+        fmt={"python": sys.executable, "host": "127.0.0.1"},
+    )
     assert node.measure(EffectiveConfig(), WL, label="override-cmd").failure is None
 
 
@@ -79,8 +92,14 @@ class QueuedLocal(LocalExecutor):
 
 def test_a_scheduler_queue_wait_is_recorded_apart_from_node_time(tmp_path: Path) -> None:
     profile = SIMULATED.model_copy(update={"command": FAST.replace("--time-scale 40", "--time-scale 1")})
-    node = NodeRuntime("slurmish", QueuedLocal(), model="simulated-glm", workdir=str(tmp_path), profile=profile,
-                       fmt={"python": sys.executable, "host": "127.0.0.1"})
+    node = NodeRuntime(
+        "slurmish",
+        QueuedLocal(),
+        model="simulated-glm",
+        workdir=str(tmp_path),
+        profile=profile,
+        fmt={"python": sys.executable, "host": "127.0.0.1"},
+    )
     m = node.measure(EffectiveConfig(), WL, label="queued")
     assert m.failure is None
     assert m.queue_seconds == pytest.approx(1.5)
@@ -117,7 +136,9 @@ def test_a_sweep_on_the_node_with_failed_requests_is_a_result_with_errors(tmp_pa
     assert [lv.errors for lv in res.levels] == [2, 2] and [lv.requests for lv in res.levels] == [4, 4]
     assert "503" in res.levels[0].error_samples[0]
     # exit 2 with no JSON written (a bad argument: bench refuses before any request) is a failed sweep
-    with pytest.raises(RuntimeError, match=r"load sweep on node sim failed \(exit 2\): campaign bench: --time-scale: must be > 0"):
+    with pytest.raises(
+        RuntimeError, match=r"load sweep on node sim failed \(exit 2\): campaign bench: --time-scale: must be > 0"
+    ):
         node._sweep_on_node(9, wl, 0.0, 10.0, "flaky")
 
 
@@ -143,16 +164,19 @@ def test_a_node_whose_load_generator_hands_out_prompts_otherwise_is_refused(tmp_
     script = tmp_path / "old_python.py"
     script.write_text(OLD_BENCH.format(python=sys.executable))
     wrapper = tmp_path / "old-python"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "$@"\n')
     wrapper.chmod(0o755)
     wl = WorkloadSpec(name="parallel", concurrency=[1], output_tokens=4, requests_per_level=2, warmup_requests=0)
     node = _runtime(tmp_path)
     with serving(_EveryOtherFails) as port:
         assert node._sweep_on_node(port, wl, 1.0, 10.0, "today").protocol == MEASUREMENT_PROTOCOL
         node.fmt["python"] = str(wrapper)
-        with pytest.raises(UserError, match=rf"node sim: its campaign's load generator hands out prompts by protocol "
-                                            rf"1, this controller's by {MEASUREMENT_PROTOCOL}: .* \(fix: install this "
-                                            rf"campaign version on the node for {wrapper}, then campaign resume\)"):
+        with pytest.raises(
+            UserError,
+            match=rf"node sim: its campaign's load generator hands out prompts by protocol "
+            rf"1, this controller's by {MEASUREMENT_PROTOCOL}: .* \(fix: install this "
+            rf"campaign version on the node for {wrapper}, then campaign resume\)",
+        ):
             node._sweep_on_node(port, wl, 1.0, 10.0, "old")
 
 
@@ -166,11 +190,18 @@ def test_the_refusal_stops_the_launch_and_its_server(tmp_path: Path) -> None:
     script = tmp_path / "old_python.py"
     script.write_text(OLD_BENCH.format(python=sys.executable))
     wrapper = tmp_path / "old-python"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "$@"\n')
     wrapper.chmod(0o755)
     profile = SIMULATED.model_copy(update={"command": FAST})
-    node = NodeRuntime("sim", LocalExecutor(), model="simulated-glm", workdir=str(tmp_path), profile=profile,
-                       fmt={"python": str(wrapper), "host": "127.0.0.1"}, sweep_on="node")
+    node = NodeRuntime(
+        "sim",
+        LocalExecutor(),
+        model="simulated-glm",
+        workdir=str(tmp_path),
+        profile=profile,
+        fmt={"python": str(wrapper), "host": "127.0.0.1"},
+        sweep_on="node",
+    )
     with pytest.raises(UserError, match="hands out prompts by protocol 1"):
         node.measure(EffectiveConfig(), WL, label="old-node")
     left = subprocess.run(["pgrep", "-f", f"{script}.*tools.simnode"], capture_output=True, text=True).stdout
@@ -183,7 +214,14 @@ def test_a_fingerprint_command_that_fails_is_a_node_error(tmp_path: Path) -> Non
     NodeError, not any RuntimeError."""
     from tools.executors.base import NodeError
 
-    node = NodeRuntime("sim", LocalExecutor(), model="m", workdir=str(tmp_path), profile=SIMULATED,
-                       fmt={"python": sys.executable}, fingerprint_argv=["sh", "-c", "echo denied >&2; exit 126"])
+    node = NodeRuntime(
+        "sim",
+        LocalExecutor(),
+        model="m",
+        workdir=str(tmp_path),
+        profile=SIMULATED,
+        fmt={"python": sys.executable},
+        fingerprint_argv=["sh", "-c", "echo denied >&2; exit 126"],
+    )
     with pytest.raises(NodeError, match=r"node sim: the fingerprint command failed \(exit 126\): denied"):
         node.fingerprint()

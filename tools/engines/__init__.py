@@ -23,8 +23,9 @@ def engine_profile(name: str) -> EngineProfile:
     try:
         return ENGINES[name]
     except KeyError:
-        raise UserError(f"server.engine: unknown engine {name!r} (fix: use one of {', '.join(sorted(ENGINES))})") \
-            from None
+        raise UserError(
+            f"server.engine: unknown engine {name!r} (fix: use one of {', '.join(sorted(ENGINES))})"
+        ) from None
 
 
 __all__ = ["ENGINES", "EngineMetrics", "EngineProfile", "VllmSetup", "engine_profile", "read_vllm_setup"]

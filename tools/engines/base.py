@@ -111,15 +111,17 @@ class EngineProfile(BaseModel):
             return None
         return round(accepted / drafts + (0.0 if self.bonus_token_in_accepted else 1.0), 3)
 
-    def reported_config(self, metrics: EngineMetrics | None,
-                        log_lines: Iterable[str] | None = None) -> ReportedConfig | None:
+    def reported_config(
+        self, metrics: EngineMetrics | None, log_lines: Iterable[str] | None = None
+    ) -> ReportedConfig | None:
         """The configuration the server says it runs, for the confound check; None when
         the engine reports none (tools.engines.reported: the sources by engine).  Flags are
         in the command line's spelling, secret-named settings masked, per-launch fields
         left out; the profile's derivations and aliases travel with it."""
         args = metrics.server_args if metrics is not None else {}
-        read = functools.partial(from_server_args, derived=self.reported_derived, aliases=self.reported_aliases,
-                                 skip=self.reported_skip)
+        read = functools.partial(
+            from_server_args, derived=self.reported_derived, aliases=self.reported_aliases, skip=self.reported_skip
+        )
         if self.reported_args is not None and args:
             flags, env = self.reported_args(args)
             return read(flags, env=env)

@@ -42,9 +42,17 @@ class ServerLaunch(BaseModel):
 
     def request(self, *, port: int, log_path: str, host: str | None = None) -> LaunchRequest:
         """The launch itself (`host` None: the executor's)."""
-        return LaunchRequest(argv=self.argv, env=self.env, log_path=log_path, port=port, host=host,
-                             health_path=self.health_path, startup_timeout_s=self.startup_timeout_s,
-                             expect_model=self.expect_model, base_env=self.base_env)
+        return LaunchRequest(
+            argv=self.argv,
+            env=self.env,
+            log_path=log_path,
+            port=port,
+            host=host,
+            health_path=self.health_path,
+            startup_timeout_s=self.startup_timeout_s,
+            expect_model=self.expect_model,
+            base_env=self.base_env,
+        )
 
 
 def launch_template(profile: EngineProfile, command: str | None = None, python: str | None = None) -> str:
@@ -57,10 +65,20 @@ def launch_template(profile: EngineProfile, command: str | None = None, python: 
     return profile.command
 
 
-def build_launch(profile: EngineProfile, config: EffectiveConfig, *, model: str, port: int | str,
-                 fill: Mapping[str, object], command: str | None = None, python: str | None = None,
-                 health: str | None = None, startup_timeout_s: float | None = None,
-                 base_env: list[str] | None = None, expand_secrets: bool = True) -> ServerLaunch:
+def build_launch(
+    profile: EngineProfile,
+    config: EffectiveConfig,
+    *,
+    model: str,
+    port: int | str,
+    fill: Mapping[str, object],
+    command: str | None = None,
+    python: str | None = None,
+    health: str | None = None,
+    startup_timeout_s: float | None = None,
+    base_env: list[str] | None = None,
+    expand_secrets: bool = True,
+) -> ServerLaunch:
     """The server for `config`: its argv from the template (`fill` gives {python} {host}
     and the node's own placeholders; `python`, the playbook's, wins) and its env: the
     profile's defaults, then the config's env on top.  `${NAME}` references are filled in
@@ -75,6 +93,11 @@ def build_launch(profile: EngineProfile, config: EffectiveConfig, *, model: str,
             env = expand_env_refs(env)
         except MissingEnvRef as exc:
             raise UserError(f"env: {exc}") from None
-    return ServerLaunch(argv=argv, env=profile.env(env), base_env=profile.base_env_for(base_env),
-                        health_path=health or profile.health_path,
-                        startup_timeout_s=startup_timeout_s or profile.startup_timeout_s, expect_model=model)
+    return ServerLaunch(
+        argv=argv,
+        env=profile.env(env),
+        base_env=profile.base_env_for(base_env),
+        health_path=health or profile.health_path,
+        startup_timeout_s=startup_timeout_s or profile.startup_timeout_s,
+        expect_model=model,
+    )

@@ -61,7 +61,9 @@ def parse(text: str) -> list[Sample]:
 def total(samples: Iterable[Sample], name: str, where: Mapping[str, str] | None = None) -> float | None:
     """Sum of a metric over its label sets (engines, models), or None when absent.
     NaN samples are ignored (an idle gauge)."""
-    found = [s.value for s in samples
-             if s.name == name and not math.isnan(s.value)
-             and all(s.labels.get(k) == v for k, v in (where or {}).items())]
+    found = [
+        s.value
+        for s in samples
+        if s.name == name and not math.isnan(s.value) and all(s.labels.get(k) == v for k, v in (where or {}).items())
+    ]
     return sum(found) if found else None

@@ -33,11 +33,28 @@ from campaign.domain.redact import MASK, SECRET_FLAG, redact_env
 __all__ = ["from_server_args", "reported_flag", "scalar"]
 
 #: per-launch fields every engine reports (argparse destinations, any spelling)
-PER_LAUNCH = frozenset({
-    "host", "port", "nccl-port", "dist-init-addr", "random-seed", "served-model-name", "model", "model-path",
-    "tokenizer", "tokenizer-path", "download-dir", "log-requests", "uvicorn-log-level", "file-storage-path",
-    "metrics-port", "ssl-keyfile", "ssl-certfile", "root-path",
-})
+PER_LAUNCH = frozenset(
+    {
+        "host",
+        "port",
+        "nccl-port",
+        "dist-init-addr",
+        "random-seed",
+        "served-model-name",
+        "model",
+        "model-path",
+        "tokenizer",
+        "tokenizer-path",
+        "download-dir",
+        "log-requests",
+        "uvicorn-log-level",
+        "file-storage-path",
+        "metrics-port",
+        "ssl-keyfile",
+        "ssl-certfile",
+        "root-path",
+    }
+)
 _STRUCTURED = tuple("([{<")
 
 
@@ -68,10 +85,14 @@ def _engine_value(value: Any) -> tuple[str | int | float | bool | None, bool]:
     return scalar(value), False
 
 
-def from_server_args(args: Mapping[str, Any], *, env: Mapping[str, Any] | None = None,
-                     derived: Mapping[str, Iterable[str]] | None = None,
-                     aliases: Mapping[str, str] | None = None,
-                     skip: Iterable[str] = ()) -> ReportedConfig | None:
+def from_server_args(
+    args: Mapping[str, Any],
+    *,
+    env: Mapping[str, Any] | None = None,
+    derived: Mapping[str, Iterable[str]] | None = None,
+    aliases: Mapping[str, str] | None = None,
+    skip: Iterable[str] = (),
+) -> ReportedConfig | None:
     """Argparse destinations (or a resolved engine config) -> ReportedConfig; None when
     there is nothing to report."""
     drop = PER_LAUNCH | {reported_flag(s) for s in skip}

@@ -16,8 +16,12 @@ DEFAULT_ENV_FILE = ".campaign/vllm.env"
 #: (playbooks/vllm_cpu.yaml says the same in its baseline): a float32 model, a 1 GiB KV
 #: cache, no download, no usage report, a loopback address for its workers
 CPU_FLAGS: dict[str, str] = {"dtype": "float32"}
-CPU_ENV: dict[str, str] = {"VLLM_HOST_IP": "127.0.0.1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-                           "VLLM_NO_USAGE_STATS": "1"}
+CPU_ENV: dict[str, str] = {
+    "VLLM_HOST_IP": "127.0.0.1",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+}
 
 
 class VllmSetup(BaseModel):
@@ -31,8 +35,9 @@ class VllmSetup(BaseModel):
 
     def cpu_config(self, config: EffectiveConfig) -> EffectiveConfig:
         """`config` on this CPU build: its flags and env over what the build needs."""
-        return EffectiveConfig(flags={**CPU_FLAGS, **config.flags},
-                               env={**CPU_ENV, "VLLM_CACHE_ROOT": self.cache_root, **config.env})
+        return EffectiveConfig(
+            flags={**CPU_FLAGS, **config.flags}, env={**CPU_ENV, "VLLM_CACHE_ROOT": self.cache_root, **config.env}
+        )
 
 
 def env_file_path(root: str | Path = ".") -> Path:
@@ -57,12 +62,16 @@ def read_vllm_setup(root: str | Path = ".") -> VllmSetup | None:
         return None
     v = read_env_file(path)
     try:
-        setup = VllmSetup(python=v["CAMPAIGN_VLLM_PYTHON"],
-                          model_medium=v["CAMPAIGN_VLLM_MODEL_MEDIUM"], model_tiny=v["CAMPAIGN_VLLM_MODEL_TINY"],
-                          cache_root=v.get("VLLM_CACHE_ROOT", str(Path(root) / ".campaign/vllm-cache")),
-                          source=v.get("CAMPAIGN_VLLM_SOURCE", ""))
+        setup = VllmSetup(
+            python=v["CAMPAIGN_VLLM_PYTHON"],
+            model_medium=v["CAMPAIGN_VLLM_MODEL_MEDIUM"],
+            model_tiny=v["CAMPAIGN_VLLM_MODEL_TINY"],
+            cache_root=v.get("VLLM_CACHE_ROOT", str(Path(root) / ".campaign/vllm-cache")),
+            source=v.get("CAMPAIGN_VLLM_SOURCE", ""),
+        )
     except KeyError:
         return None
     paths_exist = Path(setup.python).exists() and all(
-        (Path(m) / "config.json").is_file() for m in (setup.model_medium, setup.model_tiny))
+        (Path(m) / "config.json").is_file() for m in (setup.model_medium, setup.model_tiny)
+    )
     return setup if paths_exist else None

@@ -25,26 +25,54 @@ from tools.server.triage import TriageRule, rule
 COMMAND = "{python} -m sglang.launch_server --model-path {model} --host {host} --port {port} {flags}"
 
 #: what SGLang reads from its environment besides the playbook's env.
-OWN_ENV = ("SGLANG_*", "SGL_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-           "OMP_NUM_THREADS", "TORCH_HOME", "TRITON_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "XDG_CACHE_HOME")
+OWN_ENV = (
+    "SGLANG_*",
+    "SGL_*",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "OMP_NUM_THREADS",
+    "TORCH_HOME",
+    "TRITON_CACHE_DIR",
+    "FLASHINFER_WORKSPACE_BASE",
+    "XDG_CACHE_HOME",
+)
 
 TRIAGE_RULES: tuple[TriageRule, ...] = (
-    rule(FC.oom, r"Not enough memory\. Please try to increase --mem-fraction-static|"
-         r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)|"
-         r"\bruns out of memory\. Please set a smaller number for",
-         60, "too little memory for the KV cache"),
+    rule(
+        FC.oom,
+        r"Not enough memory\. Please try to increase --mem-fraction-static|"
+        r"max_total_num_tokens.*(too small|must be|<= 0)|KV cache pool.*(too small|is full)|"
+        r"\bruns out of memory\. Please set a smaller number for",
+        60,
+        "too little memory for the KV cache",
+    ),
     # the KV allocators' RuntimeError (mem_cache/common.py); not the scheduler's
     # "Decode out of memory happened" warning, which retracts requests and goes on
-    rule(FC.oom, r"(Decode|Prefill) out of memory\. Try to lower your batch size", 60,
-         "KV cache slots ran out"),
-    rule(FC.engine_dead, r"Rank \d+ scheduler is dead|Scheduler or DataParallelController \d+ terminated|"
-         r"Received sigquit from a child proces", 70, "SGLang scheduler died", consequence=True),
-    rule(FC.exited, r"is not a local folder and is not a valid model identifier|"
-         r"does not appear to have a file named config\.json|Can't load the configuration of",
-         65, "model not found"),
-    rule(FC.exited, r"context_length.*(greater than|exceeds).*(derived|model)|"
-         r"Unsupported speculative algorithm|speculative.algorithm.*(not supported|invalid)",
-         65, "engine rejected the configuration"),
+    rule(FC.oom, r"(Decode|Prefill) out of memory\. Try to lower your batch size", 60, "KV cache slots ran out"),
+    rule(
+        FC.engine_dead,
+        r"Rank \d+ scheduler is dead|Scheduler or DataParallelController \d+ terminated|"
+        r"Received sigquit from a child proces",
+        70,
+        "SGLang scheduler died",
+        consequence=True,
+    ),
+    rule(
+        FC.exited,
+        r"is not a local folder and is not a valid model identifier|"
+        r"does not appear to have a file named config\.json|Can't load the configuration of",
+        65,
+        "model not found",
+    ),
+    rule(
+        FC.exited,
+        r"context_length.*(greater than|exceeds).*(derived|model)|"
+        r"Unsupported speculative algorithm|speculative.algorithm.*(not supported|invalid)",
+        65,
+        "engine rejected the configuration",
+    ),
 )
 
 #: `/server_info` is `{**asdict(server_args), **scheduler_info, "internal_states", "version"}`
@@ -83,8 +111,16 @@ def parse_metrics(body: str) -> EngineMetrics:
 #: scheduler's memory plan, both in `/server_info`): the request limit from the KV cache
 #: left after weights, draft, graphs and activations, the speculative defaults from the
 #: algorithm, the scheduler's token budget.  The simulated node models the same rules.
-MEMORY_FLAGS = ("mem-fraction-static", "cuda-graph-max-bs", "disable-cuda-graph", "chunked-prefill-size",
-                "kv-cache-dtype", "max-total-tokens", "tp-size", "speculative-algorithm")
+MEMORY_FLAGS = (
+    "mem-fraction-static",
+    "cuda-graph-max-bs",
+    "disable-cuda-graph",
+    "chunked-prefill-size",
+    "kv-cache-dtype",
+    "max-total-tokens",
+    "tp-size",
+    "speculative-algorithm",
+)
 SPECULATIVE_DERIVED: dict[str, tuple[str, ...]] = {
     "speculative-num-steps": ("speculative-algorithm",),
     "speculative-eagle-topk": ("speculative-algorithm",),
@@ -104,9 +140,17 @@ REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
 REPORTED_ALIASES = {"tp": "tp-size", "dp": "dp-size", "ep": "ep-size"}
 
 PROFILE = EngineProfile(
-    name="sglang", package="sglang", command=COMMAND, own_env=OWN_ENV, metrics_path="/server_info",
+    name="sglang",
+    package="sglang",
+    command=COMMAND,
+    own_env=OWN_ENV,
+    metrics_path="/server_info",
     metrics_fallback_paths=("/get_server_info",),
-    startup_timeout_s=900.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
-    reported_args=lambda args: (args, {}), startup_reader=read_sglang_startup, reported_derived=REPORTED_DERIVED,
+    startup_timeout_s=900.0,
+    triage_rules=TRIAGE_RULES,
+    metrics_parser=parse_metrics,
+    reported_args=lambda args: (args, {}),
+    startup_reader=read_sglang_startup,
+    reported_derived=REPORTED_DERIVED,
     reported_aliases=REPORTED_ALIASES,
 )

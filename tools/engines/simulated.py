@@ -24,8 +24,20 @@ def parse_metrics(body: str) -> EngineMetrics:
         spec_accept_length=float(accept) if isinstance(accept, (int, float)) and accept else None,
         spec_drafts=float(drafts) if isinstance(drafts, (int, float)) else None,
         spec_accepted_tokens=float(accepted) if isinstance(accepted, (int, float)) else None,
-        server_args={k: info[k] for k in ("flags", "env", "kv_capacity_tokens", "max_running_requests",
-                                          "profile", "cuda", "model", "time_scale") if k in info},
+        server_args={
+            k: info[k]
+            for k in (
+                "flags",
+                "env",
+                "kv_capacity_tokens",
+                "max_running_requests",
+                "profile",
+                "cuda",
+                "model",
+                "time_scale",
+            )
+            if k in info
+        },
     )
 
 
@@ -38,12 +50,20 @@ def reported_args(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
 #: what the simulated node resolves at start-up and reports under its own key
 #: (tools/simnode/server.py `effective_flags`, perfmodel.py `memory_plan`): SGLang's rules,
 #: which it stands in for, without the scheduler's token budget.
-REPORTED_DERIVED: dict[str, tuple[str, ...]] = {"max-running-requests": sglang.MEMORY_FLAGS,
-                                                **sglang.SPECULATIVE_DERIVED}
+REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
+    "max-running-requests": sglang.MEMORY_FLAGS,
+    **sglang.SPECULATIVE_DERIVED,
+}
 REPORTED_ALIASES = sglang.REPORTED_ALIASES
 
 PROFILE = EngineProfile(
-    name="simulated", command=COMMAND, metrics_path="/server_info", startup_timeout_s=900.0,
-    metrics_parser=parse_metrics, bonus_token_in_accepted=True, reported_args=reported_args,
-    reported_derived=REPORTED_DERIVED, reported_aliases=REPORTED_ALIASES,
+    name="simulated",
+    command=COMMAND,
+    metrics_path="/server_info",
+    startup_timeout_s=900.0,
+    metrics_parser=parse_metrics,
+    bonus_token_in_accepted=True,
+    reported_args=reported_args,
+    reported_derived=REPORTED_DERIVED,
+    reported_aliases=REPORTED_ALIASES,
 )

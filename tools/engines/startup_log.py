@@ -121,4 +121,3 @@ def read_sglang_startup(lines: Iterable[str]) -> StartupConfig:
         if m := _SGLANG_ARGS.search(line):
             config.resolved = parse_keywords(m["body"])  # every field: what was set is not told apart
     return config
-

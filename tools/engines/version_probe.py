@@ -29,9 +29,11 @@ __all__ = ["VERSION_RE", "parse_version", "version_argv"]
 VERSION_RE = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}")
 
 _PYTHON = re.compile(r"python[0-9.]*")
-_SNIPPET = ("import importlib.metadata as m\n"
-            "d = m.packages_distributions().get({pkg!r}) or []\n"
-            "print(m.version(d[0]) if d else '')\n")
+_SNIPPET = (
+    "import importlib.metadata as m\n"
+    "d = m.packages_distributions().get({pkg!r}) or []\n"
+    "print(m.version(d[0]) if d else '')\n"
+)
 
 
 #: the assignments of a command's `env` prefix the probe keeps: those that decide which
@@ -75,8 +77,7 @@ def version_argv(argv: list[str], package: str) -> list[str] | None:
             # one its shebang names (the script found on PATH, as the launch finds it)
             if head:
                 return [*_env_prefix(argv, i), posixpath.join(head, "python"), "-c", snippet]
-            shebang = ('s=$(command -v "$1") && i=$(head -n1 "$s" | sed "s/^#! *//") '
-                       '&& shift && exec $i "$@"')
+            shebang = 's=$(command -v "$1") && i=$(head -n1 "$s" | sed "s/^#! *//") && shift && exec $i "$@"'
             return [*_env_prefix(argv, i), "sh", "-c", shebang, "sh", token, "-c", snippet]
     return None
 

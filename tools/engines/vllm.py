@@ -25,31 +25,67 @@ PYTHON_COMMAND = "{python} -m vllm.entrypoints.cli.main serve {model} --host {ho
 
 #: what vLLM reads from its environment besides the playbook's env: its own settings,
 #: the Hugging Face cache, the CPU thread count.
-OWN_ENV = ("VLLM_*", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS",
-           "TORCH_HOME", "TRITON_CACHE_DIR", "XDG_CACHE_HOME")
+OWN_ENV = (
+    "VLLM_*",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "OMP_NUM_THREADS",
+    "TORCH_HOME",
+    "TRITON_CACHE_DIR",
+    "XDG_CACHE_HOME",
+)
 
 # Band 60 with the base table's OOM rules; band 65 (config rejected) outranks
 # engine_dead (70), which is only a consequence when it follows a startup error.
 TRIAGE_RULES: tuple[TriageRule, ...] = (
     # ("No available shared memory broadcast block ... kv cache quantization" is a hang, not this)
-    rule(FC.oom, r"\b(not enough|insufficient) .*KV cache|\bno (available )?(memory|space|room) .*KV cache|KV cache .*(too small|is needed)|"
-         r"num_gpu_blocks.*(too small|insufficient)|max seq len .* larger than the available KV cache|"
-         r"(estimated )?maximum model length is \d+.*(KV cache|VLLM_CPU_KVCACHE_SPACE)",
-         60, "too little memory for the KV cache"),
-    rule(FC.exited, r"max_model_len.*(greater than|exceeds|larger than).*(derived|model)|"
-         r"User-specified max_model_len", 65, "max-model-len above what the model supports"),
-    rule(FC.exited, r"validation error for SpeculativeConfig|(Unsupported|Unknown) speculative (decoding )?method|"
-         r"speculative.*method.*(not supported|unsupported|invalid)", 65, "speculative config rejected"),
-    rule(FC.exited, r"(Invalid repository ID or local directory|does not appear to have a file named config\.json|"
-         r"is not a local folder and is not a valid model identifier|No such file or directory: .*config\.json|"
-         r"Repo id must be in the form|Can't load the configuration of|LocalEntryNotFoundError|"
-         r"Cannot find the requested files in the local cache)", 65, "model not found"),
+    rule(
+        FC.oom,
+        r"\b(not enough|insufficient) .*KV cache|\bno (available )?(memory|space|room) .*KV cache|KV cache .*(too small|is needed)|"
+        r"num_gpu_blocks.*(too small|insufficient)|max seq len .* larger than the available KV cache|"
+        r"(estimated )?maximum model length is \d+.*(KV cache|VLLM_CPU_KVCACHE_SPACE)",
+        60,
+        "too little memory for the KV cache",
+    ),
+    rule(
+        FC.exited,
+        r"max_model_len.*(greater than|exceeds|larger than).*(derived|model)|"
+        r"User-specified max_model_len",
+        65,
+        "max-model-len above what the model supports",
+    ),
+    rule(
+        FC.exited,
+        r"validation error for SpeculativeConfig|(Unsupported|Unknown) speculative (decoding )?method|"
+        r"speculative.*method.*(not supported|unsupported|invalid)",
+        65,
+        "speculative config rejected",
+    ),
+    rule(
+        FC.exited,
+        r"(Invalid repository ID or local directory|does not appear to have a file named config\.json|"
+        r"is not a local folder and is not a valid model identifier|No such file or directory: .*config\.json|"
+        r"Repo id must be in the form|Can't load the configuration of|LocalEntryNotFoundError|"
+        r"Cannot find the requested files in the local cache)",
+        65,
+        "model not found",
+    ),
     # The base table skips EngineDeadError after any "[shutdown]" line, but a worker that
     # dies while serving makes EngineCore log "[shutdown] Executor: ..." *before* the API
     # server's EngineDeadError.  Only the API server's own shutdown makes it expected.
-    rule(FC.engine_dead, r"EngineDeadError", 70, "vLLM engine died while serving",
-         unless_after=r"\[shutdown\] API server: (shutdown triggered|stopping engine client)", consequence=True),
-    rule(FC.exited, r"pydantic.*ValidationError|validation error for \w*Config", 66, "engine rejected the configuration"),
+    rule(
+        FC.engine_dead,
+        r"EngineDeadError",
+        70,
+        "vLLM engine died while serving",
+        unless_after=r"\[shutdown\] API server: (shutdown triggered|stopping engine client)",
+        consequence=True,
+    ),
+    rule(
+        FC.exited, r"pydantic.*ValidationError|validation error for \w*Config", 66, "engine rejected the configuration"
+    ),
 )
 
 # vLLM's Prometheus names (v1 engine); the older `gpu_cache_usage_perc` is read too.
@@ -68,7 +104,11 @@ def parse_metrics(body: str) -> EngineMetrics:
     """`/metrics` text -> engine-neutral counters.  Acceptance length follows vLLM's own
     definition: 1 + accepted / drafts (the bonus token counts)."""
     samples = parse(body)
-    drafts, draft_tokens, accepted = total(samples, M_DRAFTS), total(samples, M_DRAFT_TOKENS), total(samples, M_ACCEPTED)
+    drafts, draft_tokens, accepted = (
+        total(samples, M_DRAFTS),
+        total(samples, M_DRAFT_TOKENS),
+        total(samples, M_ACCEPTED),
+    )
     per_draft = ratio(accepted, drafts)
     kv = total(samples, M_KV_USAGE[0])
     if kv is None:
@@ -77,7 +117,9 @@ def parse_metrics(body: str) -> EngineMetrics:
         engine="vllm",
         spec_accept_length=None if per_draft is None else 1.0 + per_draft,
         spec_acceptance_rate=ratio(accepted, draft_tokens),
-        spec_drafts=drafts, spec_draft_tokens=draft_tokens, spec_accepted_tokens=accepted,
+        spec_drafts=drafts,
+        spec_draft_tokens=draft_tokens,
+        spec_accepted_tokens=accepted,
         kv_cache_usage=kv,
         running_requests=total(samples, M_RUNNING),
         waiting_requests=total(samples, M_WAITING),
@@ -89,11 +131,26 @@ def parse_metrics(body: str) -> EngineMetrics:
 #: the engine config vLLM logs at start-up (`Initializing a V1 LLM engine ... with config:`,
 #: tools.engines.reported) names some settings apart from their flags, and resolves some
 #: from others.  Checked on vllm-cpu 0.32.0 (tests/tools/engines/real_formats/startup).
-REPORTED_ALIASES = {"max-model-len": "max-seq-len", "tp": "tensor-parallel-size", "pp": "pipeline-parallel-size",
-                    "dp": "data-parallel-size", "dcp": "decode-context-parallel-size", "q": "quantization",
-                    "O": "compilation-config"}
-_BATCH = ("max-num-seqs", "max-num-batched-tokens", "max-model-len", "enforce-eager", "cuda-graph-sizes",
-          "max-cudagraph-capture-size", "speculative-config", "compilation-config", "tensor-parallel-size")
+REPORTED_ALIASES = {
+    "max-model-len": "max-seq-len",
+    "tp": "tensor-parallel-size",
+    "pp": "pipeline-parallel-size",
+    "dp": "data-parallel-size",
+    "dcp": "decode-context-parallel-size",
+    "q": "quantization",
+    "O": "compilation-config",
+}
+_BATCH = (
+    "max-num-seqs",
+    "max-num-batched-tokens",
+    "max-model-len",
+    "enforce-eager",
+    "cuda-graph-sizes",
+    "max-cudagraph-capture-size",
+    "speculative-config",
+    "compilation-config",
+    "tensor-parallel-size",
+)
 REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
     "max-seq-len": ("model", "hf-overrides", "rope-scaling", "speculative-config"),
     "compilation-config": _BATCH,
@@ -105,7 +162,16 @@ REPORTED_DERIVED: dict[str, tuple[str, ...]] = {
 }
 
 PROFILE = EngineProfile(
-    name="vllm", package="vllm", command=COMMAND, python_command=PYTHON_COMMAND, own_env=OWN_ENV,
-    metrics_path="/metrics", startup_timeout_s=600.0, triage_rules=TRIAGE_RULES, metrics_parser=parse_metrics,
-    startup_reader=read_vllm_startup, reported_aliases=REPORTED_ALIASES, reported_derived=REPORTED_DERIVED,
+    name="vllm",
+    package="vllm",
+    command=COMMAND,
+    python_command=PYTHON_COMMAND,
+    own_env=OWN_ENV,
+    metrics_path="/metrics",
+    startup_timeout_s=600.0,
+    triage_rules=TRIAGE_RULES,
+    metrics_parser=parse_metrics,
+    startup_reader=read_vllm_startup,
+    reported_aliases=REPORTED_ALIASES,
+    reported_derived=REPORTED_DERIVED,
 )

@@ -34,12 +34,20 @@ class Executor(Protocol):
     def host(self) -> str:
         """Address the controller uses to reach servers started on this node."""
 
-    def run(self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None,
-            cwd: str | None = None) -> CommandResult:
+    def run(
+        self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> CommandResult:
         """Run a short command to completion on the node."""
 
-    def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
+    def start(
+        self,
+        argv: list[str],
+        *,
+        log_path: str,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        base_env: Sequence[str] | None = None,
+    ) -> ProcessHandle:
         """Start a long-lived process as the leader of a new process group, stdout and
         stderr appended to `log_path` on the node.  Its environment is the node's
         variables named by `base_env` (None: server_env.DEFAULT_BASE_ENV) plus `env`,

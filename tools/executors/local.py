@@ -86,13 +86,20 @@ class LocalExecutor:
         return "127.0.0.1"
 
     # -- short commands -------------------------------------------------------------
-    def run(self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None,
-            cwd: str | None = None) -> CommandResult:
+    def run(
+        self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> CommandResult:
         """Run to completion; a timeout kills the command's whole group and returns 124."""
         try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    stdin=subprocess.DEVNULL, env=_merged_env(env), cwd=cwd,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                env=_merged_env(env),
+                cwd=cwd,
+                start_new_session=True,
+            )
         except OSError as exc:
             return CommandResult(returncode=NOT_FOUND_STATUS, stderr=f"{argv[0]}: {exc.strerror or exc}\n")
         try:
@@ -101,25 +108,47 @@ class LocalExecutor:
             self._signal_group(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
             note = f"\ntimed out after {timeout:g}s\n"
-            return CommandResult(returncode=TIMEOUT_STATUS, stdout=out.decode(errors="replace"),
-                                 stderr=err.decode(errors="replace") + note)
-        return CommandResult(returncode=proc.returncode, stdout=out.decode(errors="replace"),
-                             stderr=err.decode(errors="replace"))
+            return CommandResult(
+                returncode=TIMEOUT_STATUS,
+                stdout=out.decode(errors="replace"),
+                stderr=err.decode(errors="replace") + note,
+            )
+        return CommandResult(
+            returncode=proc.returncode, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace")
+        )
 
     # -- long-lived processes -------------------------------------------------------
-    def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
+    def start(
+        self,
+        argv: list[str],
+        *,
+        log_path: str,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        base_env: Sequence[str] | None = None,
+    ) -> ProcessHandle:
         """Start `argv` as a group leader.  It is exec'd through `sh` so a missing
         program shows up as a logged "not found" and exit 127, as over ssh."""
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handle = ProcessHandle(executor=self.kind, host=self.host, log_path=log_path,
-                               started_at=time.time(), command=redact_argv(argv, env))
+        handle = ProcessHandle(
+            executor=self.kind,
+            host=self.host,
+            log_path=log_path,
+            started_at=time.time(),
+            command=redact_argv(argv, env),
+        )
         full_env = launch_env(env, base_env)
         full_env[TOKEN_ENV] = process_token(handle)
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(["/bin/sh", "-c", 'exec "$@"', "sh", *argv], stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=full_env, cwd=cwd, start_new_session=True)
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", 'exec "$@"', "sh", *argv],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,
+            )
         self._children[proc.pid] = proc
         return handle.model_copy(update={"pid": proc.pid, "pgid": proc.pid})
 
@@ -173,9 +202,18 @@ class LocalExecutor:
         return None  # a local process starts at once
 
     def find_by_token(self, token: str, *, log_path: str, host: str, command: str = "") -> list[ProcessHandle]:
-        return [ProcessHandle(executor=self.kind, host=host, log_path=log_path, command=command, pid=g, pgid=g,
-                              started_at=procinfo.start_time(g) or 0.0)
-                for g in procinfo.groups_with_env(f"{LAUNCH_TOKEN_ENV}={token}")]
+        return [
+            ProcessHandle(
+                executor=self.kind,
+                host=host,
+                log_path=log_path,
+                command=command,
+                pid=g,
+                pgid=g,
+                started_at=procinfo.start_time(g) or 0.0,
+            )
+            for g in procinfo.groups_with_env(f"{LAUNCH_TOKEN_ENV}={token}")
+        ]
 
     def close(self) -> None:
         """Nothing to release locally; reaps children that already ended."""

@@ -15,7 +15,17 @@ import time
 from campaign.domain.procstat import PROC as _PROC
 from campaign.domain.procstat import start_ticks, stat_fields
 
-__all__ = ["complete_utf8_prefix", "environ_has", "groups_with_env", "is_running", "live_members", "start_ticks", "start_time", "stat_fields", "tail_file"]
+__all__ = [
+    "complete_utf8_prefix",
+    "environ_has",
+    "groups_with_env",
+    "is_running",
+    "live_members",
+    "start_ticks",
+    "start_time",
+    "stat_fields",
+    "tail_file",
+]
 
 
 def _ps_table() -> list[tuple[int, int, str]]:
@@ -57,8 +67,9 @@ def start_time(pid: int) -> float | None:
     fields = stat_fields(pid)
     if fields is not None:
         try:
-            btime = next(int(line.split()[1]) for line in (_PROC / "stat").read_text().splitlines()
-                         if line.startswith("btime "))
+            btime = next(
+                int(line.split()[1]) for line in (_PROC / "stat").read_text().splitlines() if line.startswith("btime ")
+            )
         except (StopIteration, OSError):
             return None
         return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
@@ -114,8 +125,6 @@ def tail_file(path: str, lines: int, chunk: int = 65536) -> list[str]:
         return []
     text = data.decode("utf-8", errors="replace").splitlines()
     return text[-lines:] if lines > 0 else []
-
-
 
 
 def groups_with_env(entry: str) -> list[int]:

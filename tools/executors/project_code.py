@@ -78,12 +78,20 @@ class WithProjectCode:
     def _env(self, env: dict[str, str] | None) -> dict[str, str]:
         return {**(env or {}), "PYTHONPATH": self.code_dir()}
 
-    def run(self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None,
-            cwd: str | None = None) -> CommandResult:
+    def run(
+        self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> CommandResult:
         return self.inner.run(argv, timeout=timeout, env=self._env(env), cwd=cwd)
 
-    def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
+    def start(
+        self,
+        argv: list[str],
+        *,
+        log_path: str,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        base_env: Sequence[str] | None = None,
+    ) -> ProcessHandle:
         return self.inner.start(argv, log_path=log_path, env=self._env(env), cwd=cwd, base_env=base_env)
 
     def poll(self, handle: ProcessHandle) -> int | None:

@@ -112,11 +112,15 @@ def _private_dir_problem(path: str, uid: int, owner: int, mode: int, is_link: bo
     if is_link:
         return f"node workdir {path} is a symbolic link (fix: remove it, or set the node's workdir to a directory of yours)"
     if owner != uid:
-        return (f"node workdir {path} belongs to another user (uid {owner}) (fix: set the node's workdir to a "
-                "directory of yours, e.g. ~/.cache/campaign-node)")
+        return (
+            f"node workdir {path} belongs to another user (uid {owner}) (fix: set the node's workdir to a "
+            "directory of yours, e.g. ~/.cache/campaign-node)"
+        )
     if mode & 0o022:
-        return (f"node workdir {path} is writable by others (mode {mode & 0o777:o}) (fix: chmod 700 it, or set "
-                "the node's workdir to a private directory)")
+        return (
+            f"node workdir {path} is writable by others (mode {mode & 0o777:o}) (fix: chmod 700 it, or set "
+            "the node's workdir to a private directory)"
+        )
     return None
 
 
@@ -142,8 +146,10 @@ def private_dir_script(path: str) -> str:
     """What `private_dir_problem` needs from a node reached over ssh: the directory made
     (0700) if absent, then `link`, or `<our uid> <owner uid> <octal mode>`."""
     q = shlex.quote(path)
-    return (f"mkdir -p \"$(dirname {q})\" && {{ mkdir -m 700 {q} 2>/dev/null; true; }} && "
-            f"if [ -L {q} ]; then echo link; else echo \"$(id -u) $(stat -c '%u %a' {q})\"; fi")
+    return (
+        f'mkdir -p "$(dirname {q})" && {{ mkdir -m 700 {q} 2>/dev/null; true; }} && '
+        f"if [ -L {q} ]; then echo link; else echo \"$(id -u) $(stat -c '%u %a' {q})\"; fi"
+    )
 
 
 def private_dir_problem(path: str, answer: str) -> str | None:
@@ -170,8 +176,9 @@ def write_private(path: str, data: bytes) -> str:
     return path
 
 
-def watcher_argv(python: str, argv: Sequence[str], *, log_path: str, env_spec: str, cwd: str | None = None,
-                 linger: bool = False) -> list[str]:
+def watcher_argv(
+    python: str, argv: Sequence[str], *, log_path: str, env_spec: str, cwd: str | None = None, linger: bool = False
+) -> list[str]:
     """`python -c WATCHER ...`: everything passed as arguments, nothing quoted by hand.
     The environment is not among them (a command line is world-readable in `ps` for
     the server's lifetime): `env_spec` names the 0600 file holding it, which the

@@ -52,8 +52,22 @@ from tools.executors.remote_shell import (
 )
 
 #: job states in which the job may still run its command.
-ACTIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
-                           "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "REQUEUE_HOLD", "REQUEUE_FED"})
+ACTIVE_STATES = frozenset(
+    {
+        "PENDING",
+        "CONFIGURING",
+        "RUNNING",
+        "COMPLETING",
+        "SUSPENDED",
+        "REQUEUED",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+    }
+)
 WAITING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
 
 
@@ -61,20 +75,26 @@ class SlurmNodeSpec(NodeSpecBase):
     remote: ClassVar[bool] = True
     kind: Literal["slurm"] = Field(description="each launch is a Slurm batch job", examples=["slurm"])
     name: str = Field(default="slurm", description="the node's name in the record and the journal")
-    partition: str | None = Field(default=None, description="sbatch --partition (default: the cluster's)",
-                                  examples=["gpu"])
+    partition: str | None = Field(
+        default=None, description="sbatch --partition (default: the cluster's)", examples=["gpu"]
+    )
     gres: str | None = Field(default="gpu:8", description="sbatch --gres")
     gpus: int | None = Field(default=None, description="sbatch --gpus, instead of gres", examples=[8])
     time_limit: str = Field(default="01:00:00", description="sbatch --time for one launch's job")
     exclusive: bool = Field(default=True, description="sbatch --exclusive: no other job shares the node")
     max_parallel_jobs: int = Field(default=1, description="accepted but not used yet: one job per launch")
-    workdir: str = Field(default="~/.cache/campaign-slurm", description="a directory the controller and the "
-                         "compute nodes share: batch scripts, logs, the environment file of a launch; made 0700, "
-                         "refused when another user's or writable by others")
-    python: str = Field(default="python3", description="the interpreter on the compute node that runs "
-                        "campaign's node helpers")
-    simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node in the job "
-                                                "instead of a real engine")
+    workdir: str = Field(
+        default="~/.cache/campaign-slurm",
+        description="a directory the controller and the "
+        "compute nodes share: batch scripts, logs, the environment file of a launch; made 0700, "
+        "refused when another user's or writable by others",
+    )
+    python: str = Field(
+        default="python3", description="the interpreter on the compute node that runs campaign's node helpers"
+    )
+    simulated: SimulatedNodeSpec | None = Field(
+        default=None, description="run the simulated node in the job instead of a real engine"
+    )
 
     @field_validator("max_parallel_jobs")
     @classmethod
@@ -82,8 +102,10 @@ class SlurmNodeSpec(NodeSpecBase):
         # One node runs one experiment, so one job, at a time; parallelism is one node per
         # experiment (`nodes:`), which the fan-out already does.  Any other value would be ignored.
         if v != 1:
-            raise ValueError("a slurm node runs one job at a time (fix: remove it; to run experiments at once, "
-                             "list one slurm node per job under `nodes:`, each with its own name)")
+            raise ValueError(
+                "a slurm node runs one job at a time (fix: remove it; to run experiments at once, "
+                "list one slurm node per job under `nodes:`, each with its own name)"
+            )
         return v
 
     def simulated_node(self) -> SimulatedNodeSpec | None:
@@ -91,10 +113,13 @@ class SlurmNodeSpec(NodeSpecBase):
 
     def where(self) -> str:
         executor = SlurmExecutor.from_spec(self)
-        submit = " ".join(executor.submit_argv("<log>.sbatch", log_path="<log>", job_name="campaign-<label>",
-                                               cwd=executor.workdir))
-        return (f"slurm: each launch is one batch job, `{submit}`; the job script runs the command below "
-                f"on the node Slurm picks (its env in a private file, never on a command line)")
+        submit = " ".join(
+            executor.submit_argv("<log>.sbatch", log_path="<log>", job_name="campaign-<label>", cwd=executor.workdir)
+        )
+        return (
+            f"slurm: each launch is one batch job, `{submit}`; the job script runs the command below "
+            f"on the node Slurm picks (its env in a private file, never on a command line)"
+        )
 
 
 class SlurmError(NodeError):
@@ -124,10 +149,20 @@ class SlurmExecutor:
 
     kind = "slurm"
 
-    def __init__(self, partition: str | None = None, gres: str | None = "gpu:8", gpus: int | None = None,
-                 time_limit: str = "01:00:00", exclusive: bool = True, workdir: str = "~/.cache/campaign-slurm",
-                 python: str = "python3", slurm_conf: str | None = None, job_name_prefix: str = "campaign",
-                 queue_timeout_s: float = 3600.0, run_mode: Literal["local", "srun"] = "local") -> None:
+    def __init__(
+        self,
+        partition: str | None = None,
+        gres: str | None = "gpu:8",
+        gpus: int | None = None,
+        time_limit: str = "01:00:00",
+        exclusive: bool = True,
+        workdir: str = "~/.cache/campaign-slurm",
+        python: str = "python3",
+        slurm_conf: str | None = None,
+        job_name_prefix: str = "campaign",
+        queue_timeout_s: float = 3600.0,
+        run_mode: Literal["local", "srun"] = "local",
+    ) -> None:
         self.partition, self.gres, self.gpus = partition, gres, gpus
         self.time_limit, self.exclusive = time_limit, exclusive
         self.workdir_setting = os.path.expanduser(workdir)
@@ -148,8 +183,15 @@ class SlurmExecutor:
         """The registry's builder; UserError for a GPU count sbatch would refuse."""
         if spec.gpus is not None and spec.gpus < 1:
             raise UserError(f"playbook: node.gpus: {spec.gpus} (fix: a positive GPU count, or remove it)")
-        return cls(partition=spec.partition, gres=spec.gres, gpus=spec.gpus, time_limit=spec.time_limit,
-                   exclusive=spec.exclusive, workdir=spec.workdir, python=spec.python)
+        return cls(
+            partition=spec.partition,
+            gres=spec.gres,
+            gpus=spec.gpus,
+            time_limit=spec.time_limit,
+            exclusive=spec.exclusive,
+            workdir=spec.workdir,
+            python=spec.python,
+        )
 
     @property
     def workdir(self) -> str:
@@ -163,10 +205,12 @@ class SlurmExecutor:
         return self._workdir
 
     # ----------------------------------------------------------------- slurm calls
-    def _slurm(self, argv: list[str], timeout: float = 60.0, check: bool = True,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(argv, env=self._env if env is None else env, capture_output=True, text=True,
-                              timeout=timeout)
+    def _slurm(
+        self, argv: list[str], timeout: float = 60.0, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            argv, env=self._env if env is None else env, capture_output=True, text=True, timeout=timeout
+        )
         if check and proc.returncode != 0:
             raise SlurmError(f"{' '.join(argv[:2])}: {proc.stderr.strip() or proc.stdout.strip()}")
         return proc
@@ -190,8 +234,15 @@ class SlurmExecutor:
         return fields.get("NodeAddr") or node
 
     def submit_argv(self, script: str, *, log_path: str, job_name: str, cwd: str) -> list[str]:
-        argv = ["sbatch", "--parsable", f"--job-name={job_name}", f"--output={log_path}", "--open-mode=append",
-                f"--chdir={cwd}", f"--time={self.time_limit}"]
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={job_name}",
+            f"--output={log_path}",
+            "--open-mode=append",
+            f"--chdir={cwd}",
+            f"--time={self.time_limit}",
+        ]
         argv += [f"--partition={self.partition}"] if self.partition else []
         argv += [f"--gres={self.gres}"] if self.gres else []
         argv += [f"--gpus={self.gpus}"] if self.gpus else []
@@ -209,8 +260,9 @@ class SlurmExecutor:
             self._last_host = self.node_address(names[0]) if names else "127.0.0.1"
         return self._last_host
 
-    def run(self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None,
-            cwd: str | None = None) -> CommandResult:
+    def run(
+        self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> CommandResult:
         """On the submit host (shared filesystem); in a short `srun` allocation with run_mode="srun"."""
         if self.run_mode == "srun":
             alloc = ["srun", "--quiet", "-N1", "-n1", f"--time={self.time_limit}"]
@@ -219,8 +271,15 @@ class SlurmExecutor:
             env = {"SLURM_CONF": self._env.get("SLURM_CONF", ""), **(env or {})} if "SLURM_CONF" in self._env else env
         return self._local.run(argv, timeout=timeout, env=env, cwd=cwd)
 
-    def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
+    def start(
+        self,
+        argv: list[str],
+        *,
+        log_path: str,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        base_env: Sequence[str] | None = None,
+    ) -> ProcessHandle:
         """Submit a batch job and wait until it runs (or ended); SlurmError when it is
         still queued after `queue_timeout_s` (the job is cancelled then).
 
@@ -246,8 +305,9 @@ class SlurmExecutor:
             Path(script).write_text(f"#!/bin/sh\n{mark}exec {shlex.join(watcher)}\n")
             job_name = f"{self.job_name_prefix}-{Path(log).stem}"[:64]
             submitted = time.monotonic()
-            out = self._slurm(self.submit_argv(script, log_path=log, job_name=job_name, cwd=workdir),
-                              env=self._submit_env(base_env)).stdout
+            out = self._slurm(
+                self.submit_argv(script, log_path=log, job_name=job_name, cwd=workdir), env=self._submit_env(base_env)
+            ).stdout
             job_id = out.strip().split(";")[0]
             fields = self._wait_started(job_id, submitted)
             self._queue_wait[job_id] = time.monotonic() - submitted
@@ -257,8 +317,16 @@ class SlurmExecutor:
         node = fields.get("BatchHost") or fields.get("NodeList") or ""
         host = self.node_address(node) if node and node != "(null)" else self.host
         self._last_host = host
-        return ProcessHandle(executor=self.kind, pid=pid, pgid=pid, host=host, job_id=job_id, log_path=log,
-                             started_at=time.time(), command=redact_argv(argv, env))
+        return ProcessHandle(
+            executor=self.kind,
+            pid=pid,
+            pgid=pid,
+            host=host,
+            job_id=job_id,
+            log_path=log,
+            started_at=time.time(),
+            command=redact_argv(argv, env),
+        )
 
     def _submit_env(self, base_env: Sequence[str] | None) -> dict[str, str]:
         """sbatch's own environment, which becomes the job's: the base list's variables
@@ -275,8 +343,10 @@ class SlurmExecutor:
                 return fields
             if time.monotonic() - submitted > self.queue_timeout_s:
                 self._slurm(["scancel", job_id], check=False)
-                raise SlurmError(f"job {job_id} still queued after {self.queue_timeout_s:g} s "
-                                 f"(reason {fields.get('Reason', '?')}); cancelled")
+                raise SlurmError(
+                    f"job {job_id} still queued after {self.queue_timeout_s:g} s "
+                    f"(reason {fields.get('Reason', '?')}); cancelled"
+                )
             time.sleep(0.1)
 
     def _wait_pid(self, log: str, job_id: str, timeout: float = 30.0) -> int | None:
@@ -299,7 +369,9 @@ class SlurmExecutor:
         if fields is None:
             return None
         try:
-            return (datetime.fromisoformat(fields["StartTime"]) - datetime.fromisoformat(fields["SubmitTime"])).total_seconds()
+            return (
+                datetime.fromisoformat(fields["StartTime"]) - datetime.fromisoformat(fields["SubmitTime"])
+            ).total_seconds()
         except (KeyError, ValueError):
             return None
 
@@ -347,8 +419,22 @@ class SlurmExecutor:
         pgid = handle.pgid or handle.pid
         if not pgid or not handle.job_id:
             return
-        self._slurm(["srun", f"--jobid={handle.job_id}", "--overlap", "-N1", "-n1", "--quiet",
-                     "kill", f"-{signal_name}", "--", f"-{pgid}"], timeout=60, check=False)
+        self._slurm(
+            [
+                "srun",
+                f"--jobid={handle.job_id}",
+                "--overlap",
+                "-N1",
+                "-n1",
+                "--quiet",
+                "kill",
+                f"-{signal_name}",
+                "--",
+                f"-{pgid}",
+            ],
+            timeout=60,
+            check=False,
+        )
 
     def _wait_gone(self, job_id: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -377,8 +463,19 @@ class SlurmExecutor:
             return []
         pid_text = _read(pid_path(log_path))
         pid = int(pid_text) if pid_text.strip().isdigit() and int(pid_text) else None
-        return [ProcessHandle(executor=self.kind, host=host, log_path=log_path, command=command, job_id=j,
-                              pid=pid, pgid=pid, started_at=0.0) for j in jobs]
+        return [
+            ProcessHandle(
+                executor=self.kind,
+                host=host,
+                log_path=log_path,
+                command=command,
+                job_id=j,
+                pid=pid,
+                pgid=pid,
+                started_at=0.0,
+            )
+            for j in jobs
+        ]
 
     def close(self) -> None:
         """Nothing to release: jobs are stopped explicitly (the run ledger reaps them)."""

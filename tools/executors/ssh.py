@@ -49,33 +49,49 @@ from tools.executors.remote_shell import (
 )
 
 #: shell functions: is a pid / a process group alive (zombies are not), via procps `ps`.
-_ALIVE = ("alive() { ps -o stat= -p \"$1\" 2>/dev/null | grep -qv '^Z'; }; "
-          "galive() { ps -e -o pgid=,stat= | awk -v g=\"$1\" '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}'; };")
+_ALIVE = (
+    "alive() { ps -o stat= -p \"$1\" 2>/dev/null | grep -qv '^Z'; }; "
+    "galive() { ps -e -o pgid=,stat= | awk -v g=\"$1\" '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}'; };"
+)
 
 
 class SshNodeSpec(NodeSpecBase):
     remote: ClassVar[bool] = True
-    kind: Literal["ssh"] = Field(description="another machine, reached with the system OpenSSH client",
-                                 examples=["ssh"])
-    name: str = Field(default="", description="the node's name (default: its host); needed to tell two "
-                      "nodes on one host apart")
+    kind: Literal["ssh"] = Field(
+        description="another machine, reached with the system OpenSSH client", examples=["ssh"]
+    )
+    name: str = Field(
+        default="", description="the node's name (default: its host); needed to tell two nodes on one host apart"
+    )
     host: str = Field(description="host name or ~/.ssh/config alias", examples=["gpu-1"])
-    user: str | None = Field(default=None, description="login user (default: ssh's own choice)",
-                             examples=["bench"])
+    user: str | None = Field(default=None, description="login user (default: ssh's own choice)", examples=["bench"])
     port: int | None = Field(default=None, description="ssh port (default: ssh's own choice)", examples=[2222])
-    identity_file: str | None = Field(default=None, description="private key file passed as `-i`",
-                                      examples=["~/.ssh/id_ed25519"])
-    ssh_options: list[str] = Field(default_factory=list, description="extra `-o` options for ssh",
-                                   examples=[["StrictHostKeyChecking=accept-new"]])
-    workdir: str = Field(default="~/.cache/campaign-node", description="the node's working directory: logs, "
-                         "ledger, the environment file of a launch; `~/` is the node user's home; made 0700, "
-                         "refused when another user's or writable by others")
-    python: str = Field(default="python3", description="the interpreter on the node that runs campaign's node "
-                        "helpers (and the engine, unless server.python says otherwise)")
-    sweep_on: Literal["node", "controller"] = Field(default="node", description=(
-        "where the load generator runs: next to the server (`campaign bench` on the node) or on this machine"))
-    simulated: SimulatedNodeSpec | None = Field(default=None, description="run the simulated node on that host "
-                                                "instead of a real engine")
+    identity_file: str | None = Field(
+        default=None, description="private key file passed as `-i`", examples=["~/.ssh/id_ed25519"]
+    )
+    ssh_options: list[str] = Field(
+        default_factory=list, description="extra `-o` options for ssh", examples=[["StrictHostKeyChecking=accept-new"]]
+    )
+    workdir: str = Field(
+        default="~/.cache/campaign-node",
+        description="the node's working directory: logs, "
+        "ledger, the environment file of a launch; `~/` is the node user's home; made 0700, "
+        "refused when another user's or writable by others",
+    )
+    python: str = Field(
+        default="python3",
+        description="the interpreter on the node that runs campaign's node "
+        "helpers (and the engine, unless server.python says otherwise)",
+    )
+    sweep_on: Literal["node", "controller"] = Field(
+        default="node",
+        description=(
+            "where the load generator runs: next to the server (`campaign bench` on the node) or on this machine"
+        ),
+    )
+    simulated: SimulatedNodeSpec | None = Field(
+        default=None, description="run the simulated node on that host instead of a real engine"
+    )
 
     def simulated_node(self) -> SimulatedNodeSpec | None:
         return self.simulated
@@ -90,8 +106,10 @@ class SshNodeSpec(NodeSpecBase):
         return f"ssh {self.host}"
 
     def where(self) -> str:
-        return (f"ssh: the command below runs on {self.host} over ssh, in {self.workdir} "
-                f"(its env through the channel's stdin, never on a command line)")
+        return (
+            f"ssh: the command below runs on {self.host} over ssh, in {self.workdir} "
+            f"(its env through the channel's stdin, never on a command line)"
+        )
 
 
 class SshError(NodeError):
@@ -103,10 +121,17 @@ class SshExecutor:
 
     kind = "ssh"
 
-    def __init__(self, host: str, user: str | None = None, port: int | None = None,
-                 identity_file: str | None = None, ssh_options: Sequence[str] = (),
-                 workdir: str = "~/.cache/campaign-node", python: str = "python3",
-                 connect_timeout_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        user: str | None = None,
+        port: int | None = None,
+        identity_file: str | None = None,
+        ssh_options: Sequence[str] = (),
+        workdir: str = "~/.cache/campaign-node",
+        python: str = "python3",
+        connect_timeout_s: float = 15.0,
+    ) -> None:
         self.target = host
         self.user, self.port, self.identity_file = user, port, identity_file
         self.ssh_options = list(ssh_options)
@@ -123,18 +148,36 @@ class SshExecutor:
         """The registry's builder; UserError for a key file or port that cannot work."""
         identity = os.path.expanduser(spec.identity_file) if spec.identity_file else None
         if identity and not os.path.isfile(identity):
-            raise UserError(f"playbook: node.identity_file: no such file '{spec.identity_file}' "
-                            f"(fix: point it at the private key, or remove it to use ~/.ssh/config and the agent)")
+            raise UserError(
+                f"playbook: node.identity_file: no such file '{spec.identity_file}' "
+                f"(fix: point it at the private key, or remove it to use ~/.ssh/config and the agent)"
+            )
         if spec.port is not None and not 0 < spec.port < 65536:
             raise UserError(f"playbook: node.port: {spec.port} is not a TCP port (fix: 1-65535, usually 22)")
-        return cls(spec.host, user=spec.user, port=spec.port, identity_file=identity,
-                   ssh_options=spec.ssh_options, workdir=spec.workdir, python=spec.python)
+        return cls(
+            spec.host,
+            user=spec.user,
+            port=spec.port,
+            identity_file=identity,
+            ssh_options=spec.ssh_options,
+            workdir=spec.workdir,
+            python=spec.python,
+        )
 
     # ----------------------------------------------------------------- transport
     def _common(self) -> list[str]:
-        opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(self.connect_timeout_s)}",
-                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4",
-                "-o", f"ControlPath={self.control_path}"]
+        opts = [
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={int(self.connect_timeout_s)}",
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "ServerAliveCountMax=4",
+            "-o",
+            f"ControlPath={self.control_path}",
+        ]
         if self.port:
             opts += ["-p", str(self.port)]
         if self.identity_file:
@@ -150,8 +193,7 @@ class SshExecutor:
     def master_alive(self) -> bool:
         if not os.path.exists(self.control_path):
             return False
-        check = subprocess.run(["ssh", *self._common(), "-O", "check", self.target],
-                               capture_output=True, timeout=10)
+        check = subprocess.run(["ssh", *self._common(), "-O", "check", self.target], capture_output=True, timeout=10)
         return check.returncode == 0
 
     def connect(self) -> None:
@@ -163,20 +205,38 @@ class SshExecutor:
         err_path = os.path.join(self._control_dir, "master.err")
         with open(err_path, "wb") as err:
             proc = subprocess.run(
-                ["ssh", *self._common(), "-o", "ControlMaster=yes", "-o", "ControlPersist=600",
-                 "-N", "-f", self.target],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                timeout=self.connect_timeout_s + 15)
+                [
+                    "ssh",
+                    *self._common(),
+                    "-o",
+                    "ControlMaster=yes",
+                    "-o",
+                    "ControlPersist=600",
+                    "-N",
+                    "-f",
+                    self.target,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                timeout=self.connect_timeout_s + 15,
+            )
         if proc.returncode != 0:
             with open(err_path, "rb") as f:
                 message = redact_text(f.read().decode(errors="replace").strip())
             raise SshError(f"ssh {self.target}: cannot connect (exit {proc.returncode}): {message}")
 
-    def _ssh(self, script: str, *, timeout: float, stdin: bytes | int | IO[bytes] | None = None) -> subprocess.CompletedProcess[bytes]:
+    def _ssh(
+        self, script: str, *, timeout: float, stdin: bytes | int | IO[bytes] | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
         """Run a shell script on the node; bytes out.  Raises SshError on transport failure."""
         self.connect()
         argv = self.ssh_argv("-T") + ["--", script]
-        kw: dict[str, Any] = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin if stdin is not None else subprocess.DEVNULL}
+        kw: dict[str, Any] = (
+            {"input": stdin}
+            if isinstance(stdin, bytes)
+            else {"stdin": stdin if stdin is not None else subprocess.DEVNULL}
+        )
         proc = subprocess.run(argv, capture_output=True, timeout=timeout, **kw)
         if proc.returncode == 255:
             raise SshError(f"ssh {self.target}: {redact_text(proc.stderr.decode(errors='replace').strip())}")
@@ -185,8 +245,10 @@ class SshExecutor:
     def _sh(self, script: str, *, timeout: float = 30.0, stdin: bytes | None = None) -> str:
         proc = self._ssh(script, timeout=timeout, stdin=stdin)
         if proc.returncode != 0:
-            raise SshError(f"ssh {self.target}: remote command failed ({proc.returncode}): "
-                           f"{redact_text(proc.stderr.decode(errors='replace').strip())}")
+            raise SshError(
+                f"ssh {self.target}: remote command failed ({proc.returncode}): "
+                f"{redact_text(proc.stderr.decode(errors='replace').strip())}"
+            )
         return proc.stdout.decode(errors="replace")
 
     def _abs(self, path: str) -> str:
@@ -213,40 +275,58 @@ class SshExecutor:
     def host(self) -> str:
         """The address servers on the node listen on, resolved like ssh does (`ssh -G`)."""
         if self._address is None:
-            out = subprocess.run(["ssh", "-G", *self._common(), self.target], capture_output=True,
-                                 text=True, timeout=10).stdout
+            out = subprocess.run(
+                ["ssh", "-G", *self._common(), self.target], capture_output=True, text=True, timeout=10
+            ).stdout
             names = [ln.split(None, 1)[1] for ln in out.splitlines() if ln.startswith("hostname ")]
             self._address = names[0].strip() if names else self.target
         return self._address
 
-    def run(self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None,
-            cwd: str | None = None) -> CommandResult:
+    def run(
+        self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> CommandResult:
         """Run to completion on the node.  The remote side is bounded by `timeout`
         too, so a timed-out command does not linger there; status 124 on timeout."""
         wd = self._abs(cwd) if cwd else self.workdir
         inner = command_line(argv)
         exports = export_lines(env)  # over stdin: a command line is visible in `ps`
-        script = (f"mkdir -p {shlex.quote(self.workdir)} && cd {shlex.quote(wd)} && "
-                  + ('eval "$(cat)" && ' if exports else "")
-                  + f"exec timeout -k 2 {max(timeout, 0.1):.1f} sh -c {shlex.quote(inner)}")
+        script = (
+            f"mkdir -p {shlex.quote(self.workdir)} && cd {shlex.quote(wd)} && "
+            + ('eval "$(cat)" && ' if exports else "")
+            + f"exec timeout -k 2 {max(timeout, 0.1):.1f} sh -c {shlex.quote(inner)}"
+        )
         try:
             proc = self._ssh(script, timeout=timeout + 10, stdin=exports.encode() if exports else None)
         except subprocess.TimeoutExpired as exc:
-            return CommandResult(returncode=124, stdout=(exc.stdout or b"").decode(errors="replace"),
-                                 stderr=f"timed out after {timeout:g} s")
-        return CommandResult(returncode=proc.returncode, stdout=proc.stdout.decode(errors="replace"),
-                             stderr=proc.stderr.decode(errors="replace"))
+            return CommandResult(
+                returncode=124,
+                stdout=(exc.stdout or b"").decode(errors="replace"),
+                stderr=f"timed out after {timeout:g} s",
+            )
+        return CommandResult(
+            returncode=proc.returncode,
+            stdout=proc.stdout.decode(errors="replace"),
+            stderr=proc.stderr.decode(errors="replace"),
+        )
 
-    def start(self, argv: list[str], *, log_path: str, env: dict[str, str] | None = None,
-              cwd: str | None = None, base_env: Sequence[str] | None = None) -> ProcessHandle:
+    def start(
+        self,
+        argv: list[str],
+        *,
+        log_path: str,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        base_env: Sequence[str] | None = None,
+    ) -> ProcessHandle:
         """The environment goes over the channel's stdin into a 0600 file in a 0700
         directory, which the watcher reads and deletes before it starts the command:
         never on a command line (`ps` on the node, and here: the ssh client's argv)."""
         log = self._abs(log_path)
         spec = env_spec_path(self.workdir, log)
         spec_dir = str(PurePosixPath(spec).parent)
-        watcher = shlex.join(watcher_argv(self.python, argv, log_path=log, env_spec=spec,
-                                          cwd=self._abs(cwd) if cwd else self.workdir))
+        watcher = shlex.join(
+            watcher_argv(self.python, argv, log_path=log, env_spec=spec, cwd=self._abs(cwd) if cwd else self.workdir)
+        )
         q = shlex.quote
         script = (
             f"mkdir -p {q(self.workdir)} {q(str(PurePosixPath(log).parent))} && "
@@ -262,16 +342,25 @@ class SshExecutor:
             pid: int | None = int(out.splitlines()[-1]) or None  # 0: could not exec, status 127 recorded
         except (ValueError, IndexError) as exc:
             raise SshError(f"ssh {self.target}: process did not start (no pid in {pid_path(log)})") from exc
-        return ProcessHandle(executor=self.kind, pid=pid, pgid=pid, host=self.host, log_path=log,
-                             started_at=time.time(), command=redact_argv(argv, env))
+        return ProcessHandle(
+            executor=self.kind,
+            pid=pid,
+            pgid=pid,
+            host=self.host,
+            log_path=log,
+            started_at=time.time(),
+            command=redact_argv(argv, env),
+        )
 
     def _status_script(self, handle: ProcessHandle) -> str:
         """Prints `running`, the recorded status, or `gone`.  Zombies count as ended;
         a just-ended process gets a moment for the watcher to write its status."""
         rc = shlex.quote(rc_path(handle.log_path))
-        return (f"{_ALIVE} if alive {handle.pid}; then echo running; else i=0; "
-                f"while [ ! -s {rc} ] && [ $i -lt 20 ]; do sleep 0.05; i=$((i+1)); done; "
-                f"if [ -s {rc} ]; then cat {rc}; else echo gone; fi; fi")
+        return (
+            f"{_ALIVE} if alive {handle.pid}; then echo running; else i=0; "
+            f"while [ ! -s {rc} ] && [ $i -lt 20 ]; do sleep 0.05; i=$((i+1)); done; "
+            f"if [ -s {rc} ]; then cat {rc}; else echo gone; fi; fi"
+        )
 
     def poll(self, handle: ProcessHandle) -> int | None:
         out = self._sh(self._status_script(handle), timeout=30).strip()
@@ -302,8 +391,7 @@ class SshExecutor:
             f"{_ALIVE} kill -TERM -{g} 2>/dev/null; i=0; "
             f"while galive {g} && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
             f"if galive {g}; then kill -KILL -{g} 2>/dev/null; i=0; "
-            f"while galive {g} && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; fi; "
-            + self._status_script(handle)
+            f"while galive {g} && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; fi; " + self._status_script(handle)
         )
         out = self._sh(script, timeout=grace_s + 30).strip()
         status = parse_status(out)
@@ -322,16 +410,20 @@ class SshExecutor:
                 tar.wait()
         elif os.path.isfile(local_path):
             with open(local_path, "rb") as f:
-                proc = self._ssh(f"mkdir -p \"$(dirname {dest})\" && cat > {dest}", timeout=600, stdin=f.fileno())
+                proc = self._ssh(f'mkdir -p "$(dirname {dest})" && cat > {dest}', timeout=600, stdin=f.fileno())
         else:
             raise FileNotFoundError(local_path)
         if proc.returncode != 0:
-            raise SshError(f"put {local_path} -> {self.target}:{remote_path}: {proc.stderr.decode(errors='replace').strip()}")
+            raise SshError(
+                f"put {local_path} -> {self.target}:{remote_path}: {proc.stderr.decode(errors='replace').strip()}"
+            )
 
     def get(self, remote_path: str, local_path: str) -> None:
         """Copy a remote file, or a directory's contents into `local_path`."""
         src = shlex.quote(self._abs(remote_path))
-        kind = self._sh(f"if [ -d {src} ]; then echo dir; elif [ -f {src} ]; then echo file; else echo none; fi").strip()
+        kind = self._sh(
+            f"if [ -d {src} ]; then echo dir; elif [ -f {src} ]; then echo file; else echo none; fi"
+        ).strip()
         if kind == "none":
             raise FileNotFoundError(f"{self.target}:{remote_path}")
         if kind == "dir":
@@ -349,8 +441,13 @@ class SshExecutor:
 
     def _copy_out(self, script: str, out: IO[bytes], remote_path: str) -> None:
         self.connect()
-        proc = subprocess.run(self.ssh_argv("-T") + ["--", script], stdin=subprocess.DEVNULL, stdout=out,
-                              stderr=subprocess.PIPE, timeout=600)
+        proc = subprocess.run(
+            self.ssh_argv("-T") + ["--", script],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            timeout=600,
+        )
         if proc.returncode != 0:
             raise SshError(f"get {self.target}:{remote_path}: {proc.stderr.decode(errors='replace').strip()}")
 
@@ -368,8 +465,9 @@ class SshExecutor:
             s.bind(("127.0.0.1", 0))
             local_port: int = s.getsockname()[1]
         spec = f"127.0.0.1:{local_port}:{remote_host}:{remote_port}"
-        proc = subprocess.run(["ssh", *self._common(), "-O", "forward", "-L", spec, self.target],
-                              capture_output=True, timeout=30)
+        proc = subprocess.run(
+            ["ssh", *self._common(), "-O", "forward", "-L", spec, self.target], capture_output=True, timeout=30
+        )
         if proc.returncode != 0:
             raise SshError(f"ssh {self.target}: cannot forward {spec}: {proc.stderr.decode(errors='replace').strip()}")
         self._tunnels[remote_port] = local_port
@@ -382,15 +480,21 @@ class SshExecutor:
         """The /proc scan of `procinfo.groups_with_env`, run on the node by its own `sh`
         (no Python needed there)."""
         entry = f"{LAUNCH_TOKEN_ENV}={token}"
-        script = ("for d in /proc/[0-9]*; do "
-                  f"if tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qxF {shlex.quote(entry)}; then "
-                  "ps -o pgid= -p \"${d#/proc/}\"; fi; done; true")
+        script = (
+            "for d in /proc/[0-9]*; do "
+            f"if tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qxF {shlex.quote(entry)}; then "
+            'ps -o pgid= -p "${d#/proc/}"; fi; done; true'
+        )
         res = self.run(["sh", "-c", script], timeout=60)
         if res.returncode != 0:
             raise SshError(f"token scan on {self.target} failed: {res.stderr.strip()[:200]}")
         groups = sorted({int(w) for w in res.stdout.split() if w.isdigit()})
-        return [ProcessHandle(executor=self.kind, host=host, log_path=log_path, command=command, pid=g, pgid=g,
-                              started_at=0.0) for g in groups]
+        return [
+            ProcessHandle(
+                executor=self.kind, host=host, log_path=log_path, command=command, pid=g, pgid=g, started_at=0.0
+            )
+            for g in groups
+        ]
 
     def close(self) -> None:
         """Stop the master (and with it every tunnel); processes on the node keep running."""

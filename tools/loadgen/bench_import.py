@@ -46,12 +46,16 @@ def _read_runs(path: Path) -> list[tuple[str, dict[str, Any]]]:
             try:
                 located.append((f"line {lineno}", json.loads(line)))
             except json.JSONDecodeError as exc:
-                raise UserError(f"{path}: line {lineno}: not valid JSON ({exc.msg}) (fix: one JSON object per line)") from exc
+                raise UserError(
+                    f"{path}: line {lineno}: not valid JSON ({exc.msg}) (fix: one JSON object per line)"
+                ) from exc
     if not located:
         raise UserError(f"{path}: no benchmark runs in the file (fix: pass a bench_serving or vllm bench serve result)")
     for where, run in located:
         if not isinstance(run, dict):
-            raise UserError(f"{path}: {where}: not a JSON object (fix: pass a bench_serving or vllm bench serve result)")
+            raise UserError(
+                f"{path}: {where}: not a JSON object (fix: pass a bench_serving or vllm bench serve result)"
+            )
     return located
 
 
@@ -81,7 +85,9 @@ def _stat(run: dict[str, Any], name: str, samples: list[float] | None) -> Stat:
     p50 = run.get(f"p50_{name}_ms")
     return Stat(
         mean=mean,
-        p50=float(p50) if isinstance(p50, (int, float)) else central(f"median_{name}_ms", percentile(ordered, 50) if ordered else 0.0),
+        p50=float(p50)
+        if isinstance(p50, (int, float))
+        else central(f"median_{name}_ms", percentile(ordered, 50) if ordered else 0.0),
         p90=pick(90),
         p99=pick(99),
     )
@@ -114,8 +120,10 @@ def _concurrency(path: Path, where: str, run: dict[str, Any]) -> int:
     rate, e2e = run.get("request_throughput"), run.get("mean_e2el_ms")
     if isinstance(rate, (int, float)) and isinstance(e2e, (int, float)) and rate > 0 and e2e > 0:
         return max(1, round(rate * e2e / 1000))
-    raise UserError(f"{path}: {where}: max_concurrency: missing and no measured concurrency "
-                    "(fix: a complete bench_serving / vllm bench serve result)")
+    raise UserError(
+        f"{path}: {where}: max_concurrency: missing and no measured concurrency "
+        "(fix: a complete bench_serving / vllm bench serve result)"
+    )
 
 
 def _level(path: Path, where: str, run: dict[str, Any], e2e_name: str) -> LevelResult:
@@ -157,4 +165,6 @@ def import_result(path: str | Path) -> SweepResult:
         levels.append(_level(file, where, run, "e2el" if is_vllm else "e2e_latency"))
     first = located[0][1]
     model = first.get("model_id") or first.get("model") or ""
-    return SweepResult(url=str(first.get("base_url") or ""), model=str(model), source=source, levels=levels, time_scale=1.0)
+    return SweepResult(
+        url=str(first.get("base_url") or ""), model=str(model), source=source, levels=levels, time_scale=1.0
+    )

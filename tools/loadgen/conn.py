@@ -128,7 +128,7 @@ class SseConnection(asyncio.Protocol):
                 self._finish()
         else:
             self.state, self.keep_alive = _UNTIL_CLOSE, False
-        return data[end + 4:]
+        return data[end + 4 :]
 
     def _chunked(self, data: bytes, now: float) -> None:
         buf = self.buf + data if self.buf else data
@@ -136,7 +136,7 @@ class SseConnection(asyncio.Protocol):
         while pos < size and self.state == _CHUNKED:
             if self.remaining > 0:
                 take = min(self.remaining, size - pos)
-                self._sink(buf[pos:pos + take], now)
+                self._sink(buf[pos : pos + take], now)
                 pos += take
                 self.remaining -= take
                 if self.remaining == 0:
@@ -151,7 +151,7 @@ class SseConnection(asyncio.Protocol):
                     break
                 length = int(buf[pos:nl].split(b";", 1)[0], 16)
                 if length == 0:  # last chunk; an empty line ends the (rare) trailers
-                    rest = buf[nl + 2:]
+                    rest = buf[nl + 2 :]
                     if not (rest.startswith(b"\r\n") or b"\r\n\r\n" in rest):
                         break  # wait for the end of the trailers
                     self._finish()
@@ -228,7 +228,9 @@ class SlotConnections:
             try:
                 conn = self.slots[slot] = await self.connect()  # inside the timing, as vLLM
             except (OSError, TimeoutError) as exc:
-                return RequestOutcome(ok=False, error=f"broken stream: cannot connect: {type(exc).__name__}: {exc}"[:300])
+                return RequestOutcome(
+                    ok=False, error=f"broken stream: cannot connect: {type(exc).__name__}: {exc}"[:300]
+                )
             st = timer.st
             waiter = conn.start(request, timer)
             timer.st = st

@@ -18,8 +18,14 @@ from tools.loadgen.sweep import LoadgenError, base_url, probe_model, request_hea
 GREEDY_CONCURRENCY = 8
 
 
-async def greedy_outputs(url: str, prompts: list[str], max_tokens: int, model: str | None = None, timeout_s: float = 600,
-                         api_key: str | None = None) -> list[str]:
+async def greedy_outputs(
+    url: str,
+    prompts: list[str],
+    max_tokens: int,
+    model: str | None = None,
+    timeout_s: float = 600,
+    api_key: str | None = None,
+) -> list[str]:
     """Non-streaming temperature-0 completions, in prompt order (the server's own key, if any)."""
     target = base_url(url) + "/v1/completions"
     semaphore = asyncio.Semaphore(GREEDY_CONCURRENCY)

@@ -38,8 +38,6 @@ class RequestOutcome:
     end_s: float = 0.0
 
 
-
-
 def percentile(sorted_values: list[float], pct: float) -> float:
     """Linear-interpolated percentile of an ascending list (numpy's default method)."""
     if not sorted_values:
@@ -64,7 +62,9 @@ def stat_ms(values_s: list[float], scale: float) -> Stat:
     )
 
 
-def summarize_level(concurrency: int, outcomes: list[RequestOutcome], duration_s: float, time_scale: float) -> LevelResult:
+def summarize_level(
+    concurrency: int, outcomes: list[RequestOutcome], duration_s: float, time_scale: float
+) -> LevelResult:
     """One level's figures from its measured requests (warm-ups excluded).
 
     ``duration_s`` is wall time from dispatching the first request to the end of the

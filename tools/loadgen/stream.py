@@ -63,8 +63,25 @@ class SseTimer:
     does not start with ``{`` is a bad event.
     """
 
-    __slots__ = ("buf", "chat", "chunks", "content", "done", "end", "itl", "last", "node", "node_events",
-                 "node_first", "node_itl", "node_last", "node_t0", "st", "ttft", "usage")
+    __slots__ = (
+        "buf",
+        "chat",
+        "chunks",
+        "content",
+        "done",
+        "end",
+        "itl",
+        "last",
+        "node",
+        "node_events",
+        "node_first",
+        "node_itl",
+        "node_last",
+        "node_t0",
+        "st",
+        "ttft",
+        "usage",
+    )
 
     def __init__(self, chat: bool, st: float) -> None:
         self.chat = chat
@@ -87,7 +104,7 @@ class SseTimer:
         find = buf.find
         while (nl := find(b"\n", pos)) >= 0:
             if buf.startswith(b"data:", pos):  # else blank separators, comments, "event:" lines
-                self.event(buf[pos + 5:nl].strip(), now)
+                self.event(buf[pos + 5 : nl].strip(), now)
             pos = nl + 1
         self.buf = buf[pos:] if pos < len(buf) else b""
 
@@ -127,7 +144,9 @@ class SseTimer:
 
     def outcome(self) -> RequestOutcome:
         if not self.done:
-            return RequestOutcome(ok=False, error=f"broken stream: ended without [DONE] after {self.chunks} content events")
+            return RequestOutcome(
+                ok=False, error=f"broken stream: ended without [DONE] after {self.chunks} content events"
+            )
         if not self.chunks:
             return RequestOutcome(ok=False, error="broken stream: no content before [DONE]")
         usage = self.usage or {}
@@ -136,10 +155,16 @@ class SseTimer:
         output_tokens = tokens if counted and isinstance(tokens, int) else self.chunks
         if self.node_events and self.node_events >= self.chunks:  # every content event carried the clock
             return RequestOutcome(
-                ok=True, ttft_s=self.node_first - self.node_t0, e2e_s=self.node - self.node_t0,
-                itl_s=self.node_itl, output_tokens=output_tokens,
-                input_tokens=int(usage.get("prompt_tokens") or 0), usage=counted,
-                clock="node", start_s=self.node_t0, end_s=self.node,
+                ok=True,
+                ttft_s=self.node_first - self.node_t0,
+                e2e_s=self.node - self.node_t0,
+                itl_s=self.node_itl,
+                output_tokens=output_tokens,
+                input_tokens=int(usage.get("prompt_tokens") or 0),
+                usage=counted,
+                clock="node",
+                start_s=self.node_t0,
+                end_s=self.node,
             )
         return RequestOutcome(
             ok=True,
@@ -156,7 +181,9 @@ def _bad_event(exc: Exception) -> RequestOutcome:
     return RequestOutcome(ok=False, error=f"broken stream: bad SSE event: {exc}"[:300])
 
 
-async def stream_httpx(client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str], chat: bool) -> RequestOutcome:
+async def stream_httpx(
+    client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str], chat: bool
+) -> RequestOutcome:
     timer = SseTimer(chat, perf_counter())
     try:
         async with client.stream("POST", url, content=body, headers=headers) as resp:
@@ -174,7 +201,9 @@ async def stream_httpx(client: httpx.AsyncClient, url: str, body: bytes, headers
     return timer.outcome()
 
 
-async def stream_aiohttp(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], chat: bool) -> RequestOutcome:
+async def stream_aiohttp(
+    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], chat: bool
+) -> RequestOutcome:
     timer = SseTimer(chat, perf_counter())
     try:
         async with session.post(url, data=body, headers=headers) as resp:

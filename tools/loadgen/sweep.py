@@ -148,7 +148,12 @@ async def probe_model(client: httpx.AsyncClient, url: str) -> str:
 
 
 def request_body(prompt: str, model: str, workload: WorkloadSpec, *, stream: bool = True) -> bytes:
-    body: dict[str, Any] = {"model": model, "max_tokens": workload.output_tokens, "temperature": 0.0, "ignore_eos": True}
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": workload.output_tokens,
+        "temperature": 0.0,
+        "ignore_eos": True,
+    }
     if workload.endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
@@ -265,19 +270,27 @@ async def run_sweep(
                 def on_done(outcome: RequestOutcome) -> None:
                     tally["done"] += 1
                     tally["errors"] += 0 if outcome.ok else 1
-                    emit(ProgressEvent(phase, concurrency, level_index, len(counts), tally["done"], total, tally["errors"]))
+                    emit(
+                        ProgressEvent(
+                            phase, concurrency, level_index, len(counts), tally["done"], total, tally["errors"]
+                        )
+                    )
 
                 return on_done
 
             await preopen(concurrency)
             if workload.warmup_requests > 0:
                 warm = workload.warmup_requests
-                await _run_batch(send, bodies_from(cursor), warm, concurrency, request_timeout_s, counter("warmup", warm))
+                await _run_batch(
+                    send, bodies_from(cursor), warm, concurrency, request_timeout_s, counter("warmup", warm)
+                )
                 cursor += warm
                 tally.update(done=0, errors=0)
                 await preopen(concurrency)  # reopen what the server closed during the warm-up
             started = perf_counter()
-            outcomes = await _run_batch(send, bodies_from(cursor), count, concurrency, request_timeout_s, counter("measure", count))
+            outcomes = await _run_batch(
+                send, bodies_from(cursor), count, concurrency, request_timeout_s, counter("measure", count)
+            )
             cursor += count
             level = summarize_level(concurrency, outcomes, perf_counter() - started, scale)
             levels.append(level)

@@ -58,8 +58,15 @@ class LaunchFailed(Exception):
 class RunningServer:
     """A server that answered health.  Stops its process group on exit."""
 
-    def __init__(self, executor: Executor, handle: ProcessHandle, request: LaunchRequest, url: str,
-                 ledger: ProcessLedger | None, extra_rules: tuple[TriageRule, ...]) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        handle: ProcessHandle,
+        request: LaunchRequest,
+        url: str,
+        ledger: ProcessLedger | None,
+        extra_rules: tuple[TriageRule, ...],
+    ) -> None:
         self.executor = executor
         self.handle = handle
         self.request = request
@@ -97,16 +104,23 @@ class RunningServer:
     def __enter__(self) -> RunningServer:
         return self
 
-    def __exit__(self, _exc_type: type[BaseException] | None, _exc: BaseException | None,
-                 _tb: TracebackType | None) -> None:
+    def __exit__(
+        self, _exc_type: type[BaseException] | None, _exc: BaseException | None, _tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
 class ServerLauncher:
     """Starts servers through one executor, optionally recording them in a ledger."""
 
-    def __init__(self, executor: Executor, *, ledger: ProcessLedger | None = None,
-                 extra_rules: Iterable[TriageRule] = (), api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        *,
+        ledger: ProcessLedger | None = None,
+        extra_rules: Iterable[TriageRule] = (),
+        api_key: str | None = None,
+    ) -> None:
         self.executor = executor
         self.ledger = ledger
         self.extra_rules = tuple(extra_rules)
@@ -118,10 +132,14 @@ class ServerLauncher:
         host = req.host or self.executor.host
         url = f"http://{_url_host(host)}:{req.port}"
         if _port_answers(host, req.port):
-            raise LaunchFailed(Failure(
-                failure_class=FailureClass.port_in_use, phase="start",
-                summary=f"{host}:{req.port} already accepts connections before the launch",
-                evidence=[f"connect({host}, {req.port}) succeeded before the server was started"]))
+            raise LaunchFailed(
+                Failure(
+                    failure_class=FailureClass.port_in_use,
+                    phase="start",
+                    summary=f"{host}:{req.port} already accepts connections before the launch",
+                    evidence=[f"connect({host}, {req.port}) succeeded before the server was started"],
+                )
+            )
 
         # the ledger first: the intent (with a token the server carries in its environment)
         # before the spawn, the pid right after, so a kill in between leaves a findable server
@@ -129,8 +147,13 @@ class ServerLauncher:
         env = {**req.env, LAUNCH_TOKEN_ENV: token}
         base = {"base_env": req.base_env} if req.base_env is not None else {}
         if self.ledger is not None:
-            self.ledger.intend(token, executor=self.executor.kind, host=host, log_path=req.log_path,
-                               command=redact_argv(req.argv, req.env))
+            self.ledger.intend(
+                token,
+                executor=self.executor.kind,
+                host=host,
+                log_path=req.log_path,
+                command=redact_argv(req.argv, req.env),
+            )
         try:
             handle = self.executor.start(req.argv, log_path=req.log_path, env=env, cwd=req.cwd, **base)
         except Exception:
@@ -172,16 +195,21 @@ class ServerLauncher:
                 if remaining <= 0:
                     break
                 time.sleep(min(req.poll_interval_s, remaining))
-        raise LaunchFailed(Failure(
-            failure_class=FailureClass.health_timeout, phase="start",
-            summary=f"no HTTP 200 from {server.url}{req.health_path} within {req.startup_timeout_s:g}s (last: {last})",
-            evidence=server.log_excerpt(TIMEOUT_EVIDENCE_LINES)))
+        raise LaunchFailed(
+            Failure(
+                failure_class=FailureClass.health_timeout,
+                phase="start",
+                summary=f"no HTTP 200 from {server.url}{req.health_path} within {req.startup_timeout_s:g}s (last: {last})",
+                evidence=server.log_excerpt(TIMEOUT_EVIDENCE_LINES),
+            )
+        )
 
     def _raise_if_exited(self, server: RunningServer, phase: Phase) -> None:
         status = self.executor.poll(server.handle)
         if status is not None:
-            raise LaunchFailed(classify(status, server.log_excerpt(TRIAGE_LINES), phase=phase,
-                                        extra_rules=self.extra_rules))
+            raise LaunchFailed(
+                classify(status, server.log_excerpt(TRIAGE_LINES), phase=phase, extra_rules=self.extra_rules)
+            )
 
     def _check_model(self, server: RunningServer, client: httpx.Client) -> None:
         expected = server.request.expect_model
@@ -192,17 +220,28 @@ class ServerLauncher:
             return
         self._raise_if_exited(server, "start")  # ours died: its log says why
         if status in (401, 403):  # ours or not, it wants a key this launch does not hold
-            raise LaunchFailed(Failure(
-                failure_class=FailureClass.environment, phase="start",
-                summary=f"{server.url}/v1/models answers HTTP {status}: the server requires an API key "
-                        + ("and refused the one of server.api_key_env" if self._api_key else
-                           "(fix: set server.api_key_env to the variable that holds it)"),
-                evidence=[f"GET {server.url}/v1/models -> HTTP {status}", *server.log_excerpt(10)]))
-        raise LaunchFailed(Failure(
-            failure_class=FailureClass.port_in_use, phase="start",
-            summary=f"{server.url} answers but does not serve {expected!r} (serves {served or 'nothing'}): "
-                    "another server holds the port",
-            evidence=[f"GET {server.url}/v1/models -> {served}", *server.log_excerpt(10)]))
+            raise LaunchFailed(
+                Failure(
+                    failure_class=FailureClass.environment,
+                    phase="start",
+                    summary=f"{server.url}/v1/models answers HTTP {status}: the server requires an API key "
+                    + (
+                        "and refused the one of server.api_key_env"
+                        if self._api_key
+                        else "(fix: set server.api_key_env to the variable that holds it)"
+                    ),
+                    evidence=[f"GET {server.url}/v1/models -> HTTP {status}", *server.log_excerpt(10)],
+                )
+            )
+        raise LaunchFailed(
+            Failure(
+                failure_class=FailureClass.port_in_use,
+                phase="start",
+                summary=f"{server.url} answers but does not serve {expected!r} (serves {served or 'nothing'}): "
+                "another server holds the port",
+                evidence=[f"GET {server.url}/v1/models -> {served}", *server.log_excerpt(10)],
+            )
+        )
 
 
 def _stop_despite_interrupts(server: RunningServer) -> None:

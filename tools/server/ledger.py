@@ -39,8 +39,15 @@ class ProcessLedger:
         """Record a launch before its spawn: a kill between the spawn and `record` leaves
         this entry, and the reaper finds the server by `token` (in its environment)."""
         handle = ProcessHandle(executor=executor, host=host, log_path=log_path, command=command)
-        self._append({"op": "intent", "key": _intent_key(token), "token": token,
-                      "handle": handle.model_dump(mode="json"), "owner": _owner()})
+        self._append(
+            {
+                "op": "intent",
+                "key": _intent_key(token),
+                "token": token,
+                "handle": handle.model_dump(mode="json"),
+                "owner": _owner(),
+            }
+        )
 
     def forget(self, token: str) -> None:
         """The launch ended before a server ran (its spawn raised): drop the intent."""
@@ -50,8 +57,7 @@ class ProcessLedger:
         """Record a started handle with its owner (this controller), so that another
         controller never reaps a server whose owner is still alive; it replaces the
         launch's intent."""
-        event = {"op": "start", "key": handle_key(handle), "handle": handle.model_dump(mode="json"),
-                 "owner": _owner()}
+        event = {"op": "start", "key": handle_key(handle), "handle": handle.model_dump(mode="json"), "owner": _owner()}
         self._append({**event, "token": token} if token else event)
 
     def remove(self, handle: ProcessHandle) -> None:
@@ -91,8 +97,13 @@ class ProcessLedger:
                 continue
             try:
                 executor = executor_for(handle)
-                found = [handle] if event["op"] == "start" else executor.find_by_token(
-                    event["token"], log_path=handle.log_path, host=handle.host, command=handle.command)
+                found = (
+                    [handle]
+                    if event["op"] == "start"
+                    else executor.find_by_token(
+                        event["token"], log_path=handle.log_path, host=handle.host, command=handle.command
+                    )
+                )
                 for h in found:
                     executor.stop(h, grace_s=grace_s)
             except Exception:  # an unreachable node: keep the entry, try again next time

@@ -62,10 +62,23 @@ class TriageRule:
     consequence: bool = False  # decides only when no root-cause rule matched
 
 
-def rule(cls: FailureClass, pattern: str, band: int, label: str, unless_after: str | None = None, *,
-         consequence: bool = False) -> TriageRule:
-    return TriageRule(cls, re.compile(pattern, re.IGNORECASE), band, label,
-                      re.compile(unless_after, re.IGNORECASE) if unless_after else None, consequence)
+def rule(
+    cls: FailureClass,
+    pattern: str,
+    band: int,
+    label: str,
+    unless_after: str | None = None,
+    *,
+    consequence: bool = False,
+) -> TriageRule:
+    return TriageRule(
+        cls,
+        re.compile(pattern, re.IGNORECASE),
+        band,
+        label,
+        re.compile(unless_after, re.IGNORECASE) if unless_after else None,
+        consequence,
+    )
 
 
 FC = FailureClass
@@ -75,71 +88,133 @@ RULES: tuple[TriageRule, ...] = (
     # SGLang's `assert_pkg_version`)
     # (not a WARNING line: vLLM logs "WARNING ... Failed to import from vllm._C with ImportError(...)"
     # and goes on; whatever then stops it decides)
-    rule(FC.environment, r"^(?!.*\bWARNING\b)(?:.*?)(?:lib[\w.+-]*\.so[\w.]*: cannot open shared object file|"
-         r"ImportError: .*undefined symbol|\.so: undefined symbol|"
-         r"ModuleNotFoundError: No module named|PackageNotFoundError|"
-         r"with minimum required version [\w.]+ is not installed|"
-         r"ImportError: cannot import name .* from '?(flashinfer|sgl_kernel|triton|torch|transformers|flash_attn|xformers)|"
-         r"NVIDIA driver on your system is too old|CUDA driver version is insufficient|cudaErrorInsufficientDriver|"
-         r"Cannot access gated repo|GatedRepoError|You are trying to access a gated repo|401 Client Error)",
-         5, "the node's installation lacks what the engine needs"),
-    rule(FC.bad_flag, r"error: unrecognized arguments|error: argument [-\w/]+|invalid choice:|"
-         r"error: the following arguments are required", 10, "argument parser rejected the command line"),
-    rule(FC.port_in_use, r"address already in use|\baddress in use\b|EADDRINUSE|"
-         r"port \d+ is (already )?(in use|used)", 10, "port already taken"),
+    rule(
+        FC.environment,
+        r"^(?!.*\bWARNING\b)(?:.*?)(?:lib[\w.+-]*\.so[\w.]*: cannot open shared object file|"
+        r"ImportError: .*undefined symbol|\.so: undefined symbol|"
+        r"ModuleNotFoundError: No module named|PackageNotFoundError|"
+        r"with minimum required version [\w.]+ is not installed|"
+        r"ImportError: cannot import name .* from '?(flashinfer|sgl_kernel|triton|torch|transformers|flash_attn|xformers)|"
+        r"NVIDIA driver on your system is too old|CUDA driver version is insufficient|cudaErrorInsufficientDriver|"
+        r"Cannot access gated repo|GatedRepoError|You are trying to access a gated repo|401 Client Error)",
+        5,
+        "the node's installation lacks what the engine needs",
+    ),
+    rule(
+        FC.bad_flag,
+        r"error: unrecognized arguments|error: argument [-\w/]+|invalid choice:|"
+        r"error: the following arguments are required",
+        10,
+        "argument parser rejected the command line",
+    ),
+    rule(
+        FC.port_in_use,
+        r"address already in use|\baddress in use\b|EADDRINUSE|"
+        r"port \d+ is (already )?(in use|used)",
+        10,
+        "port already taken",
+    ),
     # (not an argparse usage line: vLLM's `[--jit-monitor-mode {error,warn}]` is no JIT failure)
-    rule(FC.jit_error, r"^(?!.*\[--)(?:.*?)(?:ninja: build stopped|ninja build failed|Error building extension|"
-         r"nvcc fatal|ptxas (fatal|error)|\bJIT\b.*(fail|error)|compil\w+ (failed|error).*(kernel|cuda|jit)|"
-         r"CalledProcessError: Command '\[?'?ninja|NVCC compilation failed|NVCC version should be|"
-         r"ptxas\b.*returned non-zero exit status|PTXASError)",
-         20, "kernel JIT compilation failed"),
-    rule(FC.unsupported_arch, r"unsupported (gpu )?arch|not supported arch|arch\w* (is )?not supported|"
-         r"no kernel image is available|\bsm_?120a?\b.*not (supported|in)|not in .*arch\w* (table|list)|"
-         r"requires (compute capability|sm_?\d+)|No supported CUDA architectures found|"
-         r"Bfloat16 is only supported on GPUs with compute capability|"
-         r"GPUs with compute capability below [\d.]+ are not supported|"
-         r"^(?!.*fall(ing)? ?back)(?:.*?)Unsupported compute capability",
-         30, "GPU architecture not supported"),
+    rule(
+        FC.jit_error,
+        r"^(?!.*\[--)(?:.*?)(?:ninja: build stopped|ninja build failed|Error building extension|"
+        r"nvcc fatal|ptxas (fatal|error)|\bJIT\b.*(fail|error)|compil\w+ (failed|error).*(kernel|cuda|jit)|"
+        r"CalledProcessError: Command '\[?'?ninja|NVCC compilation failed|NVCC version should be|"
+        r"ptxas\b.*returned non-zero exit status|PTXASError)",
+        20,
+        "kernel JIT compilation failed",
+    ),
+    rule(
+        FC.unsupported_arch,
+        r"unsupported (gpu )?arch|not supported arch|arch\w* (is )?not supported|"
+        r"no kernel image is available|\bsm_?120a?\b.*not (supported|in)|not in .*arch\w* (table|list)|"
+        r"requires (compute capability|sm_?\d+)|No supported CUDA architectures found|"
+        r"Bfloat16 is only supported on GPUs with compute capability|"
+        r"GPUs with compute capability below [\d.]+ are not supported|"
+        r"^(?!.*fall(ing)? ?back)(?:.*?)Unsupported compute capability",
+        30,
+        "GPU architecture not supported",
+    ),
     # a Triton kernel whose tiles need more shared memory than this GPU has (T4, consumer Ada/Blackwell)
     rule(FC.unsupported_arch, r"out of resources?: shared memory", 30, "kernel does not fit this GPU's shared memory"),
     # a capture that fails for lack of memory is an OOM, not an incompatibility
-    rule(FC.cuda_graph_incompatible, r"^(?!.*out of memory)(?:.*?)(?:operation not permitted when stream is capturing|"
-         r"cudaErrorStreamCapture\w*|CUDA graph.*captur\w*.*(fail|error|invalid)|captur\w* .*CUDA graph.*(fail|error)|"
-         r"stream capture (is )?(invalidated|unsupported)|during CUDA graph capture|cudaStreamCaptureStatusActive)",
-         40, "incompatible with CUDA graph capture"),
-    rule(FC.kernel_fault, r"an illegal memory access was encountered|cudaErrorIllegal(Address|Instruction)|"
-         r"an illegal instruction was encountered|misaligned address|unspecified launch failure|"
-         r"Memory access fault by GPU node|HSA_STATUS_ERROR_MEMORY_(FAULT|APERTURE_VIOLATION)",
-         45, "a GPU kernel faulted"),
-    rule(FC.nccl_error, r"NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|"
-         r"ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL.*(timeout|Watchdog caught)", 50, "NCCL failure"),
-    rule(FC.oom, r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|"
-         r"Not enough memory\. Please try to increase --mem-fraction-static|"
-         r"KV cache is needed, which is larger than the available KV cache memory|"
-         r"No available memory for the cache blocks|insufficient (gpu )?memory for (the )?KV cache|"
-         r"larger than the maximum number of tokens that can be stored in KV cache",
-         60, "out of GPU memory"),
-    rule(FC.assertion, r"\bAssertionError\b|Assertion `.*' failed|assert(ion)? failed|device-side assert triggered",
-         60, "assertion failed"),
+    rule(
+        FC.cuda_graph_incompatible,
+        r"^(?!.*out of memory)(?:.*?)(?:operation not permitted when stream is capturing|"
+        r"cudaErrorStreamCapture\w*|CUDA graph.*captur\w*.*(fail|error|invalid)|captur\w* .*CUDA graph.*(fail|error)|"
+        r"stream capture (is )?(invalidated|unsupported)|during CUDA graph capture|cudaStreamCaptureStatusActive)",
+        40,
+        "incompatible with CUDA graph capture",
+    ),
+    rule(
+        FC.kernel_fault,
+        r"an illegal memory access was encountered|cudaErrorIllegal(Address|Instruction)|"
+        r"an illegal instruction was encountered|misaligned address|unspecified launch failure|"
+        r"Memory access fault by GPU node|HSA_STATUS_ERROR_MEMORY_(FAULT|APERTURE_VIOLATION)",
+        45,
+        "a GPU kernel faulted",
+    ),
+    rule(
+        FC.nccl_error,
+        r"NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|"
+        r"ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL.*(timeout|Watchdog caught)",
+        50,
+        "NCCL failure",
+    ),
+    rule(
+        FC.oom,
+        r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation|"
+        r"Not enough memory\. Please try to increase --mem-fraction-static|"
+        r"KV cache is needed, which is larger than the available KV cache memory|"
+        r"No available memory for the cache blocks|insufficient (gpu )?memory for (the )?KV cache|"
+        r"larger than the maximum number of tokens that can be stored in KV cache",
+        60,
+        "out of GPU memory",
+    ),
+    rule(
+        FC.assertion,
+        r"\bAssertionError\b|Assertion `.*' failed|assert(ion)? failed|device-side assert triggered",
+        60,
+        "assertion failed",
+    ),
     # torch.compile: weaker than any root cause the compile hit (OOM while autotuning, an assertion)
-    rule(FC.jit_error, r"BackendCompilerFailed|InductorError|torch/_inductor/(compile_fx|graph|codecache|scheduler)\.py",
-         62, "torch.compile (Inductor) failed", consequence=True),
-    rule(FC.exited, r"Tokenizer class \w+ does not exist or is not currently imported", 65,
-         "tokenizer could not be loaded"),
+    rule(
+        FC.jit_error,
+        r"BackendCompilerFailed|InductorError|torch/_inductor/(compile_fx|graph|codecache|scheduler)\.py",
+        62,
+        "torch.compile (Inductor) failed",
+        consequence=True,
+    ),
+    rule(
+        FC.exited,
+        r"Tokenizer class \w+ does not exist or is not currently imported",
+        65,
+        "tokenizer could not be loaded",
+    ),
     # vLLM's and SGLang's model registries: "Model architectures [...] are not supported for now."
-    rule(FC.exited, r"Model architectures? \[.*\] (are|is) not supported", 65,
-         "model architecture not supported by this engine"),
+    rule(
+        FC.exited,
+        r"Model architectures? \[.*\] (are|is) not supported",
+        65,
+        "model architecture not supported by this engine",
+    ),
     # vLLM's workers stopped answering the engine: a warning that repeats while they hang
-    rule(FC.hang, r"No available shared memory broadcast block found", 68, "workers stopped responding",
-         consequence=True),
+    rule(
+        FC.hang, r"No available shared memory broadcast block found", 68, "workers stopped responding", consequence=True
+    ),
     # vLLM's MultiprocExecutor.collective_rpc: a worker did not answer in time
     rule(FC.hang, r"RPC call to \w+ timed out", 68, "workers stopped responding", consequence=True),
     # SGLang's scheduler watchdog ("Watchdog timeout (self.watchdog_timeout=300)", since 0.5:
     # "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
-    rule(FC.hang, r"watchdog timeout \(self\.watchdog_timeout=", 68, "scheduler made no progress",
-         consequence=True),
-    rule(FC.engine_dead, r"EngineDeadError", 70, "vLLM engine died",
-         unless_after=r"stopping engine client|\[shutdown\] API server", consequence=True),  # a requested shutdown
+    rule(FC.hang, r"watchdog timeout \(self\.watchdog_timeout=", 68, "scheduler made no progress", consequence=True),
+    rule(
+        FC.engine_dead,
+        r"EngineDeadError",
+        70,
+        "vLLM engine died",
+        unless_after=r"stopping engine client|\[shutdown\] API server",
+        consequence=True,
+    ),  # a requested shutdown
     # vLLM's MultiprocExecutor monitor: a worker process exited (killed, segfault) mid-run
     rule(FC.engine_dead, r"Worker proc \S+ died unexpectedly", 70, "a vLLM worker process died", consequence=True),
 )
@@ -189,15 +264,22 @@ def _exit_words(exit_code: int | None) -> str:
     return f"exit status {exit_code}"
 
 
-def classify(exit_code: int | None, log_lines: list[str], *, phase: Phase = "start",
-             extra_rules: Iterable[TriageRule] = ()) -> Failure:
+def classify(
+    exit_code: int | None, log_lines: list[str], *, phase: Phase = "start", extra_rules: Iterable[TriageRule] = ()
+) -> Failure:
     """The failure class, a one-line summary and the log lines that decided it."""
     lines = [ln.rstrip("\n") for ln in log_lines]
     hits = _hits(lines, [*RULES, *extra_rules])
     if not hits:
         tail = [ln for ln in lines if ln.strip()][-FALLBACK_TAIL:]
-        return Failure(failure_class=FailureClass.exited, summary=f"server ended: {_exit_words(exit_code)}; "
-                       f"{NO_SIGNATURE}", evidence=tail, exit_code=exit_code, phase=phase, matched=False)
+        return Failure(
+            failure_class=FailureClass.exited,
+            summary=f"server ended: {_exit_words(exit_code)}; {NO_SIGNATURE}",
+            evidence=tail,
+            exit_code=exit_code,
+            phase=phase,
+            matched=False,
+        )
 
     decider = _decider(hits)
     cls = decider.rule.failure_class
@@ -207,16 +289,18 @@ def classify(exit_code: int | None, log_lines: list[str], *, phase: Phase = "sta
         if h.rule.failure_class != cls:
             others.setdefault(h.rule.failure_class, h)
     own = sorted({j for h in hits if h.rule.failure_class == cls for j in _context(lines, h.index)})
-    indices = own[:max(1, MAX_EVIDENCE_LINES - len(others))] + [h.index for h in others.values()]
+    indices = own[: max(1, MAX_EVIDENCE_LINES - len(others))] + [h.index for h in others.values()]
 
     summary = f"{decider.rule.label}: {lines[decider.index].strip()[:200]}"
     if others:
         order = sorted(others.values(), key=lambda h: h.index)
         summary += "; also seen: " + ", ".join(
-            f"{h.rule.failure_class.value} ({'after' if h.index > decider.index else 'before'} it)" for h in order)
+            f"{h.rule.failure_class.value} ({'after' if h.index > decider.index else 'before'} it)" for h in order
+        )
     summary += f" [{_exit_words(exit_code)}]"
-    return Failure(failure_class=cls, summary=summary, evidence=_evidence(lines, indices),
-                   exit_code=exit_code, phase=phase)
+    return Failure(
+        failure_class=cls, summary=summary, evidence=_evidence(lines, indices), exit_code=exit_code, phase=phase
+    )
 
 
 def is_unmatched(failure: Failure) -> bool:

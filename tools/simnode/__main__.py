@@ -23,22 +23,35 @@ def _add_node_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m tools.simnode",
-                                description="Simulated SGLang node (OpenAI-compatible HTTP server).")
+    p = argparse.ArgumentParser(
+        prog="python -m tools.simnode", description="Simulated SGLang node (OpenAI-compatible HTTP server)."
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     _add_node_args(p)
     p.add_argument("--seed", type=int, default=None, help="noise seed (default: random per launch)")
     p.add_argument("--time-scale", type=float, default=1.0, help="node seconds per wall second")
     p.add_argument("--noise-pct", type=float, default=1.5, help="per-step jitter (%%, seeded)")
-    p.add_argument("--launch-offset-pct", type=float, default=DEFAULT_LAUNCH_OFFSET_PCT,
-                   help="this launch's speed offset, shared by every level it serves: log-normal with this "
-                        "spread (%%), drawn afresh at every launch (default %(default)s; 0: none)")
-    p.add_argument("--launch-seed", type=int, default=None,
-                   help="seed of the launch offset's draw (default, or negative: a fresh draw per launch)")
+    p.add_argument(
+        "--launch-offset-pct",
+        type=float,
+        default=DEFAULT_LAUNCH_OFFSET_PCT,
+        help="this launch's speed offset, shared by every level it serves: log-normal with this "
+        "spread (%%), drawn afresh at every launch (default %(default)s; 0: none)",
+    )
+    p.add_argument(
+        "--launch-seed",
+        type=int,
+        default=None,
+        help="seed of the launch offset's draw (default, or negative: a fresh draw per launch)",
+    )
     p.add_argument("--model", dest="sim_model", default=None, help="model name served (default: the profile's)")
-    p.add_argument("--max-events-per-s", type=float, default=6000.0,
-                   help="SSE event budget; intermediate tokens coalesce beyond it (first/last never)")
+    p.add_argument(
+        "--max-events-per-s",
+        type=float,
+        default=6000.0,
+        help="SSE event budget; intermediate tokens coalesce beyond it (first/last never)",
+    )
     add_engine_args(p)
     return p
 
@@ -64,10 +77,19 @@ def main(argv: list[str] | None = None) -> int:
         if not 0 <= ns.launch_offset_pct <= 20:
             raise UserError("--launch-offset-pct: must be within 0..20 (fix: e.g. --launch-offset-pct 1.5)")
         cfg = from_namespace(ns, os.environ)
-        opts = NodeOptions(host=ns.host, port=ns.port, profile=ns.profile, cuda=ns.cuda, seed=ns.seed,
-                           time_scale=ns.time_scale, noise_pct=ns.noise_pct, model=ns.sim_model,
-                           launch_offset_pct=ns.launch_offset_pct, launch_seed=ns.launch_seed if ns.launch_seed is not None and ns.launch_seed >= 0 else None,
-                           max_events_per_s=ns.max_events_per_s)
+        opts = NodeOptions(
+            host=ns.host,
+            port=ns.port,
+            profile=ns.profile,
+            cuda=ns.cuda,
+            seed=ns.seed,
+            time_scale=ns.time_scale,
+            noise_pct=ns.noise_pct,
+            model=ns.sim_model,
+            launch_offset_pct=ns.launch_offset_pct,
+            launch_seed=ns.launch_seed if ns.launch_seed is not None and ns.launch_seed >= 0 else None,
+            max_events_per_s=ns.max_events_per_s,
+        )
         return asyncio.run(serve(opts, cfg))
     except SystemExit as exc:  # argparse usage errors: exit 2 like a real server
         return exc.code if isinstance(exc.code, int) else 2

@@ -53,8 +53,9 @@ class Step:
 
 
 class BatchCore:
-    def __init__(self, costs: StepCosts, *, kv_capacity_tokens: int, max_running: int,
-                 chunked_prefill_size: int) -> None:
+    def __init__(
+        self, costs: StepCosts, *, kv_capacity_tokens: int, max_running: int, chunked_prefill_size: int
+    ) -> None:
         self.costs = costs
         self.kv_capacity = kv_capacity_tokens
         self.max_running = max_running

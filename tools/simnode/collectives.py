@@ -77,7 +77,7 @@ def collective_costs(cfg: EngineConfig, profile: Profile, stack: CudaStack) -> C
     custom = tp > 1 and not cfg.disable_custom_all_reduce and (profile.nvlink or cfg.enable_custom_all_reduce)
     if custom:
         contention = 1 + profile.p2p_contention * (tp - 1)
-        lat, bw, backend = profile.custom_ar_base_s * contention, profile.allreduce_bw / contention ** 0.5, "custom"
+        lat, bw, backend = profile.custom_ar_base_s * contention, profile.allreduce_bw / contention**0.5, "custom"
     else:
         lat_f, bw_f = _nccl_env_factors(cfg.env, profile.nvlink)
         lat = profile.allreduce_graph_s * stack.graph_ar_scale * lat_f

@@ -12,8 +12,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-NCCL_ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
-                 "NCCL_P2P_LEVEL", "CUDA_VISIBLE_DEVICES")
+NCCL_ENV_KEYS = (
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_P2P_LEVEL",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,7 @@ class EngineConfig:
         return {k: v for k, v in asdict(self).items() if k != "env"}
 
     @classmethod
-    def from_flags(cls, flags: Mapping[str, Any] | None = None,
-                   env: Mapping[str, str] | None = None) -> EngineConfig:
+    def from_flags(cls, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> EngineConfig:
         """Build from a campaign-style dict ({"cuda-graph-max-bs": 128, "tp": 8, ...})."""
         argv: list[str] = []
         for key, value in (flags or {}).items():
@@ -116,8 +121,11 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-prefill-tokens", type=int, default=16384)
     p.add_argument("--stream-interval", type=int, default=1)
     p.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8_e5m2", "fp8_e4m3", "bf16"])
-    p.add_argument("--attention-backend", default=None,
-                   choices=["flashinfer", "triton", "fa3", "fa4", "flashmla", "cutlass_mla", "trtllm_mla", "torch_native"])
+    p.add_argument(
+        "--attention-backend",
+        default=None,
+        choices=["flashinfer", "triton", "fa3", "fa4", "flashmla", "cutlass_mla", "trtllm_mla", "torch_native"],
+    )
     p.add_argument("--context-length", type=int, default=None)
     p.add_argument("--speculative-algorithm", default=None, choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE"])
     p.add_argument("--speculative-draft-model-path", default=None)
@@ -126,8 +134,11 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
     p.add_argument("--enable-flashinfer-allreduce-fusion", action="store_true")
     p.add_argument("--disable-custom-all-reduce", action="store_true")
-    p.add_argument("--enable-custom-all-reduce", action="store_true",
-                   help="force the custom all-reduce kernel even without full NVLink")
+    p.add_argument(
+        "--enable-custom-all-reduce",
+        action="store_true",
+        help="force the custom all-reduce kernel even without full NVLink",
+    )
     p.add_argument("--enable-torch-symm-mem", action="store_true")
     p.add_argument("--enable-torch-compile", action="store_true")
     p.add_argument("--disable-radix-cache", action="store_true")

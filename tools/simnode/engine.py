@@ -50,9 +50,18 @@ class StreamState:
 
 
 class SimEngine:
-    def __init__(self, core: BatchCore, *, time_scale: float, noise_pct: float, rng: random.Random,
-                 log: NodeLog, stream_interval: int = 1, max_events_per_s: float = 6000.0,
-                 step_time_factor: float = 1.0) -> None:
+    def __init__(
+        self,
+        core: BatchCore,
+        *,
+        time_scale: float,
+        noise_pct: float,
+        rng: random.Random,
+        log: NodeLog,
+        stream_interval: int = 1,
+        max_events_per_s: float = 6000.0,
+        step_time_factor: float = 1.0,
+    ) -> None:
         self.core = core
         self.scale = time_scale
         self.rng = rng
@@ -99,7 +108,7 @@ class SimEngine:
     def _noise(self) -> float:
         if self.sigma <= 0:
             return self.offset
-        return self.offset * math.exp(self.rng.gauss(0.0, self.sigma) - self.sigma ** 2 / 2)
+        return self.offset * math.exp(self.rng.gauss(0.0, self.sigma) - self.sigma**2 / 2)
 
     def _flush(self) -> None:
         for st in self._dirty:
@@ -168,6 +177,9 @@ class SimEngine:
         usage = core.kv_reserved / max(core.kv_capacity, 1)
         gen = self.generated_tokens / max(span, 1e-9)
         self.generated_tokens = 0
-        self.log.line(f"Decode batch. #running-req: {len(core.running)}, #token: {core.kv_reserved}, token usage: "
-                      f"{usage:.2f}, cuda graph: {len(core.running) <= getattr(core.costs, 'graph_max_bs', 0)}, "
-                      f"gen throughput (token/s): {gen:.2f}, #queue-req: {len(core.waiting)}", rank=0)
+        self.log.line(
+            f"Decode batch. #running-req: {len(core.running)}, #token: {core.kv_reserved}, token usage: "
+            f"{usage:.2f}, cuda graph: {len(core.running) <= getattr(core.costs, 'graph_max_bs', 0)}, "
+            f"gen throughput (token/s): {gen:.2f}, #queue-req: {len(core.waiting)}",
+            rank=0,
+        )

@@ -61,8 +61,10 @@ class FaultPlan:
 
     @property
     def armed(self) -> bool:
-        return any(v is not None for v in (self.crash_after, self.hang_after, self.unreachable_after)) \
+        return (
+            any(v is not None for v in (self.crash_after, self.hang_after, self.unreachable_after))
             or self.http500_rate > 0
+        )
 
 
 def parse_fault_spec(text: str) -> FaultPlan:
@@ -84,13 +86,16 @@ def parse_fault_spec(text: str) -> FaultPlan:
                 if not 0.0 <= rate <= 1.0:
                     raise ValueError
             else:
-                raise FaultSpecError(f"{FAULT_ENV}: unknown fault {part!r} (use crash_after:N, hang_after:N, "
-                                     "http500_rate:X or unreachable_after:N)")
+                raise FaultSpecError(
+                    f"{FAULT_ENV}: unknown fault {part!r} (use crash_after:N, hang_after:N, "
+                    "http500_rate:X or unreachable_after:N)"
+                )
         except ValueError as exc:
             if isinstance(exc, FaultSpecError):
                 raise
-            raise FaultSpecError(f"{FAULT_ENV}: bad value in {part!r} (counts are integers >= 0, "
-                                 "the rate is between 0 and 1)") from None
+            raise FaultSpecError(
+                f"{FAULT_ENV}: bad value in {part!r} (counts are integers >= 0, the rate is between 0 and 1)"
+            ) from None
     return FaultPlan(counts.get("crash_after"), counts.get("hang_after"), rate, counts.get("unreachable_after"))
 
 
@@ -172,8 +177,16 @@ async def inject(node: SimNode, request: web.Request) -> web.StreamResponse | No
         node.unreachable = True
         request.transport.abort() if request.transport is not None else None
         raise ConnectionResetError("injected outage")
-    return web.json_response({"object": "error", "message": "Internal server error (injected fault)",
-                              "type": "InternalServerError", "param": None, "code": 500}, status=500)
+    return web.json_response(
+        {
+            "object": "error",
+            "message": "Internal server error (injected fault)",
+            "type": "InternalServerError",
+            "param": None,
+            "code": 500,
+        },
+        status=500,
+    )
 
 
 def outage_middleware(node: SimNode) -> Middleware:

@@ -115,9 +115,13 @@ class StepModel:
 
     def forward_s(self, seqs: int, tokens: int, ctx_tokens: int, *, graph: bool, mfu: float) -> float:
         p = self.profile
-        return (p.weight_read_bytes / p.hbm_bw + self._attention_s(seqs, ctx_tokens)
-                + tokens * p.flops_per_token / (p.peak_flops * mfu)
-                + self._collectives_s(self.coll.per_forward, tokens, graph) + self._host_s(seqs))
+        return (
+            p.weight_read_bytes / p.hbm_bw
+            + self._attention_s(seqs, ctx_tokens)
+            + tokens * p.flops_per_token / (p.peak_flops * mfu)
+            + self._collectives_s(self.coll.per_forward, tokens, graph)
+            + self._host_s(seqs)
+        )
 
     def uses_graph(self, batch: int) -> bool:
         return not self.cfg.disable_cuda_graph and batch <= self.graph_max_bs
@@ -135,9 +139,11 @@ class StepModel:
 
     def _draft_forward_s(self, seqs: int, tokens: int, *, graph: bool) -> float:
         p = self.profile
-        return (tokens * p.draft_flops_per_token / (p.peak_flops * p.mfu_decode)
-                + seqs * p.attn_seq_layer_s * 2
-                + self._collectives_s(DRAFT_COLLECTIVES_PER_STEP, tokens, graph))
+        return (
+            tokens * p.draft_flops_per_token / (p.peak_flops * p.mfu_decode)
+            + seqs * p.attn_seq_layer_s * 2
+            + self._collectives_s(DRAFT_COLLECTIVES_PER_STEP, tokens, graph)
+        )
 
     def spec_cycle_s(self, batch: int, ctx_tokens: int) -> float:
         """Draft num-steps (tree of width topk, graph-captured), verify num-draft-tokens
@@ -147,8 +153,9 @@ class StepModel:
         draft = self._draft_forward_s(batch, batch, graph=graph)
         draft += (cfg.spec_steps - 1) * self._draft_forward_s(batch, batch * cfg.spec_topk, graph=graph)
         verify_tokens = batch * cfg.spec_draft_tokens
-        verify = self.forward_s(batch, verify_tokens, ctx_tokens + verify_tokens, graph=False,
-                                mfu=self.profile.mfu_decode)
+        verify = self.forward_s(
+            batch, verify_tokens, ctx_tokens + verify_tokens, graph=False, mfu=self.profile.mfu_decode
+        )
         extend = self._draft_forward_s(batch, batch * 2, graph=graph)
         return draft + verify + extend
 
@@ -162,8 +169,14 @@ class StepModel:
 def step_model(cfg: EngineConfig, profile: Profile, stack: CudaStack) -> StepModel:
     plan = memory_plan(cfg, profile)
     pressure = profile.host_kv_pressure_s * profile.kv_reference_tokens / max(plan.kv_capacity_tokens, 1000)
-    return StepModel(profile, cfg, collective_costs(cfg, profile, stack), plan.kv_bytes_per_token,
-                     cfg.graph_max_bs(profile.default_cuda_graph_max_bs), pressure)
+    return StepModel(
+        profile,
+        cfg,
+        collective_costs(cfg, profile, stack),
+        plan.kv_bytes_per_token,
+        cfg.graph_max_bs(profile.default_cuda_graph_max_bs),
+        pressure,
+    )
 
 
 @dataclass(frozen=True)
@@ -177,14 +190,27 @@ class LevelOutcome:
         return self.output_tokens / self.duration_s if self.duration_s > 0 else 0.0
 
 
-def simulate_level(cfg: EngineConfig, profile: Profile, stack: CudaStack, *, concurrency: int,
-                   requests: int, prompt_kind: str, output_tokens: int, prompt_tokens: int) -> LevelOutcome:
+def simulate_level(
+    cfg: EngineConfig,
+    profile: Profile,
+    stack: CudaStack,
+    *,
+    concurrency: int,
+    requests: int,
+    prompt_kind: str,
+    output_tokens: int,
+    prompt_tokens: int,
+) -> LevelOutcome:
     """Closed-loop clients (each sends its next request when the last one ends) against
     the scheduler core, noise-free; the fixed prompt hits the prefix cache (warmed up)."""
     plan = memory_plan(cfg, profile)
     model = step_model(cfg, profile, stack)
-    core = BatchCore(model, kv_capacity_tokens=plan.kv_capacity_tokens, max_running=plan.max_running_requests,
-                     chunked_prefill_size=cfg.chunked_prefill_size)
+    core = BatchCore(
+        model,
+        kv_capacity_tokens=plan.kv_capacity_tokens,
+        max_running=plan.max_running_requests,
+        chunked_prefill_size=cfg.chunked_prefill_size,
+    )
     fixed = prompt_kind == "fixed"
     cached = 0 if (not fixed or cfg.disable_radix_cache) else prompt_tokens
 
@@ -210,16 +236,41 @@ def simulate_level(cfg: EngineConfig, profile: Profile, stack: CudaStack, *, con
     return LevelOutcome(now, requests * output_tokens, requests)
 
 
-def expected_output_tps(config: EngineConfig, profile: Profile | str = "rtx6000bw-pcie-8x", cuda: str = "12.8",
-                        concurrency: int = 1, prompt_kind: Literal["fixed", "diverse"] = "fixed",
-                        output_tokens: int = 256, prompt_tokens: int = 512, requests: int | None = None) -> float:
+def expected_output_tps(
+    config: EngineConfig,
+    profile: Profile | str = "rtx6000bw-pcie-8x",
+    cuda: str = "12.8",
+    concurrency: int = 1,
+    prompt_kind: Literal["fixed", "diverse"] = "fixed",
+    output_tokens: int = 256,
+    prompt_tokens: int = 512,
+    requests: int | None = None,
+) -> float:
     """Noise-free output tokens/s (node time) of one load level: the ground truth."""
     prof = get_profile(profile) if isinstance(profile, str) else profile
     n = requests if requests is not None else max(2 * concurrency, 1)
-    out = simulate_level(config, prof, get_stack(cuda), concurrency=concurrency, requests=n,
-                         prompt_kind=prompt_kind, output_tokens=output_tokens, prompt_tokens=prompt_tokens)
+    out = simulate_level(
+        config,
+        prof,
+        get_stack(cuda),
+        concurrency=concurrency,
+        requests=n,
+        prompt_kind=prompt_kind,
+        output_tokens=output_tokens,
+        prompt_tokens=prompt_tokens,
+    )
     return out.output_tps
 
 
-__all__ = ["DIVERSE_PREDICTABILITY", "LevelOutcome", "MemoryPlan", "StepModel", "accept_length",
-           "expected_output_tps", "kv_bytes_per_token", "memory_plan", "simulate_level", "step_model"]
+__all__ = [
+    "DIVERSE_PREDICTABILITY",
+    "LevelOutcome",
+    "MemoryPlan",
+    "StepModel",
+    "accept_length",
+    "expected_output_tps",
+    "kv_bytes_per_token",
+    "memory_plan",
+    "simulate_level",
+    "step_model",
+]

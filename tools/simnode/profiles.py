@@ -157,8 +157,13 @@ CUDA_STACKS: dict[str, CudaStack] = {
         flashinfer_jit_archs=frozenset({"sm_80", "sm_89", "sm_90", "sm_100"}),
         symm_mem_majors=frozenset({9, 10}),
         nccl_tree_with_graphs=False,
-        versions={"torch": "2.8.0+cu128", "nccl": "2.26.2", "flashinfer": "0.2.9rc2",
-                  "triton": "3.4.0", "sglang": "0.5.0rc2"},
+        versions={
+            "torch": "2.8.0+cu128",
+            "nccl": "2.26.2",
+            "flashinfer": "0.2.9rc2",
+            "triton": "3.4.0",
+            "sglang": "0.5.0rc2",
+        },
     ),
     "13.0": CudaStack(
         cuda="13.0",
@@ -167,8 +172,13 @@ CUDA_STACKS: dict[str, CudaStack] = {
         flashinfer_jit_archs=frozenset({"sm_80", "sm_89", "sm_90", "sm_100", "sm_120"}),
         symm_mem_majors=frozenset({9, 10, 12}),
         nccl_tree_with_graphs=True,
-        versions={"torch": "2.9.0+cu130", "nccl": "2.28.3", "flashinfer": "0.4.1",
-                  "triton": "3.5.0", "sglang": "0.5.4"},
+        versions={
+            "torch": "2.9.0+cu130",
+            "nccl": "2.28.3",
+            "flashinfer": "0.4.1",
+            "triton": "3.5.0",
+            "sglang": "0.5.4",
+        },
     ),
 }
 

@@ -22,8 +22,16 @@ from tools.simnode.textgen import TextStream, count_tokens, prompt_predictabilit
 
 
 def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"object": "error", "message": message, "type": "BadRequestError" if status == 400
-                              else "ServiceUnavailable", "param": None, "code": status}, status=status)
+    return web.json_response(
+        {
+            "object": "error",
+            "message": message,
+            "type": "BadRequestError" if status == 400 else "ServiceUnavailable",
+            "param": None,
+            "code": status,
+        },
+        status=status,
+    )
 
 
 def _chat_prompt(messages: Any) -> str:
@@ -62,9 +70,21 @@ class Routes:
 
     async def models(self, _: web.Request) -> web.Response:
         n = self.node
-        return web.json_response({"object": "list", "data": [{
-            "id": n.model, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-            "root": n.model, "max_model_len": n.context_len}]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": n.model,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "sglang",
+                        "root": n.model,
+                        "max_model_len": n.context_len,
+                    }
+                ],
+            }
+        )
 
     async def server_info(self, _: web.Request) -> web.Response:
         return web.json_response(self.node.server_info())
@@ -95,8 +115,11 @@ class Routes:
         if max_tokens is None:
             max_tokens = room if chat else 16
         if not isinstance(max_tokens, int) or max_tokens < 1 or max_tokens > room:
-            return _error(400, f"Requested token count exceeds the model's maximum context length of "
-                               f"{node.context_len} tokens (prompt {prompt_tokens}, max_tokens {max_tokens}).")
+            return _error(
+                400,
+                f"Requested token count exceeds the model's maximum context length of "
+                f"{node.context_len} tokens (prompt {prompt_tokens}, max_tokens {max_tokens}).",
+            )
         gen_tokens, finish = max_tokens, "length"
         if not body.get("ignore_eos", False) and _eos_position(prompt) < max_tokens:
             gen_tokens, finish = _eos_position(prompt), "stop"
@@ -114,16 +137,27 @@ class Routes:
                 while node.prefix_cache_tokens > node.mem.kv_capacity_tokens // 2 and len(node.prefix_cache) > 1:
                     node.prefix_cache_tokens -= node.prefix_cache.popitem(last=False)[1]
         greedy = temperature == 0.0
-        text = TextStream(prompt, greedy=greedy, sample_seed=int(body.get("seed") or node.engine.rng.getrandbits(32)),
-                          corrupt=node.corrupts_greedy)
+        text = TextStream(
+            prompt,
+            greedy=greedy,
+            sample_seed=int(body.get("seed") or node.engine.rng.getrandbits(32)),
+            corrupt=node.corrupts_greedy,
+        )
         state = StreamState(text, arrival_node_s=node.engine.clock())
         tps = accept_length(prompt_predictability(prompt, repeated=repeated), node.cfg)
         seq = Seq(node.next_rid, prompt_tokens, gen_tokens, tps, cached_tokens=cached, payload=state)
         node.next_rid += 1
-        meta = {"id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex, "created": int(time.time()),
-                "model": node.model}
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": gen_tokens,
-                 "total_tokens": prompt_tokens + gen_tokens, "prompt_tokens_details": {"cached_tokens": cached}}
+        meta = {
+            "id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex,
+            "created": int(time.time()),
+            "model": node.model,
+        }
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": gen_tokens,
+            "total_tokens": prompt_tokens + gen_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
         node.engine.submit(seq)
         try:
             if body.get("stream"):
@@ -139,8 +173,9 @@ class Routes:
             choice["message"] = {"role": "assistant", "content": "".join(pieces)}
         else:
             choice["text"] = "".join(pieces)
-        return web.json_response({**meta, "object": "chat.completion" if chat else "text_completion",
-                                  "choices": [choice], "usage": usage})
+        return web.json_response(
+            {**meta, "object": "chat.completion" if chat else "text_completion", "choices": [choice], "usage": usage}
+        )
 
     def _account(self, seq: Seq) -> None:
         if self.node.cfg.speculative:
@@ -158,8 +193,15 @@ class Routes:
                 if fin:
                     return
 
-    async def _stream(self, request: web.Request, seq: Seq, meta: dict[str, Any], chat: bool, finish: str,
-                      usage: dict[str, Any] | None) -> web.StreamResponse:
+    async def _stream(
+        self,
+        request: web.Request,
+        seq: Seq,
+        meta: dict[str, Any],
+        chat: bool,
+        finish: str,
+        usage: dict[str, Any] | None,
+    ) -> web.StreamResponse:
         state = seq.payload
         assert isinstance(state, StreamState)  # hung there by the engine with the sequence
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -169,8 +211,11 @@ class Routes:
         def event(choices: list[dict[str, Any]], node_t: float, use: dict[str, Any] | None = None) -> bytes:
             # the node's clock (engine.py): the load generator measures node time from it
             clock = {"node_t0": round(state.arrival_node_s, 6), "node_t": round(node_t, 6)}
-            return b"data: " + json.dumps({**meta, "object": obj, "choices": choices, "usage": use,
-                                           **clock}).encode() + b"\n\n"
+            return (
+                b"data: "
+                + json.dumps({**meta, "object": obj, "choices": choices, "usage": use, **clock}).encode()
+                + b"\n\n"
+            )
 
         first = True
         async for piece, fin, node_t in self._pieces(state):

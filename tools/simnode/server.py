@@ -59,15 +59,26 @@ class SimNode:
         self.model = cfg.served_model_name or opts.model or cfg.model_path or self.profile.model_name
         self.seed = opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)
         self.steps_model = step_model(cfg, self.profile, self.stack)
-        self.core = BatchCore(self.steps_model, kv_capacity_tokens=self.mem.kv_capacity_tokens,
-                              max_running=self.mem.max_running_requests, chunked_prefill_size=cfg.chunked_prefill_size)
+        self.core = BatchCore(
+            self.steps_model,
+            kv_capacity_tokens=self.mem.kv_capacity_tokens,
+            max_running=self.mem.max_running_requests,
+            chunked_prefill_size=cfg.chunked_prefill_size,
+        )
         # the launch's own draw: a fixed --seed repeats the per-step noise, never the offset
         # (every launch of a real server lands somewhere else); --launch-seed pins it for tests
         launch_rng = random.Random(opts.launch_seed) if opts.launch_seed is not None else random.SystemRandom()
         self.step_time_factor = launch_step_factor(opts.launch_offset_pct, launch_rng)
-        self.engine = SimEngine(self.core, time_scale=opts.time_scale, noise_pct=opts.noise_pct,
-                                rng=random.Random(self.seed), log=self.log, stream_interval=cfg.stream_interval,
-                                max_events_per_s=opts.max_events_per_s, step_time_factor=self.step_time_factor)
+        self.engine = SimEngine(
+            self.core,
+            time_scale=opts.time_scale,
+            noise_pct=opts.noise_pct,
+            rng=random.Random(self.seed),
+            log=self.log,
+            stream_interval=cfg.stream_interval,
+            max_events_per_s=opts.max_events_per_s,
+            step_time_factor=self.step_time_factor,
+        )
         self.corrupts_greedy = cfg.kv_cache_dtype == "fp8_e4m3" and cfg.attention_backend == "triton"
         self.ready = False
         self.exit_code: asyncio.Future[int] | None = None
@@ -94,37 +105,65 @@ class SimNode:
         flags["max_running_requests"] = self.mem.max_running_requests
         flags["context_length"] = self.context_len
         if self.cfg.speculative:
-            flags.update(speculative_num_steps=self.cfg.spec_steps, speculative_eagle_topk=self.cfg.spec_topk,
-                         speculative_num_draft_tokens=self.cfg.spec_draft_tokens)
+            flags.update(
+                speculative_num_steps=self.cfg.spec_steps,
+                speculative_eagle_topk=self.cfg.spec_topk,
+                speculative_num_draft_tokens=self.cfg.spec_draft_tokens,
+            )
         return flags
 
     def server_info(self) -> dict[str, Any]:
         spec = None
         if self.cfg.speculative:
-            spec = (self.spec_tokens / self.spec_requests if self.spec_requests
-                    else accept_length(DIVERSE_PREDICTABILITY, self.cfg))
+            spec = (
+                self.spec_tokens / self.spec_requests
+                if self.spec_requests
+                else accept_length(DIVERSE_PREDICTABILITY, self.cfg)
+            )
         coll = self.steps_model.coll
         return {
-            "engine": "sglang-sim", "version": self.stack.versions.get("sglang", ""), "model": self.model,
-            "profile": self.profile.name, "cuda": self.stack.cuda, "time_scale": self.opts.time_scale,
-            "noise_pct": self.opts.noise_pct, "seed": self.seed,
-            "launch_offset_pct": self.opts.launch_offset_pct, "launch_speed": round(1.0 / self.step_time_factor, 5),
+            "engine": "sglang-sim",
+            "version": self.stack.versions.get("sglang", ""),
+            "model": self.model,
+            "profile": self.profile.name,
+            "cuda": self.stack.cuda,
+            "time_scale": self.opts.time_scale,
+            "noise_pct": self.opts.noise_pct,
+            "seed": self.seed,
+            "launch_offset_pct": self.opts.launch_offset_pct,
+            "launch_speed": round(1.0 / self.step_time_factor, 5),
             "status": "ready" if self.ready else "loading",
-            "flags": self.effective_flags(), "env": dict(self.cfg.env),
+            "flags": self.effective_flags(),
+            "env": dict(self.cfg.env),
             "spec_accept_length": spec,
-            "spec_accept_tokens_total": self.spec_tokens, "spec_requests_total": self.spec_requests,
-            "spec_accept_length_expected": ({"fixed": accept_length(FIXED_PREDICTABILITY, self.cfg),
-                                             "diverse": accept_length(DIVERSE_PREDICTABILITY, self.cfg)}
-                                            if self.cfg.speculative else None),
-            "kv_capacity_tokens": self.mem.kv_capacity_tokens, "max_total_num_tokens": self.mem.kv_capacity_tokens,
+            "spec_accept_tokens_total": self.spec_tokens,
+            "spec_requests_total": self.spec_requests,
+            "spec_accept_length_expected": (
+                {
+                    "fixed": accept_length(FIXED_PREDICTABILITY, self.cfg),
+                    "diverse": accept_length(DIVERSE_PREDICTABILITY, self.cfg),
+                }
+                if self.cfg.speculative
+                else None
+            ),
+            "kv_capacity_tokens": self.mem.kv_capacity_tokens,
+            "max_total_num_tokens": self.mem.kv_capacity_tokens,
             "max_running_requests": self.mem.max_running_requests,
-            "memory_gib": {"weights": round(self.mem.weights_gib, 3), "cuda_graph": round(self.mem.graph_gib, 3),
-                           "activations": round(self.mem.activations_gib, 3), "kv_cache": round(self.mem.kv_gib, 3)},
-            "allreduce": {"backend": coll.backend, "per_forward": coll.per_forward,
-                          "graph_latency_us": round(coll.graph_latency_s * 1e6, 2),
-                          "eager_latency_us": round(coll.eager_latency_s * 1e6, 2),
-                          "bandwidth_gbps": round(coll.bandwidth / 1e9, 2),
-                          "fused_norm": coll.fused_norm, "symm_mem": coll.symm_mem},
+            "memory_gib": {
+                "weights": round(self.mem.weights_gib, 3),
+                "cuda_graph": round(self.mem.graph_gib, 3),
+                "activations": round(self.mem.activations_gib, 3),
+                "kv_cache": round(self.mem.kv_gib, 3),
+            },
+            "allreduce": {
+                "backend": coll.backend,
+                "per_forward": coll.per_forward,
+                "graph_latency_us": round(coll.graph_latency_s * 1e6, 2),
+                "eager_latency_us": round(coll.eager_latency_s * 1e6, 2),
+                "bandwidth_gbps": round(coll.bandwidth / 1e9, 2),
+                "fused_norm": coll.fused_norm,
+                "symm_mem": coll.symm_mem,
+            },
             "fingerprint": self.fingerprint(),
         }
 
@@ -139,11 +178,13 @@ class SimNode:
     async def startup(self) -> None:
         """SGLang's startup log sequence, in node time; stops where a failure strikes."""
         cfg, p, mem, fail, log = self.cfg, self.profile, self.mem, self.failure, self.log
-        log.line(f"server_args=ServerArgs(model_path='{cfg.model_path or self.model}', tp_size={cfg.tp_size}, "
-                 f"mem_fraction_static={cfg.mem_fraction_static}, cuda_graph_max_bs="
-                 f"{cfg.graph_max_bs(p.default_cuda_graph_max_bs)}, speculative_algorithm={cfg.speculative_algorithm!r}, "
-                 f"kv_cache_dtype='{cfg.kv_cache_dtype}', attention_backend={cfg.attention_backend!r}, "
-                 f"random_seed={cfg.random_seed or self.seed})")
+        log.line(
+            f"server_args=ServerArgs(model_path='{cfg.model_path or self.model}', tp_size={cfg.tp_size}, "
+            f"mem_fraction_static={cfg.mem_fraction_static}, cuda_graph_max_bs="
+            f"{cfg.graph_max_bs(p.default_cuda_graph_max_bs)}, speculative_algorithm={cfg.speculative_algorithm!r}, "
+            f"kv_cache_dtype='{cfg.kv_cache_dtype}', attention_backend={cfg.attention_backend!r}, "
+            f"random_seed={cfg.random_seed or self.seed})"
+        )
         if kernels.PATCH_BANNER:
             log.line(f"kernels: {kernels.PATCH_BANNER} (from {os.path.dirname(kernels.__file__)})")
         await self.sleep_node(2.0)
@@ -161,10 +202,15 @@ class SimNode:
             return self._fail(fail.lines, fail.exit_code)
         await self.sleep_node(10.0)
         avail = p.hbm_gib - 0.41 - mem.weights_gib
-        log.line(f"Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem={avail:.2f} GB, "
-                 f"mem usage={mem.weights_gib:.2f} GB.", rank=0)
+        log.line(
+            f"Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem={avail:.2f} GB, "
+            f"mem usage={mem.weights_gib:.2f} GB.",
+            rank=0,
+        )
         avail -= max(mem.kv_gib, 0)
-        log.line(f"KV Cache is allocated. #tokens: {mem.kv_capacity_tokens}, KV size: {max(mem.kv_gib, 0):.2f} GB", rank=0)
+        log.line(
+            f"KV Cache is allocated. #tokens: {mem.kv_capacity_tokens}, KV size: {max(mem.kv_gib, 0):.2f} GB", rank=0
+        )
         log.line(f"Memory pool end. avail mem={avail:.2f} GB", rank=0)
         if fail and fail.phase == "serve":
             for ln in fail.warn_lines:
@@ -178,18 +224,27 @@ class SimNode:
             took = 2.0 + 0.03 * bs * (2.0 if cfg.speculative else 1.0)
             await self.sleep_node(took)
             avail -= mem.graph_gib
-            log.line(f"Capture cuda graph end. Time elapsed: {took + 3.0:.2f} s. mem usage={mem.graph_gib:.2f} GB. "
-                     f"avail mem={avail:.2f} GB.", rank=0)
-        log.line(f"max_total_num_tokens={mem.kv_capacity_tokens}, chunked_prefill_size={cfg.chunked_prefill_size}, "
-                 f"max_prefill_tokens={cfg.max_prefill_tokens}, max_running_requests={mem.max_running_requests}, "
-                 f"context_len={self.context_len}, available_gpu_mem={avail:.2f} GB", rank=0)
+            log.line(
+                f"Capture cuda graph end. Time elapsed: {took + 3.0:.2f} s. mem usage={mem.graph_gib:.2f} GB. "
+                f"avail mem={avail:.2f} GB.",
+                rank=0,
+            )
+        log.line(
+            f"max_total_num_tokens={mem.kv_capacity_tokens}, chunked_prefill_size={cfg.chunked_prefill_size}, "
+            f"max_prefill_tokens={cfg.max_prefill_tokens}, max_running_requests={mem.max_running_requests}, "
+            f"context_len={self.context_len}, available_gpu_mem={avail:.2f} GB",
+            rank=0,
+        )
         log.raw(f"INFO:     Started server process [{os.getpid()}]")
         log.raw("INFO:     Waiting for application startup.")
         log.raw("INFO:     Application startup complete.")
         log.raw(f"INFO:     Uvicorn running on http://{self.opts.host}:{self.opts.port} (Press CTRL+C to quit)")
         await self.sleep_node(1.0)
-        log.line("Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
-                 "#running-req: 0, #queue-req: 0", rank=0)
+        log.line(
+            "Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
+            "#running-req: 0, #queue-req: 0",
+            rank=0,
+        )
         self.ready = True
         log.line("The server is fired up and ready to roll!")
 
@@ -227,8 +282,10 @@ async def serve(opts: NodeOptions, cfg: EngineConfig) -> int:
     try:
         await site.start()
     except OSError as exc:
-        node.log.line(f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
-                      f"('{opts.host}', {opts.port}): address already in use")
+        node.log.line(
+            f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
+            f"('{opts.host}', {opts.port}): address already in use"
+        )
         await runner.cleanup()
         return 1
     tasks = [loop.create_task(node.startup()), loop.create_task(node.engine.run())]

@@ -31,8 +31,11 @@ def _make_vocab(n: int = 2048) -> list[str]:
     codas = ["", "", "n", "r", "s", "l", "th", "nd"]
     words: set[str] = set()
     while len(words) < n:
-        words.add("".join(rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas)
-                          for _ in range(rng.choice((1, 2, 2, 3)))))
+        words.add(
+            "".join(
+                rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas) for _ in range(rng.choice((1, 2, 2, 3)))
+            )
+        )
     return sorted(words)
 
 

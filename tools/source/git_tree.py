@@ -34,8 +34,12 @@ from tools.source.safety import inspect_patch, rule_problems
 
 __all__ = ["GitTree"]
 
-_IDENTITY = {"GIT_AUTHOR_NAME": "campaign", "GIT_AUTHOR_EMAIL": "campaign@localhost",
-             "GIT_COMMITTER_NAME": "campaign", "GIT_COMMITTER_EMAIL": "campaign@localhost"}
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "campaign",
+    "GIT_AUTHOR_EMAIL": "campaign@localhost",
+    "GIT_COMMITTER_NAME": "campaign",
+    "GIT_COMMITTER_EMAIL": "campaign@localhost",
+}
 _SAFE = re.compile(r"[^A-Za-z0-9._/-]+")
 MAX_DIFF_CHARS = 20000
 
@@ -86,8 +90,10 @@ class GitTree:
             except OSError as exc:
                 raise UserError(f"{patch}: cannot read the patch: {exc.strerror} (fix: check the path)") from None
         if len(data) > rules.max_patch_bytes:
-            summary = (f"patch {_name(patch)} is {len(data)} bytes, over the limit of {rules.max_patch_bytes} "
-                       "(fix: a smaller patch, or raise server.source.max_patch_bytes)")
+            summary = (
+                f"patch {_name(patch)} is {len(data)} bytes, over the limit of {rules.max_patch_bytes} "
+                "(fix: a smaller patch, or raise server.source.max_patch_bytes)"
+            )
             raise PatchFailed(FailureClass.patch_refused, summary, [summary])
         digest = patch_file_sha(data)
         remote = f"{self.workdir}/patches/{digest}.diff"
@@ -104,8 +110,10 @@ class GitTree:
     def resolve(self, ref: str) -> str:
         res = self.git(["-C", self.repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"])
         if res.returncode != 0 or not res.stdout.strip():
-            raise UserError(f"server.source.ref: '{ref}' is not a commit of {self.repo} "
-                            "(fix: give a branch, tag or SHA of that repository)")
+            raise UserError(
+                f"server.source.ref: '{ref}' is not a commit of {self.repo} "
+                "(fix: give a branch, tag or SHA of that repository)"
+            )
         return res.stdout.strip()
 
     def checkout(self, sha: str, name: str) -> str:
@@ -123,7 +131,7 @@ class GitTree:
     def reap(self, scope: str) -> list[str]:
         prefix = f"{self.workdir}/worktrees/{_SAFE.sub('-', scope)}/"
         listing = self.git(["-C", self.repo, "worktree", "list", "--porcelain"]).stdout
-        found = [ln[len("worktree "):] for ln in listing.splitlines() if ln.startswith("worktree ")]
+        found = [ln[len("worktree ") :] for ln in listing.splitlines() if ln.startswith("worktree ")]
         gone = [p for p in found if p.startswith(prefix)]
         for path in gone:
             self.remove(path)
@@ -150,23 +158,34 @@ class GitTree:
             for i, (local, (remote, _d)) in enumerate(zip(patches, copied)):
                 problems = self._problems(wt, remote, rules, applied=i)
                 if problems:
-                    cls = FailureClass.patch_refused if not problems[0].startswith("does not apply") else (
-                        FailureClass.stack_conflict if i > 0 else FailureClass.patch_conflict)
+                    cls = (
+                        FailureClass.patch_refused
+                        if not problems[0].startswith("does not apply")
+                        else (FailureClass.stack_conflict if i > 0 else FailureClass.patch_conflict)
+                    )
                     what = f"patch {_name(local)}" + (f" (after {', '.join(map(_name, patches[:i]))})" if i else "")
                     raise PatchFailed(cls, f"{what} {problems[0]}", [redact_text(p) for p in problems])
                 self._ok(["-C", wt, "apply", "--index", "--whitespace=nowarn", remote], "apply")
             date = self._ok(["-C", self.repo, "show", "-s", "--format=%cI", base], "show").strip()
             env = {**_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-            message = f"{branch}\n\n" + "\n".join(f"patch {_name(p)} sha256 {d}" for p, (_r, d) in
-                                                  zip(patches, copied))
-            self._ok(["-C", wt, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify",
-                      "--allow-empty", "-m", message], "commit", env=env)
+            message = f"{branch}\n\n" + "\n".join(f"patch {_name(p)} sha256 {d}" for p, (_r, d) in zip(patches, copied))
+            self._ok(
+                ["-C", wt, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "--allow-empty", "-m", message],
+                "commit",
+                env=env,
+            )
             sha = self._ok(["-C", wt, "rev-parse", "HEAD"], "rev-parse").strip()
         finally:
             self.remove(wt)
-        return PatchRecord(sha=sha, base=base, branch=self._keep_branch(branch, sha),
-                           patch_sha256=[d for _r, d in copied], patches=[_name(p) for p in patches],
-                           content=[normalized_patch_sha(patch_text(p)) for p in patches], **self._describe(base, sha))
+        return PatchRecord(
+            sha=sha,
+            base=base,
+            branch=self._keep_branch(branch, sha),
+            patch_sha256=[d for _r, d in copied],
+            patches=[_name(p) for p in patches],
+            content=[normalized_patch_sha(patch_text(p)) for p in patches],
+            **self._describe(base, sha),
+        )
 
     # -- internals --------------------------------------------------------------------
     def _problems(self, wt: str, remote: str, rules: PatchRules, applied: int = 0) -> list[str]:

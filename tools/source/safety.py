@@ -90,8 +90,11 @@ def _sources(summary: str) -> list[str]:
 
 
 def _binary(numstat: str) -> list[str]:
-    return [rec.split("\t", 2)[2] for rec in numstat.split("\0")
-            if rec.startswith("-\t-\t") and len(rec.split("\t", 2)) == 3 and rec.split("\t", 2)[2]]
+    return [
+        rec.split("\t", 2)[2]
+        for rec in numstat.split("\0")
+        if rec.startswith("-\t-\t") and len(rec.split("\t", 2)) == 3 and rec.split("\t", 2)[2]
+    ]
 
 
 def inspect_patch(git: GitRun, worktree: str, patch_file: str, scratch_index: str) -> Written:
@@ -139,14 +142,20 @@ def _mode_problems(c: Change, allow: AbstractSet[str]) -> list[str]:
     modes = {c.old_mode, c.new_mode}
     out = []
     if "120000" in modes and "symlink" not in allow:
-        what = ("makes a symlink" if c.old_mode != "120000" else "writes through a symlink in the base tree"
-                if c.new_mode == "120000" else "moves or deletes a symlink in the base tree")
+        what = (
+            "makes a symlink"
+            if c.old_mode != "120000"
+            else "writes through a symlink in the base tree"
+            if c.new_mode == "120000"
+            else "moves or deletes a symlink in the base tree"
+        )
         out.append(f"{what}: '{c.path}' ({c.old_mode} => {c.new_mode}) (fix: allow: [symlink] if meant)")
     if "160000" in modes and "submodule" not in allow:
         out.append(f"adds a submodule: '{c.path}' ({c.old_mode} => {c.new_mode}) (fix: allow: [submodule] if meant)")
     if c.new_mode == "100755" and c.old_mode != "100755" and "executable" not in allow:
-        out.append(f"makes an executable: '{c.path}' ({c.old_mode} => {c.new_mode}) "
-                   "(fix: allow: [executable] if meant)")
+        out.append(
+            f"makes an executable: '{c.path}' ({c.old_mode} => {c.new_mode}) (fix: allow: [executable] if meant)"
+        )
     return out
 
 

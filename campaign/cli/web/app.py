@@ -44,8 +44,9 @@ _NO_STORE = {"Cache-Control": "no-store"}  # the record moves on: a browser asks
 
 
 def _templates() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(_HERE / "templates")),
-                              autoescape=True, undefined=jinja2.StrictUndefined)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_HERE / "templates")), autoescape=True, undefined=jinja2.StrictUndefined
+    )
 
 
 class _Site:
@@ -82,8 +83,11 @@ class _Site:
     def reader(self) -> Iterator[JournalReader]:
         reader = open_reader(self.db)
         if reader is None:
-            raise HTTPException(503, f"{self.db}: cannot be read as a campaign database of this version "
-                                     "(fix: run `campaign status --db` on it once to migrate it)")
+            raise HTTPException(
+                503,
+                f"{self.db}: cannot be read as a campaign database of this version "
+                "(fix: run `campaign status --db` on it once to migrate it)",
+            )
         try:
             yield reader
         finally:
@@ -130,15 +134,26 @@ def make_app(db: Path | str, *, db_label: str = "", guard: Guard | None = None) 
         def build(version: str) -> Response:
             view, running = _read(site, cid)
             keys = experiment_keys(view)
-            progress = [{
-                "hypothesis": r.hypothesis, "attempt": r.attempt, "started": fmt_time(r.started_at),
-                "rounds": ", ".join(f"{side} {n}" for side, n in sorted(r.rounds.items())),
-                "last": fmt_time(r.last_recorded_at) if r.last_recorded_at else None,
-                "link": experiment_url(cid, keys[r.id]) if r.id in keys else campaign_url(cid),
-            } for r in running]
-            return site.page("campaign.html", title=view.name, version=version, campaign_id=cid,
-                             campaign_link=campaign_url(cid), running=progress,
-                             body=Markup(campaign_html(view, site.db_label)))
+            progress = [
+                {
+                    "hypothesis": r.hypothesis,
+                    "attempt": r.attempt,
+                    "started": fmt_time(r.started_at),
+                    "rounds": ", ".join(f"{side} {n}" for side, n in sorted(r.rounds.items())),
+                    "last": fmt_time(r.last_recorded_at) if r.last_recorded_at else None,
+                    "link": experiment_url(cid, keys[r.id]) if r.id in keys else campaign_url(cid),
+                }
+                for r in running
+            ]
+            return site.page(
+                "campaign.html",
+                title=view.name,
+                version=version,
+                campaign_id=cid,
+                campaign_link=campaign_url(cid),
+                running=progress,
+                body=Markup(campaign_html(view, site.db_label)),
+            )
 
         return site.cached(request.url.path, build)
 
@@ -151,9 +166,14 @@ def make_app(db: Path | str, *, db_label: str = "", guard: Guard | None = None) 
             if found is None:
                 raise HTTPException(404, f"campaign {cid} has no experiment {key}")
             number, exp = found
-            return site.page("experiment.html", title=f"{exp.hypothesis} · {view.name}", version=version,
-                             campaign_id=cid, campaign_link=campaign_url(cid),
-                             body=Markup(experiment_html(view, number, exp, key)))
+            return site.page(
+                "experiment.html",
+                title=f"{exp.hypothesis} · {view.name}",
+                version=version,
+                campaign_id=cid,
+                campaign_link=campaign_url(cid),
+                body=Markup(experiment_html(view, number, exp, key)),
+            )
 
         return site.cached(request.url.path, build)
 
@@ -195,4 +215,3 @@ def make_app(db: Path | str, *, db_label: str = "", guard: Guard | None = None) 
     ]
     middleware = [Middleware(GuardMiddleware, guard=guard or Guard())]
     return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: error})
-

@@ -25,10 +25,16 @@ __all__ = ["COOKIE", "TOKEN_ENV", "Guard", "GuardMiddleware", "is_loopback"]
 
 TOKEN_ENV = "CAMPAIGN_SERVE_TOKEN"
 COOKIE = "campaign_serve_token"
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-_HEADERS = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
-            "X-Frame-Options": "DENY"}
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_HEADERS = {
+    "Content-Security-Policy": _CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
 
 
 def is_loopback(host: str) -> bool:
@@ -67,8 +73,10 @@ class GuardMiddleware(BaseHTTPMiddleware):
     async def _check(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         g = self.guard
         if g.hosts is not None and (request.url.hostname or "") not in g.hosts:
-            return PlainTextResponse("campaign serve: this view answers only to its own address "
-                                     f"({', '.join(sorted(g.hosts))})", status_code=421)
+            return PlainTextResponse(
+                f"campaign serve: this view answers only to its own address ({', '.join(sorted(g.hosts))})",
+                status_code=421,
+            )
         if g.token is None:
             return await call_next(request)
         given = request.query_params.get("token")
@@ -82,8 +90,11 @@ class GuardMiddleware(BaseHTTPMiddleware):
         bearer = auth[7:] if auth.lower().startswith("bearer ") else None
         if _same(request.cookies.get(COOKIE), g.token) or _same(bearer, g.token):
             return await call_next(request)
-        return PlainTextResponse(f"campaign serve: a token is required (open this address with ?token=<the value "
-                                 f"of {TOKEN_ENV} on the server>)", status_code=401)
+        return PlainTextResponse(
+            f"campaign serve: a token is required (open this address with ?token=<the value "
+            f"of {TOKEN_ENV} on the server>)",
+            status_code=401,
+        )
 
 
 def _same(given: str | None, token: str) -> bool:

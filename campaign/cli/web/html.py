@@ -22,8 +22,10 @@ _MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": 
 
 # lines the journal writes itself, whole: model text cannot produce them outside a code
 # block (mdsafe escapes `<`), and inside one (a log excerpt) they are evidence, kept
-_FILE_ONLY = re.compile(r"^(<!-- notes:[a-z0-9-]+(?: campaign:\S+)? -->|<!-- /notes:[a-z0-9-]+ -->"
-                        r"|<a id=\"[a-z0-9-]+\"></a>)[ \t]*$")
+_FILE_ONLY = re.compile(
+    r"^(<!-- notes:[a-z0-9-]+(?: campaign:\S+)? -->|<!-- /notes:[a-z0-9-]+ -->"
+    r"|<a id=\"[a-z0-9-]+\"></a>)[ \t]*$"
+)
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _DETAILS_OPEN = re.compile(r"^<details><summary>(.*)</summary>[ \t]*$")
 _DETAILS_CLOSE = re.compile(r"^</details>[ \t]*$")
@@ -75,8 +77,11 @@ def journal_html(markdown: str) -> str:
         if line.startswith(_OPEN) or line == _CLOSE:
             html.append(str(_MD.render("\n".join(chunk))))
             chunk = []
-            html.append(f"<details><summary>{_MD.renderInline(line[len(_OPEN):])}</summary>\n"
-                        if line.startswith(_OPEN) else "</details>\n")
+            html.append(
+                f"<details><summary>{_MD.renderInline(line[len(_OPEN) :])}</summary>\n"
+                if line.startswith(_OPEN)
+                else "</details>\n"
+            )
         else:
             chunk.append(line)
     html.append(str(_MD.render("\n".join(chunk))))

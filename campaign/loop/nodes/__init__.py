@@ -12,8 +12,20 @@ from campaign.loop.nodes.review import ReviewNodes
 
 __all__ = ["NODE_NAMES", "Nodes"]
 
-NODE_NAMES = ("fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record",
-              "render", "review", "stack", "finish")
+NODE_NAMES = (
+    "fingerprint",
+    "baseline",
+    "propose",
+    "gate",
+    "apply",
+    "measure",
+    "verdict",
+    "record",
+    "render",
+    "review",
+    "stack",
+    "finish",
+)
 
 
 class Nodes:

@@ -58,8 +58,14 @@ class NodeFamily:
 
     def _decide(self, cid: str, seq: int, decision: dict[str, Any]) -> None:
         added = [HypothesisSpec.model_validate(h) for h in decision.get("add_hypotheses") or []]
-        self.d.store.decide_review(cid, seq, decision.get("decision") or "approve", note=decision.get("note") or "",
-                                   added=added, overrides=decision.get("overrides") or None)
+        self.d.store.decide_review(
+            cid,
+            seq,
+            decision.get("decision") or "approve",
+            note=decision.get("note") or "",
+            added=added,
+            overrides=decision.get("overrides") or None,
+        )
 
 
 def reference_config(state: CampaignState) -> EffectiveConfig:

@@ -26,7 +26,6 @@ __all__ = ["EnvironmentNodes"]
 
 
 class EnvironmentNodes(NodeFamily):
-
     def fingerprint(self, state: CampaignState) -> dict[str, Any]:
         """Record the node's environment; a changed component re-measures the baseline
         and re-opens the dead ends whose revisit condition names it."""
@@ -48,13 +47,16 @@ class EnvironmentNodes(NodeFamily):
         reopened = self._reopen(cid, changed)
         what = ", ".join(f"{c} {previous.components().get(c, '?')} -> {fp.components().get(c, '?')}" for c in changed)
         self.d.events("environment", {"changed": what, "reopened": reopened})
-        update: dict[str, Any] = {"env_changed": changed, "need_baseline": f"environment change: {what}",
-                                  "fingerprint_id": fid,
-                                  "no_win_streak": 0, "dead_end_streak": 0}
+        update: dict[str, Any] = {
+            "env_changed": changed,
+            "need_baseline": f"environment change: {what}",
+            "fingerprint_id": fid,
+            "no_win_streak": 0,
+            "dead_end_streak": 0,
+        }
         if self.pb.review.on_environment_change:
             update["halt"] = {"kind": "review", "reason": f"environment changed: {what}"}
         return update
-
 
     def _reopen(self, cid: str, changed: list[str]) -> list[str]:
         store, out = self.d.store, []
@@ -68,7 +70,6 @@ class EnvironmentNodes(NodeFamily):
             store.add_event(cid, "reopen", "re-opened dead ends: " + ", ".join(out))
         return out
 
-
     def baseline(self, state: CampaignState) -> dict[str, Any]:
         cid, store, pb = state["campaign_id"], self.d.store, self.pb
         stale = None
@@ -78,12 +79,21 @@ class EnvironmentNodes(NodeFamily):
             stale = stale_baseline(store, state.get("baseline_id"), pb)
             if stale is None:
                 return {}
-        config = EffectiveConfig.model_validate(state.get("baseline_config") or
-                                                {"flags": pb.baseline.flags, "env": pb.baseline.env})
+        config = EffectiveConfig.model_validate(
+            state.get("baseline_config") or {"flags": pb.baseline.flags, "env": pb.baseline.env}
+        )
         reason = state.get("need_baseline") or stale or "campaign start"
         attempt = state.get("baseline_attempt", 0) + 1
-        exp = store.start_experiment(cid, "baseline", config=config, role="baseline", node=self._node(state).name,
-                                     attempt=attempt, reason=reason, fingerprint_id=state.get("fingerprint_id"))
+        exp = store.start_experiment(
+            cid,
+            "baseline",
+            config=config,
+            role="baseline",
+            node=self._node(state).name,
+            attempt=attempt,
+            reason=reason,
+            fingerprint_id=state.get("fingerprint_id"),
+        )
         eid = exp.id
         if exp.status == "running":
             store.record_artifact(eid, "asked_work", asked_work(pb))  # what it was asked to measure
@@ -96,21 +106,37 @@ class EnvironmentNodes(NodeFamily):
                     record_measurement(store, eid, "baseline", 0, source.failed(exc), self._node(state).name)
             if rec is not None:
                 store.record_artifact(eid, "patch", rec.model_dump_json())
-            known = node_noise(store, cid, self._node(state).name, state.get("fingerprint_id"), pb.verdict.metric,
-                               exclude=eid, work=expected_keys(pb))
+            known = node_noise(
+                store,
+                cid,
+                self._node(state).name,
+                state.get("fingerprint_id"),
+                pb.verdict.metric,
+                exclude=eid,
+                work=expected_keys(pb),
+            )
             for r in range(baseline_launches(pb.verdict.repeats, known, list(pb.workloads))):  # the node's noise floor
                 if store.has_side(eid, "baseline", r) or recorded_failure(store, eid) is not None:
                     continue
-                m = source.measure_from(self.d, state, rec.sha if rec else None, config, workloads_of(pb),
-                                        label=f"baseline{attempt}-r{r}",
-                                        correctness_prompts=correctness_prompts(pb) if r == 0 else None,
-                                        correctness_tokens=pb.verdict.correctness.max_tokens)
-                record_measurement(store, eid, "baseline", r, triage_measurement(self.d, cid, m), self._node(state).name)
+                m = source.measure_from(
+                    self.d,
+                    state,
+                    rec.sha if rec else None,
+                    config,
+                    workloads_of(pb),
+                    label=f"baseline{attempt}-r{r}",
+                    correctness_prompts=correctness_prompts(pb) if r == 0 else None,
+                    correctness_tokens=pb.verdict.correctness.max_tokens,
+                )
+                record_measurement(
+                    store, eid, "baseline", r, triage_measurement(self.d, cid, m), self._node(state).name
+                )
                 if m.failure:
                     break
             failure = recorded_failure(store, eid)
-            store.finish_experiment(eid, "failed" if failure else "finished", failure=failure,
-                                    node_seconds=node_seconds_of(store, eid))
+            store.finish_experiment(
+                eid, "failed" if failure else "finished", failure=failure, node_seconds=node_seconds_of(store, eid)
+            )
         failure = recorded_failure(store, eid)
         if failure is not None:
             reason = f"the baseline does not run: {failure.failure_class.value}: {failure.summary}"
@@ -119,5 +145,9 @@ class EnvironmentNodes(NodeFamily):
         store.update_campaign(cid, baseline_experiment_id=eid)
         store.add_event(cid, "baseline", f"baseline {eid} measured ({reason})", key=f"baseline:{eid}")
         self._render(cid)
-        return {"baseline_id": eid, "baseline_attempt": attempt, "need_baseline": None,
-                "baseline_config": config.model_dump()}
+        return {
+            "baseline_id": eid,
+            "baseline_attempt": attempt,
+            "need_baseline": None,
+            "baseline_config": config.model_dump(),
+        }

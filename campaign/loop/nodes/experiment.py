@@ -42,15 +42,21 @@ def _reported_baseline(state: CampaignState) -> str | None:
 
 
 class ExperimentNodes(NodeFamily):
-
     def apply(self, state: CampaignState) -> dict[str, Any]:
         cid, cur, store = state["campaign_id"], current_of(state), self.d.store
         spec = self._spec(cid, cur["hypothesis"])
         base = reference_config(state)
         config = hypothesis_config(base, spec)
-        exp = store.start_experiment(cid, spec.name, config=config, role="candidate", node=self._node(state).name,
-                                     attempt=cur["attempt"], baseline_ref=state.get("baseline_id"),
-                                     fingerprint_id=state.get("fingerprint_id"))
+        exp = store.start_experiment(
+            cid,
+            spec.name,
+            config=config,
+            role="candidate",
+            node=self._node(state).name,
+            attempt=cur["attempt"],
+            baseline_ref=state.get("baseline_id"),
+            fingerprint_id=state.get("fingerprint_id"),
+        )
         diff = confound_changes(base, config, None)
         store.record_artifact(exp.id, "config_diff", "\n".join(c.model_dump_json() for c in diff))
         shas = self._trees(state, exp.id, spec)
@@ -86,27 +92,46 @@ class ExperimentNodes(NodeFamily):
         base = reference_config(state)
         config = base if side == "baseline" else hypothesis_config(base, spec)
         if not store.has_side(eid, side, rnd) and recorded_failure(store, eid) is None:
-            m = source.measure_from(self.d, state, cur.get(f"{side}_sha"), config, workloads_of(pb),
-                                    label=f"{spec.name}-{side}-r{rnd}",
-                                    correctness_prompts=correctness_prompts(pb) if rnd == 0 else None,
-                                    correctness_tokens=pb.verdict.correctness.max_tokens)
-            if m.failure is not None and m.infrastructure_fault \
-                    and cur.get("infra_retries", 0) < pb.budget.max_infra_retries:
-                store.add_event(cid, "infrastructure",
-                                f"{spec.name} {side} r{rnd}: {m.failure.failure_class.value}, retrying")
+            m = source.measure_from(
+                self.d,
+                state,
+                cur.get(f"{side}_sha"),
+                config,
+                workloads_of(pb),
+                label=f"{spec.name}-{side}-r{rnd}",
+                correctness_prompts=correctness_prompts(pb) if rnd == 0 else None,
+                correctness_tokens=pb.verdict.correctness.max_tokens,
+            )
+            if (
+                m.failure is not None
+                and m.infrastructure_fault
+                and cur.get("infra_retries", 0) < pb.budget.max_infra_retries
+            ):
+                store.add_event(
+                    cid, "infrastructure", f"{spec.name} {side} r{rnd}: {m.failure.failure_class.value}, retrying"
+                )
                 return {"current": {**cur, "infra_retries": cur.get("infra_retries", 0) + 1}}
             record_measurement(store, eid, side, rnd, triage_measurement(self.d, cid, m), self._node(state).name)
         if recorded_failure(store, eid) is not None:
             return {"current": {**cur, "failed": True, "side": ""}}
         if side == "baseline" and not cur.get("reference_config"):
-            check_drift(store, cid, state.get("baseline_id"), eid, rnd, pb.verdict.metric,
-                        self._noise(state, exclude=eid), work=expected_keys(pb))
+            check_drift(
+                store,
+                cid,
+                state.get("baseline_id"),
+                eid,
+                rnd,
+                pb.verdict.metric,
+                self._noise(state, exclude=eid),
+                work=expected_keys(pb),
+            )
         if side == "candidate" and pb.verdict.interleave and not store.has_side(eid, "baseline", rnd):
             return {"current": {**cur, "side": "baseline"}}  # the other half of this round (C B, C B, ...)
         rounds = rnd + 1
         confounded = bool(confound_check(store, eid, base, spec, _reported_baseline(state)).confounded_by)
-        decision = round_decision(store.level_samples(eid), pb.verdict, rounds, confounded=confounded,
-                                  noise=self._noise(state, exclude=eid))
+        decision = round_decision(
+            store.level_samples(eid), pb.verdict, rounds, confounded=confounded, noise=self._noise(state, exclude=eid)
+        )
         nxt = "candidate" if decision.more else ""
         if decision.because:
             store.record_artifact(eid, "round_reason", decision.because, seq=rounds + 1)
@@ -120,9 +145,16 @@ class ExperimentNodes(NodeFamily):
         """The node's noise, with the baseline's recent level unless this experiment
         compares with another config (a stack check against the original baseline)."""
         baseline = None if current_of(state).get("reference_config") else state.get("baseline_id")
-        return node_noise(self.d.store, state["campaign_id"], self._node(state).name, state.get("fingerprint_id"),
-                          self.pb.verdict.metric, exclude=exclude, baseline=baseline, work=expected_keys(self.pb))
-
+        return node_noise(
+            self.d.store,
+            state["campaign_id"],
+            self._node(state).name,
+            state.get("fingerprint_id"),
+            self.pb.verdict.metric,
+            exclude=exclude,
+            baseline=baseline,
+            work=expected_keys(self.pb),
+        )
 
     def verdict(self, state: CampaignState) -> dict[str, Any]:
         """A pure function of the recorded measurements and the policy."""
@@ -135,9 +167,17 @@ class ExperimentNodes(NodeFamily):
         samples = [] if failure else store.level_samples(eid)
         correctness = None if failure else correctness_of(store, eid, state.get("baseline_id"), pb)
         revisit = revisit_components(failure.failure_class if failure else None, spec.revisit_on)
-        v = judge(samples, pb.verdict, self._noise(state, exclude=eid), failure=failure,
-                  confounded_by=confound.confounded_by, correctness=correctness, revisit_on=revisit,
-                  primary_workload=pb.headline_workload, reported_diff=confound.reported_diff)
+        v = judge(
+            samples,
+            pb.verdict,
+            self._noise(state, exclude=eid),
+            failure=failure,
+            confounded_by=confound.confounded_by,
+            correctness=correctness,
+            revisit_on=revisit,
+            primary_workload=pb.headline_workload,
+            reported_diff=confound.reported_diff,
+        )
         v.stopped = store.get_artifact(eid, "stop_reason") or ""
         if not failure:
             v.notes = [n for n in (v.noise, f"rounds: {v.stopped}" if v.stopped else "") if n]
@@ -145,7 +185,6 @@ class ExperimentNodes(NodeFamily):
             v = gates.same_work(v, mixed_work(store, eid))
         store.record_verdict(eid, v)
         return {}
-
 
     def record(self, state: CampaignState) -> dict[str, Any]:
         cid, cur, store, pb = state["campaign_id"], current_of(state), self.d.store, self.pb
@@ -156,13 +195,21 @@ class ExperimentNodes(NodeFamily):
         spec = self._spec(cid, cur["hypothesis"])
         adopt = v.kind == "win" and spec.adopt_if_win
         failure = recorded_failure(store, eid)
-        store.finish_experiment(eid, "failed" if failure else "finished", failure=failure,
-                                node_seconds=node_seconds_of(store, eid))
+        store.finish_experiment(
+            eid, "failed" if failure else "finished", failure=failure, node_seconds=node_seconds_of(store, eid)
+        )
         if adopt:
             store.set_adopted(eid, True)
         store.set_hypothesis_status(cid, spec.name, "done")
-        self.d.events("verdict", {"hypothesis": spec.name, "kind": v.kind, "reason": v.reason,
-                                  "failure_class": v.failure_class.value if v.failure_class else None})
+        self.d.events(
+            "verdict",
+            {
+                "hypothesis": spec.name,
+                "kind": v.kind,
+                "reason": v.reason,
+                "failure_class": v.failure_class.value if v.failure_class else None,
+            },
+        )
         counts = store.loop_tally(cid)  # kept with the record: a lost update cannot skew them
         update: dict[str, Any] = {
             "experiments_done": counts.experiments_done,
@@ -172,10 +219,14 @@ class ExperimentNodes(NodeFamily):
         }
         if adopt:
             config = hypothesis_config(EffectiveConfig.model_validate(state["baseline_config"]), spec)
-            update.update(baseline_config=config.model_dump(), need_baseline=f"adopted win '{spec.name}'",
-                          baseline_patches=list(state.get("baseline_patches") or []) + source.spec_patches(spec))
-            store.add_event(cid, "adopt", f"'{spec.name}' adopted: the baseline for every later hypothesis",
-                            key=f"adopt:{eid}")
+            update.update(
+                baseline_config=config.model_dump(),
+                need_baseline=f"adopted win '{spec.name}'",
+                baseline_patches=list(state.get("baseline_patches") or []) + source.spec_patches(spec),
+            )
+            store.add_event(
+                cid, "adopt", f"'{spec.name}' adopted: the baseline for every later hypothesis", key=f"adopt:{eid}"
+            )
         elif why := stale_baseline(store, state.get("baseline_id"), pb):
             update["need_baseline"] = why  # the playbook's work changed while this experiment ran
         if self.d.planner is not None:
@@ -183,10 +234,17 @@ class ExperimentNodes(NodeFamily):
 
             analyze_with_planner(self.d, cid, eid)
         node_hours = counts.node_seconds / 3600
-        queue_hours = sum(queue_seconds_of(store, e.id) for e in store.list_experiments(cid)) / 3600 \
-            if pb.budget.max_queue_hours else 0.0
-        halt = halt_after_verdict({**state, **update}, pb, hours_spent=node_hours,  # type: ignore[typeddict-item]
-                                  queue_hours=queue_hours)
+        queue_hours = (
+            sum(queue_seconds_of(store, e.id) for e in store.list_experiments(cid)) / 3600
+            if pb.budget.max_queue_hours
+            else 0.0
+        )
+        halt = halt_after_verdict(
+            {**state, **update},  # type: ignore[typeddict-item]
+            pb,
+            hours_spent=node_hours,
+            queue_hours=queue_hours,
+        )
         if halt:
             update["halt"] = halt
         return update

@@ -27,7 +27,6 @@ def start_hypothesis(d: Deps, cid: str, spec: HypothesisSpec) -> dict[str, Any]:
 
 
 class ProposalNodes(NodeFamily):
-
     def propose(self, state: CampaignState) -> dict[str, Any]:
         cid, store = state["campaign_id"], self.d.store
         rec = store.next_queued_hypothesis(cid)
@@ -39,7 +38,6 @@ class ProposalNodes(NodeFamily):
         if spec is None:
             return {"current": None}
         return {"current": start_hypothesis(self.d, cid, spec)}
-
 
     def gate(self, state: CampaignState) -> dict[str, Any]:
         """Human approval before a patch is applied (code before interrupt is idempotent)."""
@@ -57,11 +55,11 @@ class ProposalNodes(NodeFamily):
         self._decide(cid, seq, decision)
         self.d.store.update_campaign(cid, status="running", halt_reason=None)
         if decision.get("decision") == "reject":
-            self.d.store.set_hypothesis_status(cid, spec.name, "rejected",
-                                               rejection_reason=decision.get("note") or "rejected at review")
+            self.d.store.set_hypothesis_status(
+                cid, spec.name, "rejected", rejection_reason=decision.get("note") or "rejected at review"
+            )
             return {"current": None}
         return {}
-
 
     def stack(self, state: CampaignState) -> dict[str, Any]:
         """Queue empty: do the adopted wins add up against the original baseline?  Each
@@ -73,8 +71,11 @@ class ProposalNodes(NodeFamily):
             return {"current": None}
         if st.get("for") != state.get("baseline_id"):
             noise, _ = baseline_noise(store, state.get("baseline_id"), pb.verdict.metric)
-            st = {"for": state.get("baseline_id"), "k": 0,
-                  "bisect": stack_check.start(wins, max(noise or 2.0, pb.verdict.min_effect_pct)).model_dump()}
+            st = {
+                "for": state.get("baseline_id"),
+                "k": 0,
+                "bisect": stack_check.start(wins, max(noise or 2.0, pb.verdict.min_effect_pct)).model_dump(),
+            }
         bis = BisectionState.model_validate(st["bisect"])
         if st.get("pending"):
             exps = store.list_experiments(cid, hypothesis=st["pending"])
@@ -91,6 +92,15 @@ class ProposalNodes(NodeFamily):
         store.upsert_hypothesis(cid, spec, source="review")
         store.set_hypothesis_status(cid, spec.name, "running")
         original = stack_check.original_config(pb).model_dump()
-        return {"current": {"hypothesis": spec.name, "attempt": 1, "rounds": 0, "side": "", "failed": False,
-                            "infra_retries": 0, "reference_config": original},
-                "stack": {**st, "bisect": bis.model_dump(), "pending": spec.name}}
+        return {
+            "current": {
+                "hypothesis": spec.name,
+                "attempt": 1,
+                "rounds": 0,
+                "side": "",
+                "failed": False,
+                "infra_retries": 0,
+                "reference_config": original,
+            },
+            "stack": {**st, "bisect": bis.model_dump(), "pending": spec.name},
+        }

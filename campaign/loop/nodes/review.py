@@ -16,11 +16,9 @@ __all__ = ["ReviewNodes"]
 
 
 class ReviewNodes(NodeFamily):
-
     def render(self, state: CampaignState) -> dict[str, Any]:
         self._render(state["campaign_id"])
         return {}
-
 
     def review(self, state: CampaignState) -> dict[str, Any]:
         """Halt for a human: record why, render, interrupt; apply the decision on resume."""
@@ -38,7 +36,6 @@ class ReviewNodes(NodeFamily):
             return {"halt": None, "finished": True, "reviews_done": n}
         store.update_campaign(cid, status="running", halt_reason=None)
         return {"halt": None, "no_win_streak": 0, "dead_end_streak": 0, "reviews_done": n}
-
 
     def finish(self, state: CampaignState) -> dict[str, Any]:
         """Mark the campaign ended, then render.  A kill between the two leaves this

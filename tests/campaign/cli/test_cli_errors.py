@@ -38,8 +38,14 @@ hypotheses:
 
 def cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def one_line_error(res: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -92,31 +98,67 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 def bad_playbook_cases(tmp_path: Path) -> list[tuple[str, str, tuple[str, ...]]]:
     good = GOOD.format(journal=tmp_path / "journal" / "j.md")
     return [
-        ("malformed.yaml", good.replace("{concurrency: [1],", "{concurrency: [1,"),
-         ("malformed.yaml:4:", "malformed YAML")),
-        ("misspelled.yaml", good.replace("    env:", "    evn:"),
-         ("misspelled.yaml:9:", "hypotheses[1].evn", "did you mean 'env'?")),
-        ("misspelled_top.yaml", good.replace("workloads:", "workloadz:"),
-         ("misspelled_top.yaml:3:", "did you mean 'workloads'?")),
-        ("wrong_type.yaml", good.replace("output_tokens: 8", "output_tokens: eight"),
-         ("wrong_type.yaml:4:", "workloads.single.output_tokens", "whole number")),
-        ("wrong_type_list.yaml", good.replace("concurrency: [1]", "concurrency: 1-8"),
-         ("wrong_type_list.yaml:4:", "workloads.single.concurrency", "list")),
-        ("allowed.yaml", good.replace("workloads:", "server: {allowed_flags: [tp, mem-fraction-static]}\nworkloads:"),
-         ("allowed.yaml:8:", "hypotheses[0].flags.cuda-graph-max-bs", "server.allowed_flags")),
-        ("duplicate.yaml", good + "  - name: nccl-tree\n    env: {NCCL_ALGO: Ring}\n",
-         ("duplicate.yaml:10:", "hypotheses[2].name", "duplicate hypothesis name 'nccl-tree'", "line 8")),
-        ("nopatch.yaml", good + "  - name: patched\n    patch: patches/missing.patch\n",
-         ("nopatch.yaml:11:", "hypotheses.patched.patch", "patches/missing.patch")),
-        ("badname.yaml", good.replace("name: smaller-graph", "name: Smaller Graph"),
-         ("badname.yaml:6:", "hypotheses[0].name", "lowercase")),
-        ("badkind.yaml", good.replace("workloads:", "node: {kind: gpu-cloud}\nworkloads:"),
-         ("badkind.yaml:3:", "node", "simulated")),
-        ("badengine.yaml", good.replace("workloads:", "server: {engine: vlm}\nworkloads:"),
-         ("badengine.yaml", "server.engine", "unknown engine 'vlm'", "vllm")),
+        (
+            "malformed.yaml",
+            good.replace("{concurrency: [1],", "{concurrency: [1,"),
+            ("malformed.yaml:4:", "malformed YAML"),
+        ),
+        (
+            "misspelled.yaml",
+            good.replace("    env:", "    evn:"),
+            ("misspelled.yaml:9:", "hypotheses[1].evn", "did you mean 'env'?"),
+        ),
+        (
+            "misspelled_top.yaml",
+            good.replace("workloads:", "workloadz:"),
+            ("misspelled_top.yaml:3:", "did you mean 'workloads'?"),
+        ),
+        (
+            "wrong_type.yaml",
+            good.replace("output_tokens: 8", "output_tokens: eight"),
+            ("wrong_type.yaml:4:", "workloads.single.output_tokens", "whole number"),
+        ),
+        (
+            "wrong_type_list.yaml",
+            good.replace("concurrency: [1]", "concurrency: 1-8"),
+            ("wrong_type_list.yaml:4:", "workloads.single.concurrency", "list"),
+        ),
+        (
+            "allowed.yaml",
+            good.replace("workloads:", "server: {allowed_flags: [tp, mem-fraction-static]}\nworkloads:"),
+            ("allowed.yaml:8:", "hypotheses[0].flags.cuda-graph-max-bs", "server.allowed_flags"),
+        ),
+        (
+            "duplicate.yaml",
+            good + "  - name: nccl-tree\n    env: {NCCL_ALGO: Ring}\n",
+            ("duplicate.yaml:10:", "hypotheses[2].name", "duplicate hypothesis name 'nccl-tree'", "line 8"),
+        ),
+        (
+            "nopatch.yaml",
+            good + "  - name: patched\n    patch: patches/missing.patch\n",
+            ("nopatch.yaml:11:", "hypotheses.patched.patch", "patches/missing.patch"),
+        ),
+        (
+            "badname.yaml",
+            good.replace("name: smaller-graph", "name: Smaller Graph"),
+            ("badname.yaml:6:", "hypotheses[0].name", "lowercase"),
+        ),
+        (
+            "badkind.yaml",
+            good.replace("workloads:", "node: {kind: gpu-cloud}\nworkloads:"),
+            ("badkind.yaml:3:", "node", "simulated"),
+        ),
+        (
+            "badengine.yaml",
+            good.replace("workloads:", "server: {engine: vlm}\nworkloads:"),
+            ("badengine.yaml", "server.engine", "unknown engine 'vlm'", "vllm"),
+        ),
         # refused before a server starts: it used to fail the campaign's first sweep (exit 1)
-        ("badcount.yaml", good.replace("requests_per_level: 2", "requests_per_level: \"C +\""),
-         ("badcount.yaml:4:", "workloads.single.requests_per_level", "cannot evaluate 'C +'", "max(4, C)")),
+        (
+            "badcount.yaml",
+            good.replace("requests_per_level: 2", 'requests_per_level: "C +"'),
+            ("badcount.yaml:4:", "workloads.single.requests_per_level", "cannot evaluate 'C +'", "max(4, C)"),
+        ),
     ]
 
 
@@ -197,11 +239,18 @@ def test_resume_bad_override_and_bad_added_hypotheses(tmp_path: Path, recorded) 
     one_line_error(cli("resume", cid, "--db", str(db), "--set", "node.cudaa=13.0", cwd=tmp_path), "cudaa")
     one_line_error(cli("resume", cid, "--db", str(db), "--set", "node.cuda", cwd=tmp_path), "FIELD=VALUE")
     dup = write(tmp_path, "more.yaml", "- name: nccl-tree\n  env: {NCCL_ALGO: Ring}\n")
-    one_line_error(cli("resume", cid, "--db", str(db), "--add-hypothesis", str(dup), cwd=tmp_path),
-                   "more.yaml", "nccl-tree", "already exists")
+    one_line_error(
+        cli("resume", cid, "--db", str(db), "--add-hypothesis", str(dup), cwd=tmp_path),
+        "more.yaml",
+        "nccl-tree",
+        "already exists",
+    )
     broken = write(tmp_path, "broken.yaml", "- name: [x\n")
-    one_line_error(cli("resume", cid, "--db", str(db), "--add-hypothesis", str(broken), cwd=tmp_path),
-                   "broken.yaml", "malformed YAML")
+    one_line_error(
+        cli("resume", cid, "--db", str(db), "--add-hypothesis", str(broken), cwd=tmp_path),
+        "broken.yaml",
+        "malformed YAML",
+    )
     one_line_error(cli("resume", cid, "--db", str(db), "--approve", "--reject", cwd=tmp_path), "choose one")
     assert table_counts(db) == before
 
@@ -234,8 +283,10 @@ def test_bench_unreachable_url(tmp_path: Path) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    bench_error(cli("bench", f"http://127.0.0.1:{port}", "--concurrency", "1", "--timeout", "5", cwd=tmp_path),
-                f"127.0.0.1:{port}")
+    bench_error(
+        cli("bench", f"http://127.0.0.1:{port}", "--concurrency", "1", "--timeout", "5", cwd=tmp_path),
+        f"127.0.0.1:{port}",
+    )
 
 
 def test_bench_import_malformed_json(tmp_path: Path) -> None:
@@ -258,12 +309,18 @@ def test_a_node_that_cannot_be_reached_is_one_line_and_the_campaign_resumes_late
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: connection refused
-    node = (f"node: {{kind: ssh, name: far, host: 127.0.0.1, port: {port}, workdir: /tmp/campaign-far, "
-            f"simulated: {{time_scale: 20}}}}\n")
+    node = (
+        f"node: {{kind: ssh, name: far, host: 127.0.0.1, port: {port}, workdir: /tmp/campaign-far, "
+        f"simulated: {{time_scale: 20}}}}\n"
+    )
     path = write(tmp_path, "far.yaml", node + GOOD.format(journal=tmp_path / "journal" / "j.md"))
     db = tmp_path / "c.db"
-    line = one_line_error(cli("run", str(path), "--db", str(db), cwd=tmp_path),
-                          "the node failed: ssh 127.0.0.1: cannot connect", f"port {port}", "campaign resume")
+    line = one_line_error(
+        cli("run", str(path), "--db", str(db), cwd=tmp_path),
+        "the node failed: ssh 127.0.0.1: cannot connect",
+        f"port {port}",
+        "campaign resume",
+    )
     cid = line.split("campaign resume ")[-1].rstrip(")")
     status = json.loads(cli("status", "--db", str(db), "--json", cwd=tmp_path).stdout)
     assert [(c["id"], c["status"]) for c in status] == [(cid, "running")]

@@ -43,8 +43,14 @@ def entry(*args: str, cwd: Path, columns: str | None = None) -> subprocess.Compl
     """The console script's module, its output a pipe (not a terminal)."""
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     env.update({"PYTHONPATH": str(ROOT), "NO_COLOR": "1", **({"COLUMNS": columns} if columns else {})})
-    return subprocess.run([sys.executable, "-m", "campaign.cli.entry", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.entry", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def test_a_unique_prefix_names_the_campaign(two: Path, tmp_path: Path) -> None:
@@ -57,11 +63,18 @@ def test_a_unique_prefix_names_the_campaign(two: Path, tmp_path: Path) -> None:
     assert res.returncode == 0 and f'"campaign_id": "{IDS[0]}"' in res.stdout, res.stdout + res.stderr
 
 
-@pytest.mark.parametrize("command", [["show"], ["journal"], ["unlock"], ["resume"], ["export"],
-                                     ["compare", f"{IDS[1]}:x"]], ids=lambda c: c[0])
+@pytest.mark.parametrize(
+    "command",
+    [["show"], ["journal"], ["unlock"], ["resume"], ["export"], ["compare", f"{IDS[1]}:x"]],
+    ids=lambda c: c[0],
+)
 def test_an_ambiguous_prefix_lists_the_matches(two: Path, tmp_path: Path, command: list[str]) -> None:
-    one_line_error(cli(command[0], "cli-errors-a", *command[1:], "--db", str(two), cwd=tmp_path),
-                   "cli-errors-a: 2 campaigns start with it", IDS[0], IDS[1])
+    one_line_error(
+        cli(command[0], "cli-errors-a", *command[1:], "--db", str(two), cwd=tmp_path),
+        "cli-errors-a: 2 campaigns start with it",
+        IDS[0],
+        IDS[1],
+    )
 
 
 def test_status_shows_whole_ids_and_does_not_wrap_into_a_pipe(two: Path, tmp_path: Path) -> None:
@@ -92,7 +105,9 @@ def test_dash_h_on_every_command() -> None:
         assert res.exit_code == 0 and "Usage" in res.output, (name, res.output)
 
 
-def test_the_run_log_is_not_wrapped_into_a_pipe(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_run_log_is_not_wrapped_into_a_pipe(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from campaign.cli.live import LiveView
 
     monkeypatch.delenv("COLUMNS", raising=False)

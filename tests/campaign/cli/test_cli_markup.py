@@ -53,8 +53,9 @@ def test_live_view_prints_every_event_literally() -> None:
 
 
 @pytest.mark.parametrize("status", ["awaiting_review", "interrupted", "failed", "finished"])
-def test_the_outcome_line_prints_a_hostile_reason(status: str, capsys: pytest.CaptureFixture[str],
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_outcome_line_prints_a_hostile_reason(
+    status: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(typer.Exit(code)))
     with pytest.raises(typer.Exit):
         _outcome(RunOutcome("c1", status, reason=HOSTILE, journal="[/j].md"))  # type: ignore[arg-type]
@@ -65,8 +66,15 @@ def test_the_outcome_line_prints_a_hostile_reason(status: str, capsys: pytest.Ca
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400", "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], check=False, cwd=cwd, env=env,
-                          text=True, capture_output=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 def test_status_and_show_while_awaiting_review_of_a_hostile_patch(tmp_path: Path) -> None:

@@ -21,15 +21,29 @@ CLI = [sys.executable, "-c", "from campaign.cli.main import main; main()"]
 def campaign(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
     code = f"{prelude}\nfrom campaign.cli.main import main; main()" if prelude else CLI[2]
     env = os.environ | {"COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "reference_server.py"), "--port", "0", "--first-token-ms", "20",
-         "--interval-ms", "5", "--time-scale", "2"],
-        stdout=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            str(ROOT / "bench" / "reference_server.py"),
+            "--port",
+            "0",
+            "--first-token-ms",
+            "20",
+            "--interval-ms",
+            "5",
+            "--time-scale",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     line = proc.stdout.readline() if proc.stdout else ""
     assert line.startswith("LISTENING"), line
@@ -40,8 +54,22 @@ def server() -> Iterator[str]:
 
 def test_bench_prints_a_table_and_writes_json(server: str, tmp_path: Path) -> None:
     out = tmp_path / "sweep.json"
-    run = campaign("bench", server, "--concurrency", "1,4", "--requests-per-level", "max(4, C)", "--output-tokens", "12",
-                   "--prompts", "diverse", "--warmup", "1", "--json", str(out))
+    run = campaign(
+        "bench",
+        server,
+        "--concurrency",
+        "1,4",
+        "--requests-per-level",
+        "max(4, C)",
+        "--output-tokens",
+        "12",
+        "--prompts",
+        "diverse",
+        "--warmup",
+        "1",
+        "--json",
+        str(out),
+    )
     assert run.returncode == 0, run.stderr
     assert "reference-model" in run.stdout and "TTFT p50" in run.stdout
     data = json.loads(out.read_text())
@@ -72,8 +100,18 @@ def test_bench_with_failed_requests_says_so_in_one_line_and_exits_2(tmp_path: Pa
     """A table of zeros and exit 0 told the user nothing; the failures and a sample are named."""
     out = tmp_path / "sweep.json"
     with serving(_Loading) as port:
-        run = campaign("bench", f"http://127.0.0.1:{port}", "--concurrency", "1,2",
-                       "--requests-per-level", "2", "--warmup", "0", "--json", str(out))
+        run = campaign(
+            "bench",
+            f"http://127.0.0.1:{port}",
+            "--concurrency",
+            "1,2",
+            "--requests-per-level",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            str(out),
+        )
     assert run.returncode == 2, run.stderr
     lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("campaign bench: 4 of 4 requests failed"), run.stderr
@@ -84,11 +122,25 @@ def test_bench_with_failed_requests_says_so_in_one_line_and_exits_2(tmp_path: Pa
 
 def test_bench_import_vllm_file(tmp_path: Path) -> None:
     path = tmp_path / "vllm.json"
-    path.write_text(json.dumps({
-        "backend": "openai", "endpoint_type": "openai", "max_concurrency": 8, "duration": 10.0, "completed": 16, "failed": 0,
-        "output_throughput": 410.5, "request_throughput": 1.6, "mean_ttft_ms": 50.0, "median_ttft_ms": 48.0,
-        "p99_ttft_ms": 70.0, "mean_e2el_ms": 900.0, "median_e2el_ms": 880.0,
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "backend": "openai",
+                "endpoint_type": "openai",
+                "max_concurrency": 8,
+                "duration": 10.0,
+                "completed": 16,
+                "failed": 0,
+                "output_throughput": 410.5,
+                "request_throughput": 1.6,
+                "mean_ttft_ms": 50.0,
+                "median_ttft_ms": 48.0,
+                "p99_ttft_ms": 70.0,
+                "mean_e2el_ms": 900.0,
+                "median_e2el_ms": 880.0,
+            }
+        )
+    )
     run = campaign("bench", "--import", str(path), "--json", str(tmp_path / "out.json"))
     assert run.returncode == 0, run.stderr
     assert "410.5" in run.stdout

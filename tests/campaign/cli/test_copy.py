@@ -12,8 +12,10 @@ import pytest
 from tests.campaign.sim_playbook import campaign_cli, tiny_playbook, write_playbook
 from tests.pgdb import fresh_database
 
-HYPS = [{"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
-        {"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}}]
+HYPS = [
+    {"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
+    {"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}},
+]
 
 
 def _show(tmp_path: Path, cid: str, db: str) -> dict:
@@ -26,8 +28,9 @@ def _show(tmp_path: Path, cid: str, db: str) -> dict:
 @pytest.mark.slow
 def test_a_halted_campaign_moves_to_postgresql_resumes_there_and_comes_back(tmp_path: Path) -> None:
     db = str(tmp_path / "state" / "campaign.db")
-    pb = write_playbook(tmp_path / "playbook.yaml", tiny_playbook(tmp_path, "moving", HYPS,
-                                                                  review={"after_consecutive_dead_ends": 1}))
+    pb = write_playbook(
+        tmp_path / "playbook.yaml", tiny_playbook(tmp_path, "moving", HYPS, review={"after_consecutive_dead_ends": 1})
+    )
     run = campaign_cli(tmp_path, "run", str(pb), "-q")
     assert run.returncode == 3, run.stdout + run.stderr  # halted at the review gate
     cid = json.loads(campaign_cli(tmp_path, "status", "--json", "--db", db).stdout)[0]["id"]

@@ -29,8 +29,9 @@ def test_ctrl_c_while_plots_are_drawn_stops_cleanly_and_a_rerun_finishes(tmp_pat
     journal = tmp_path / "j" / "journal.md"
     plots = tmp_path / "j" / "journal.plots"
     cmd = [sys.executable, "-m", "campaign.cli.entry", "journal", cid, "--db", str(db), "--out", str(journal)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     deadline = time.monotonic() + 120
     while not (plots.exists() and any(p.suffix == ".png" for p in plots.iterdir())):
         assert proc.poll() is None, proc.communicate()
@@ -52,9 +53,12 @@ def test_ctrl_c_while_plots_are_drawn_stops_cleanly_and_a_rerun_finishes(tmp_pat
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == str(journal)
-    linked = {line.split("](")[1].split(")")[0].rsplit("/", 1)[-1]
-              for page in (tmp_path / "j" / "journal.d").glob("*.md")
-              for line in page.read_text().splitlines() if line.startswith("![")}
+    linked = {
+        line.split("](")[1].split(")")[0].rsplit("/", 1)[-1]
+        for page in (tmp_path / "j" / "journal.d").glob("*.md")
+        for line in page.read_text().splitlines()
+        if line.startswith("![")
+    }
     assert linked and drawn < linked  # the interrupted run left some out...
     on_disk = {p.name for p in plots.iterdir()}
     assert linked <= on_disk  # ...the rerun drew every plot a page links

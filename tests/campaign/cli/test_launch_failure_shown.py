@@ -19,24 +19,35 @@ NEEDLE = "No module named 'vllm'"
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def test_a_server_that_dies_at_start_shows_its_log_line_and_path_everywhere(tmp_path: Path) -> None:
     # a real interpreter that cannot import vllm: site-packages off (-S)
     python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
     python.chmod(0o755)
     journal = tmp_path / "journal" / "novllm.md"
     playbook = tmp_path / "novllm.yaml"
-    playbook.write_text(yaml.safe_dump({
-        "name": "novllm", "journal": str(journal),
-        "node": {"kind": "local", "workdir": str(tmp_path / "node")},
-        "server": {"engine": "vllm", "python": str(python), "model": "Qwen/Qwen3-8B", "startup_timeout_s": 60},
-        "workloads": {"w": {"concurrency": [1], "output_tokens": 8, "requests_per_level": 2}},
-        "hypotheses": [{"name": "fewer-seqs", "flags": {"max-num-seqs": 4}}],
-    }))
+    playbook.write_text(
+        yaml.safe_dump(
+            {
+                "name": "novllm",
+                "journal": str(journal),
+                "node": {"kind": "local", "workdir": str(tmp_path / "node")},
+                "server": {"engine": "vllm", "python": str(python), "model": "Qwen/Qwen3-8B", "startup_timeout_s": 60},
+                "workloads": {"w": {"concurrency": [1], "output_tokens": 8, "requests_per_level": 2}},
+                "hypotheses": [{"name": "fewer-seqs", "flags": {"max-num-seqs": 4}}],
+            }
+        )
+    )
     db = tmp_path / "c.db"
     run = cli("run", str(playbook), "--db", str(db), cwd=tmp_path)
     assert run.returncode == 1, (run.stdout, run.stderr)

@@ -20,8 +20,14 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1", "MY_HF": "hf_abcdefghij1234"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def _plan(playbook: Path, cwd: Path) -> dict:
@@ -31,11 +37,21 @@ def _plan(playbook: Path, cwd: Path) -> dict:
 
 
 def test_the_plan_is_what_the_run_starts_and_touches_no_database(tmp_path: Path) -> None:
-    playbook = sim_playbook(tmp_path, [{"name": "smaller-graph", "flags": {"cuda-graph-max-bs": 128}}],
-                            workloads={"parallel": {"concurrency": [1, 8], "prompts": "diverse", "output_tokens": 32,
-                                                    "requests_per_level": "C", "warmup_requests": 0}},
-                            node={"time_scale": 100},
-                            verdict={"repeats": {"min": 2, "max": 2, "baseline": 2}, "correctness": {"enabled": False}})
+    playbook = sim_playbook(
+        tmp_path,
+        [{"name": "smaller-graph", "flags": {"cuda-graph-max-bs": 128}}],
+        workloads={
+            "parallel": {
+                "concurrency": [1, 8],
+                "prompts": "diverse",
+                "output_tokens": 32,
+                "requests_per_level": "C",
+                "warmup_requests": 0,
+            }
+        },
+        node={"time_scale": 100},
+        verdict={"repeats": {"min": 2, "max": 2, "baseline": 2}, "correctness": {"enabled": False}},
+    )
     plan = _plan(playbook, tmp_path)
     assert not (tmp_path / "campaign.db").exists()  # nothing recorded, nothing started
     planned = {launch["name"]: launch["command"] for launch in plan["launches"]}
@@ -47,9 +63,14 @@ def test_the_plan_is_what_the_run_starts_and_touches_no_database(tmp_path: Path)
     assert run.returncode == 0, run.stdout + run.stderr  # finished: the queue is empty
     store = Store(tmp_path / "campaign.db")
     (campaign,) = store.list_campaigns()
-    ran = {e.hypothesis: {re.sub(r"--port \d+", "--port <port>", text)
-                          for kind, _seq, text in store.list_artifacts(e.id) if kind == "command"}
-           for e in store.list_experiments(campaign.id)}
+    ran = {
+        e.hypothesis: {
+            re.sub(r"--port \d+", "--port <port>", text)
+            for kind, _seq, text in store.list_artifacts(e.id)
+            if kind == "command"
+        }
+        for e in store.list_experiments(campaign.id)
+    }
     assert ran["baseline"] == {planned["baseline"]}
     # a hypothesis's rounds launch the candidate beside a baseline (interleaved): both as planned
     assert ran["smaller-graph"] == {planned["baseline"], planned["smaller-graph"]}
@@ -57,11 +78,11 @@ def test_the_plan_is_what_the_run_starts_and_touches_no_database(tmp_path: Path)
 
 def test_plan_shows_env_references_and_each_engines_documented_launch_on_ssh_and_slurm(tmp_path: Path) -> None:
     data = {
-        "name": "gpu", "journal": str(tmp_path / "j.md"),
+        "name": "gpu",
+        "journal": str(tmp_path / "j.md"),
         "node": {"kind": "ssh", "host": "gpu1.invalid", "workdir": "/scratch/c"},  # never contacted
         "server": {"engine": "vllm", "model": "Qwen/Qwen3-8B"},
-        "baseline": {"flags": {"tensor-parallel-size": 2},
-                     "env": {"HF_TOKEN": "${MY_HF}"}},
+        "baseline": {"flags": {"tensor-parallel-size": 2}, "env": {"HF_TOKEN": "${MY_HF}"}},
         "workloads": {"w": {"concurrency": [1, 4], "requests_per_level": "max(4, 2*C)"}},
         "hypotheses": [{"name": "prefix-caching", "flags": {"enable-prefix-caching": True}}],
     }

@@ -32,15 +32,23 @@ def seed(tmp_path: Path, n: int) -> tuple[Path, str]:
         name = f"idea-with-a-rather-long-name-{i}"
         gain = (0.12, -0.4, 0.0)[i % 3]  # a win at C=70, a loss everywhere, nothing
         store.upsert_hypothesis(cid, HypothesisSpec(name=name, flags={"knob": i}))
-        exp = store.start_experiment(cid, name, config=EffectiveConfig(flags={"knob": i}), node="sim-0",
-                                     baseline_ref=base.id)
+        exp = store.start_experiment(
+            cid, name, config=EffectiveConfig(flags={"knob": i}), node="sim-0", baseline_ref=base.id
+        )
         for rep in range(3):
             for c, b in BASE.items():
                 jitter = 1 + 0.002 * (rep - 1)
                 cand = b * (1 + gain) if (gain < 0 or c == 70) else b
                 for side, value in (("baseline", b), ("candidate", cand)):
-                    store.record_run(exp.id, side, rep, "parallel", LevelResult(
-                        concurrency=c, requests=c, output_tokens_per_s=value * jitter), work="w", node="sim-0")
+                    store.record_run(
+                        exp.id,
+                        side,
+                        rep,
+                        "parallel",
+                        LevelResult(concurrency=c, requests=c, output_tokens_per_s=value * jitter),
+                        work="w",
+                        node="sim-0",
+                    )
         store.record_verdict(exp.id, decide(compare_levels(store.level_samples(exp.id), spec), spec))
         store.finish_experiment(exp.id, node_seconds=60.0)
     return db, cid
@@ -48,8 +56,15 @@ def seed(tmp_path: Path, n: int) -> tuple[Path, str]:
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], check=False, cwd=cwd, env=env,
-                          text=True, capture_output=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def test_show_is_a_line_per_experiment_within_the_screen(tmp_path: Path) -> None:

@@ -29,8 +29,9 @@ def test_generated_sets_are_deterministic_and_hashed_by_content() -> None:
 
 def test_a_sweep_longer_than_the_pool_gets_a_pool_as_long_and_the_same_first_prompts() -> None:
     short = build_prompt_set(spec(prompts="diverse", seed=3, concurrency=[1, 250], requests_per_level="C"))
-    long = build_prompt_set(spec(prompts="diverse", seed=3, concurrency=[100, 250], requests_per_level="2*C",
-                                 warmup_requests=1))
+    long = build_prompt_set(
+        spec(prompts="diverse", seed=3, concurrency=[100, 250], requests_per_level="2*C", warmup_requests=1)
+    )
     assert len(short.prompts) == DIVERSE_POOL_SIZE  # 253 requests: the default pool
     assert len(long.prompts) == 702 and len(set(long.prompts)) == 702  # 2 + 200 + 500
     assert long.prompts[:DIVERSE_POOL_SIZE] == short.prompts
@@ -58,7 +59,12 @@ def test_jsonl_prompts(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "match"),
-    [("{bad\n", "line 1: not valid JSON"), ('{"prompt": "a"}\n{"text": "b"}\n', "line 2: prompt"), ("\n", "no prompts"), ('{"prompt": ""}\n', "line 1")],
+    [
+        ("{bad\n", "line 1: not valid JSON"),
+        ('{"prompt": "a"}\n{"text": "b"}\n', "line 2: prompt"),
+        ("\n", "no prompts"),
+        ('{"prompt": ""}\n', "line 1"),
+    ],
 )
 def test_bad_jsonl_is_a_user_error_naming_the_line(tmp_path: Path, content: str, match: str) -> None:
     path = tmp_path / "p.jsonl"

@@ -5,14 +5,35 @@ import pytest
 from campaign.domain.redact import MASK, SECRET_ENV, redact_argv, redact_env, redact_text
 
 
-@pytest.mark.parametrize("name", ["HF_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY",
-                                  "DB_PASSWORD", "MY_SECRET", "GITHUB_TOKEN", "hf_token", "PGPASSWORD"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "HF_TOKEN",
+        "OPENAI_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "WANDB_API_KEY",
+        "DB_PASSWORD",
+        "MY_SECRET",
+        "GITHUB_TOKEN",
+        "hf_token",
+        "PGPASSWORD",
+    ],
+)
 def test_secret_names(name: str) -> None:
     assert SECRET_ENV.match(name)
 
 
-@pytest.mark.parametrize("name", ["NCCL_ALGO", "CUDA_VISIBLE_DEVICES", "NCCL_MIN_NCHANNELS", "TOKENIZERS_PARALLELISM",
-                                  "VLLM_CPU_KVCACHE_SPACE", "MAX_TOKENS"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NCCL_ALGO",
+        "CUDA_VISIBLE_DEVICES",
+        "NCCL_MIN_NCHANNELS",
+        "TOKENIZERS_PARALLELISM",
+        "VLLM_CPU_KVCACHE_SPACE",
+        "MAX_TOKENS",
+    ],
+)
 def test_ordinary_names(name: str) -> None:
     assert not SECRET_ENV.match(name)
 
@@ -30,8 +51,10 @@ def test_redact_text_uses_environment_values(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_redact_text_given_secrets_and_shapes() -> None:
-    text = ("key sk-proj-ABCDEFGHIJKLMNOPQRSTUV hf_abcdefghijklmnopqrstuvwx "
-            "Authorization: Bearer eyJhbGciOi.payload.sig custom-pass-123 and 1")
+    text = (
+        "key sk-proj-ABCDEFGHIJKLMNOPQRSTUV hf_abcdefghijklmnopqrstuvwx "
+        "Authorization: Bearer eyJhbGciOi.payload.sig custom-pass-123 and 1"
+    )
     out = redact_text(text, secrets=["custom-pass-123", "1"])
     assert "sk-proj" not in out and "hf_abcdef" not in out and "eyJhbGciOi" not in out
     assert "custom-pass-123" not in out
@@ -41,8 +64,19 @@ def test_redact_text_given_secrets_and_shapes() -> None:
 
 
 def test_redact_argv() -> None:
-    argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--api-key", "s3cr3t-value",
-            "--hf-token=hf_zzz", "--max-num-batched-tokens", "8192", "HF_TOKEN=abc", "--served-model-name", "m x"]
+    argv = [
+        "python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--api-key",
+        "s3cr3t-value",
+        "--hf-token=hf_zzz",
+        "--max-num-batched-tokens",
+        "8192",
+        "HF_TOKEN=abc",
+        "--served-model-name",
+        "m x",
+    ]
     out = redact_argv(argv)
     assert "s3cr3t-value" not in out and "hf_zzz" not in out and "abc" not in out
     assert "--max-num-batched-tokens 8192" in out
@@ -50,10 +84,14 @@ def test_redact_argv() -> None:
     assert "'m x'" in out
 
 
-@pytest.mark.parametrize("token", [
-    "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "AKIAIOSFODNN7EXAMPLE",
-    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-])
+@pytest.mark.parametrize(
+    "token",
+    [
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+        "AKIAIOSFODNN7EXAMPLE",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    ],
+)
 def test_known_token_shapes_are_masked_and_flagged(token: str) -> None:
     from campaign.domain.redact import token_shape
 

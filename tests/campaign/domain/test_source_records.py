@@ -37,24 +37,36 @@ def test_a_playbook_with_the_same_diff_twice_is_refused(tmp_path: Path) -> None:
     (tmp_path / "pb.yaml").write_text(
         "name: t\nserver:\n  command: 'env PYTHONPATH={source} {python} -m x {flags}'\n  source: {repo: .}\n"
         "workloads:\n  s: {concurrency: [1]}\nhypotheses:\n  - name: one\n    patch: a.diff\n"
-        "  - name: two\n    patch: b.diff\n")
+        "  - name: two\n    patch: b.diff\n"
+    )
     with pytest.raises(UserError) as exc:
         load_playbook(tmp_path / "pb.yaml")
-    want = f"{tmp_path / 'pb.yaml'}:11: hypotheses.two.patch: the same diff as hypothesis 'one' (fix: remove one of them)"
+    want = (
+        f"{tmp_path / 'pb.yaml'}:11: hypotheses.two.patch: the same diff as hypothesis 'one' (fix: remove one of them)"
+    )
     assert exc.value.lines == [want]
 
 
 def test_the_journal_shows_the_commit_and_the_escaped_diff_collapsed() -> None:
     hostile = A.replace("+BLOCK = 32", "+BLOCK = 32  # ``` </details> <script>x</script>")
-    rec = PatchRecord(sha="c" * 40, base="b" * 40, branch="campaign/c1/h", files=["kernels/attn.py"],
-                      stat=" kernels/attn.py | 2 +-", patch_sha256=["d" * 64], patches=["p/h.diff"], diff=hostile)
+    rec = PatchRecord(
+        sha="c" * 40,
+        base="b" * 40,
+        branch="campaign/c1/h",
+        files=["kernels/attn.py"],
+        stat=" kernels/attn.py | 2 +-",
+        patch_sha256=["d" * 64],
+        patches=["p/h.diff"],
+        diff=hostile,
+    )
     exp = ExperimentView(id="e", hypothesis="h", patch_sha=rec.sha, patch=rec)
     line = str(patch_line(exp))
     assert "c" * 40 in line and "campaign/c1/h" in line and "b" * 40 in line and "h.diff" in line
     details = str(patch_details(exp))
     assert details.startswith("<details><summary>diff: 1 file changed</summary>") and details.endswith("</details>")
-    body = details[len("<details><summary>diff: 1 file changed</summary>"):-len("</details>")]
+    body = details[len("<details><summary>diff: 1 file changed</summary>") : -len("</details>")]
     fence = body.strip().split("\n", 1)[0]
     assert fence == "````diff" and body.strip().endswith("\n````")  # longer than any ``` inside
-    assert str(patch_line(ExperimentView(id="e", hypothesis="h", patch=PatchRecord(sha="a" * 40, base="a" * 40)))) \
-        .startswith("unpatched")
+    assert str(
+        patch_line(ExperimentView(id="e", hypothesis="h", patch=PatchRecord(sha="a" * 40, base="a" * 40)))
+    ).startswith("unpatched")

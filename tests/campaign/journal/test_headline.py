@@ -22,7 +22,10 @@ PLAYBOOK = {
 BASE = EffectiveConfig(flags={"cuda-graph-max-bs": 512})
 CAND = EffectiveConfig(flags={"cuda-graph-max-bs": 128})
 FIGURES = {  # (workload, C) -> (baseline, candidate) tok/s
-    ("burst", 4): (300.0, 330.0), ("burst", 16): (700.0, 760.0), ("single_stream", 1): (82.0, 84.0)}
+    ("burst", 4): (300.0, 330.0),
+    ("burst", 16): (700.0, 760.0),
+    ("single_stream", 1): (82.0, 84.0),
+}
 
 
 def _record(store: Store, exp_id: str, side: str, which: int) -> None:

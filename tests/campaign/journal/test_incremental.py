@@ -17,7 +17,6 @@ from campaign.store import Store
 ROOT = Path(__file__).resolve().parents[3]
 
 
-
 @pytest.fixture()
 def campaign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Store, str]:
     """10 experiments, the main file showing the latest 4 in full (20 in production)."""
@@ -31,8 +30,9 @@ def campaign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Store, st
 def add_one(store: Store, cid: str) -> str:
     n = len(store.list_experiments(cid, role="candidate")) + 1
     camp = store.get_campaign(cid)
-    exp_id, _ = scale_build.add_experiment(store, cid, random.Random(n), n, store.snapshot(cid).latest_fingerprint_id,
-                                           camp.baseline_experiment_id)
+    exp_id, _ = scale_build.add_experiment(
+        store, cid, random.Random(n), n, store.snapshot(cid).latest_fingerprint_id, camp.baseline_experiment_id
+    )
     return exp_id
 
 
@@ -114,10 +114,16 @@ def test_notes_survive_wherever_they_are_written(campaign, tmp_path: Path) -> No
     old_key = render.experiment_key(view, ids[0])
     edge_key = render.experiment_key(view, ids[-4])  # leaves the main file with the next experiment
     text = journal.read_text()
-    text = text.replace(f"<!-- notes:{edge_key} campaign:{cid} -->\n", f"<!-- notes:{edge_key} campaign:{cid} -->\nmain-file note\n")
+    text = text.replace(
+        f"<!-- notes:{edge_key} campaign:{cid} -->\n", f"<!-- notes:{edge_key} campaign:{cid} -->\nmain-file note\n"
+    )
     journal.write_text(text)
     page = tmp_path / "scale.d" / f"{old_key}.md"
-    page.write_text(page.read_text().replace(f"<!-- notes:{old_key} campaign:{cid} -->\n", f"<!-- notes:{old_key} campaign:{cid} -->\npage note\n"))
+    page.write_text(
+        page.read_text().replace(
+            f"<!-- notes:{old_key} campaign:{cid} -->\n", f"<!-- notes:{old_key} campaign:{cid} -->\npage note\n"
+        )
+    )
     publish_journal(store, cid, journal, plots=False)
     assert "main-file note" in journal.read_text() and "page note" in page.read_text()
     add_one(store, cid)
@@ -170,7 +176,8 @@ def test_temp_files_of_a_killed_writer_are_removed(tmp_path: Path) -> None:
 
 
 def test_the_index_keeps_only_the_latest_bodies_and_an_edited_old_page_is_rendered_again(
-        campaign, tmp_path: Path, counted) -> None:
+    campaign, tmp_path: Path, counted
+) -> None:
     """Older sections live on their pages only (at 1,000 experiments every section's text
     was most of the index); a page a person edited (or removed) is rendered again from
     the database, keeping their notes."""
@@ -188,7 +195,9 @@ def test_the_index_keeps_only_the_latest_bodies_and_an_edited_old_page_is_render
     key = render.experiment_key(view, ids[0])
     page = tmp_path / "scale.d" / f"{key}.md"
     original = page.read_text()
-    edited = original.replace(f"<!-- notes:{key} campaign:{cid} -->\n", f"<!-- notes:{key} campaign:{cid} -->\nkept note\n")
+    edited = original.replace(
+        f"<!-- notes:{key} campaign:{cid} -->\n", f"<!-- notes:{key} campaign:{cid} -->\nkept note\n"
+    )
     edited = edited.replace(f"### 1. {view.experiments[0].hypothesis}", "### 1. scribbled over")
     page.write_text(edited)
     bodies = counted["bodies"]
@@ -196,7 +205,9 @@ def test_the_index_keeps_only_the_latest_bodies_and_an_edited_old_page_is_render
     assert counted["bodies"] == bodies + 1  # that page only
     text = page.read_text()
     assert "kept note" in text and "scribbled over" not in text
-    assert text.startswith(original.split(f"<!-- notes:{key} campaign:{cid} -->")[0].rstrip("\n"))  # generated part restored
+    assert text.startswith(
+        original.split(f"<!-- notes:{key} campaign:{cid} -->")[0].rstrip("\n")
+    )  # generated part restored
     page.unlink()
     publish_journal(store, cid, journal)
     assert "kept note" in page.read_text()  # a lost page comes back with the notes the index holds
@@ -216,8 +227,9 @@ def test_keys_handed_out_before_are_kept_and_only_new_experiments_are_slugged(ca
     assert len(set(keys.values())) == len(keys)
 
 
-def test_a_loop_update_reads_a_window_and_writes_what_a_full_render_writes(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_loop_update_reads_a_window_and_writes_what_a_full_render_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The update after a verdict reads the same number of experiments at 10 as at 25
     (what changed and the latest), and its journal is byte for byte what a render from
     scratch writes: numbers, node time, "same as experiment N", links, dead ends."""
@@ -247,17 +259,24 @@ def test_a_loop_update_reads_a_window_and_writes_what_a_full_render_writes(tmp_p
         monkeypatch.setattr(store, "view", real_view)
         windows.append(seen[0])
         assert len(seen) == 1
-        rewritten = {p.name for p in (journal.parent / "scale.d").glob("scoreboard-*.md")
-                     if board.get(p.name) != p.stat().st_mtime_ns}
+        rewritten = {
+            p.name
+            for p in (journal.parent / "scale.d").glob("scoreboard-*.md")
+            if board.get(p.name) != p.stat().st_mtime_ns
+        }
         last = f"scoreboard-{-(-(n + 1) // 4)}.md"
         assert rewritten == {"scoreboard-1.md", last}  # the old experiment's page and the last
         fresh = tmp_path / f"fresh{n}" / "scale.md"
         publish_journal(store, cid, fresh, plots=False)
         assert journal.read_text() == fresh.read_text()
         pages = sorted(p.name for p in (journal.parent / "scale.d").glob("*.md"))
-        assert pages == sorted(p.name for p in (fresh.parent / "scale.d").glob("*.md")) and len(pages) == n + 1 + 1 + -(-(n + 1) // 4)
+        assert pages == sorted(p.name for p in (fresh.parent / "scale.d").glob("*.md")) and len(pages) == n + 1 + 1 + -(
+            -(n + 1) // 4
+        )
         for name in pages:
-            assert (journal.parent / "scale.d" / name).read_text() == (fresh.parent / "scale.d" / name).read_text(), name
+            assert (journal.parent / "scale.d" / name).read_text() == (fresh.parent / "scale.d" / name).read_text(), (
+                name
+            )
         store.close()
     assert windows == [5, 5]  # the latest 4 and the old one that changed
 
@@ -308,7 +327,11 @@ def test_the_loop_update_keeps_a_note_on_an_old_page_it_rewrites(campaign, tmp_p
     experiment changed) is read first: the person's note survives."""
     store, cid = campaign
     journal, first, key, page = _first_page(store, cid, tmp_path)
-    page.write_text(page.read_text().replace(f"<!-- notes:{key} campaign:{cid} -->\n", f"<!-- notes:{key} campaign:{cid} -->\nwritten on the page\n"))
+    page.write_text(
+        page.read_text().replace(
+            f"<!-- notes:{key} campaign:{cid} -->\n", f"<!-- notes:{key} campaign:{cid} -->\nwritten on the page\n"
+        )
+    )
     store.set_adopted(first.id, not first.adopted)
     publish_journal(store, cid, journal, plots=False, verify=False)
     text = page.read_text()
@@ -339,13 +362,17 @@ def test_a_journal_without_plots_never_imports_matplotlib(tmp_path: Path) -> Non
     import subprocess
 
     cid = scale_build.build(tmp_path / "campaign.db", 3)
-    code = ("import sys; from pathlib import Path; from campaign.store import Store; "
-            "from campaign.journal.publish import publish_journal; "
-            f"s = Store({str(tmp_path / 'campaign.db')!r}); "
-            f"publish_journal(s, {cid!r}, Path({str(tmp_path / 'j.md')!r}), plots=False); "
-            f"publish_journal(s, {cid!r}, Path({str(tmp_path / 'j.md')!r}), plots=False, verify=False); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
+    code = (
+        "import sys; from pathlib import Path; from campaign.store import Store; "
+        "from campaign.journal.publish import publish_journal; "
+        f"s = Store({str(tmp_path / 'campaign.db')!r}); "
+        f"publish_journal(s, {cid!r}, Path({str(tmp_path / 'j.md')!r}), plots=False); "
+        f"publish_journal(s, {cid!r}, Path({str(tmp_path / 'j.md')!r}), plots=False, verify=False); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, check=True
+    )
     assert out.stdout.strip() == "[]", out.stdout
 
 
@@ -386,9 +413,23 @@ def test_an_index_that_cannot_be_opened_is_named_in_one_line(tmp_path: Path) -> 
 
     cid = scale_build.build(tmp_path / "campaign.db", 2)
     (tmp_path / "j.d" / "index.sqlite").mkdir(parents=True)
-    out = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "journal", cid, "--db",
-                          str(tmp_path / "campaign.db"), "--out", str(tmp_path / "j.md")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "campaign.cli.entry",
+            "journal",
+            cid,
+            "--db",
+            str(tmp_path / "campaign.db"),
+            "--out",
+            str(tmp_path / "j.md"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
     assert out.returncode == 2, out.stdout + out.stderr
     assert len(lines) == 1 and "Traceback" not in lines[0], lines
@@ -396,8 +437,9 @@ def test_an_index_that_cannot_be_opened_is_named_in_one_line(tmp_path: Path) -> 
     assert "fix:" in lines[0] and not (tmp_path / "j.md").exists()
 
 
-def test_a_note_saved_while_the_journal_is_rendered_is_kept(campaign, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_note_saved_while_the_journal_is_rendered_is_kept(
+    campaign, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The render reads the file, renders for a while, then replaces it: a note a person
     saved in between is read again and kept, not overwritten with the older text."""
     store, cid = campaign
@@ -410,8 +452,13 @@ def test_a_note_saved_while_the_journal_is_rendered_is_kept(campaign, tmp_path: 
         text = real(*args, **kwargs)
         if not saved:  # the person's editor saves while the first render runs
             current = journal.read_text()
-            journal.write_text(current.replace(f"<!-- notes:campaign campaign:{cid} -->\n",
-                                               f"<!-- notes:campaign campaign:{cid} -->\nsaved mid-render\n", 1))
+            journal.write_text(
+                current.replace(
+                    f"<!-- notes:campaign campaign:{cid} -->\n",
+                    f"<!-- notes:campaign campaign:{cid} -->\nsaved mid-render\n",
+                    1,
+                )
+            )
             saved.append(True)
         return text
 
@@ -421,8 +468,9 @@ def test_a_note_saved_while_the_journal_is_rendered_is_kept(campaign, tmp_path: 
     assert saved and "saved mid-render" in journal.read_text()
 
 
-def test_the_main_file_lists_the_latest_dead_ends_and_a_page_lists_every_one(tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_main_file_lists_the_latest_dead_ends_and_a_page_lists_every_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The main file's dead-end table is bounded like its scoreboard: the latest
     DEAD_ENDS_MAIN rows and a link to `dead-ends.md`, which lists every dead end; the
     loop's update writes what a render from scratch writes."""

@@ -16,13 +16,21 @@ def test_the_version_follows_the_text_of_the_drawing_code(tmp_path: Path) -> Non
     files = drawing_code()
     names = {f"{f.parent.name}/{f.name}" for f in files}
     # the modules and templates that draw, the view they draw from, the records they read
-    assert {"journal/experiment_section.py", "journal/plots.py", "templates/experiment.md.j2",
-            "store/view.py", "domain/records.py"} <= names
+    assert {
+        "journal/experiment_section.py",
+        "journal/plots.py",
+        "templates/experiment.md.j2",
+        "store/view.py",
+        "domain/records.py",
+    } <= names
     assert code_version(files) == index.VERSION
     copy = tmp_path / "journal"
     (copy / "templates").mkdir(parents=True)
-    copied = [shutil.copy(f, copy / "templates" if f.suffix == ".j2" else copy) for f in files
-              if f.parent.name in ("journal", "templates")]
+    copied = [
+        shutil.copy(f, copy / "templates" if f.suffix == ".j2" else copy)
+        for f in files
+        if f.parent.name in ("journal", "templates")
+    ]
     same = code_version(Path(p) for p in copied)
     assert same == code_version(f for f in files if f.parent.name in ("journal", "templates"))  # not where it lies
     target = copy / "experiment_section.py"

@@ -16,8 +16,13 @@ NOTE = "A-ONLY HUMAN NOTE"
 
 
 def _playbook(tmp_path: Path, name: str = "owned") -> Path:
-    data = tiny_playbook(tmp_path, name, [{"name": "crash", "flags": {"enable-torch-symm-mem": True}}],
-                         journal=str(tmp_path / "journal" / "owned.md"), database=str(tmp_path / "state" / "c.db"))
+    data = tiny_playbook(
+        tmp_path,
+        name,
+        [{"name": "crash", "flags": {"enable-torch-symm-mem": True}}],
+        journal=str(tmp_path / "journal" / "owned.md"),
+        database=str(tmp_path / "state" / "c.db"),
+    )
     return write_playbook(tmp_path / "pb.yaml", data)
 
 
@@ -29,8 +34,12 @@ def test_a_second_campaign_never_writes_the_firsts_journal(tmp_path: Path) -> No
     a_id = journal_owner(journal.read_text())
     # records are the user's alone, the journal's Markdown stays readable
     state = tmp_path / "state"
-    private = [state / "c.db", state / "c-checkpoints.sqlite", state / "ledger.jsonl",
-               tmp_path / "journal" / "owned.d" / "index.sqlite"]
+    private = [
+        state / "c.db",
+        state / "c-checkpoints.sqlite",
+        state / "ledger.jsonl",
+        tmp_path / "journal" / "owned.d" / "index.sqlite",
+    ]
     private += [p for p in state.glob("*-wal")] + [p for p in state.glob("*-shm")]
     modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in private}
     assert set(modes.values()) == {"0o600"}, modes

@@ -18,8 +18,13 @@ def test_html_comment_and_tags_cannot_open():
 
 
 def test_leading_heading_quote_rule_and_fence_are_neutralized():
-    for hostile, expected in [("# Fake heading", "\\# Fake heading"), ("> quoted", "&gt; quoted"),
-                              ("---", "\\---"), ("~~~python", "\\~~~python"), ("1. item", "1\\. item")]:
+    for hostile, expected in [
+        ("# Fake heading", "\\# Fake heading"),
+        ("> quoted", "&gt; quoted"),
+        ("---", "\\---"),
+        ("~~~python", "\\~~~python"),
+        ("1. item", "1\\. item"),
+    ]:
         assert mdsafe.text(hostile) == expected
     assert mdsafe.text("```bash") == "\\`\\`\\`bash"
 

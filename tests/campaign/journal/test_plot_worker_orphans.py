@@ -37,8 +37,15 @@ def _alive(pid: int) -> bool:
 @contextlib.contextmanager
 def _controller(code: str) -> Iterator[subprocess.Popen[str]]:
     """A stand-in controller in its own process group, which is killed whatever happens."""
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )
     try:
         yield proc
     finally:
@@ -101,8 +108,14 @@ os._exit(130)  # what an interrupted `campaign run` does once its checkpoint is 
 
 
 def test_an_interrupted_run_that_leaves_at_once_leaves_no_worker_and_no_leak_warning() -> None:
-    done = subprocess.run([sys.executable, "-c", LEAVE_NOW], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-c", LEAVE_NOW],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 130
     assert "leaked" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert [p for p in map(int, done.stdout.split()) if _alive(p)] == []

@@ -57,10 +57,22 @@ def test_a_reused_frame_draws_exactly_what_a_new_figure_draws(tmp_path):
     from campaign.journal.plots import _FRAMES, draw_experiment, experiment_figure, save_figure
 
     exp = next(e for e in seed_view().experiments if e.id == f"{CID}/eagle3#2")
-    other = exp.model_copy(update={
-        "hypothesis": "another-idea", "attempt": 2,
-        "rows": [r.model_copy(update={"candidate": (r.candidate or 0) * 3, "baseline": (r.baseline or 0) * 0.5,
-                                      "comparison": None}) for r in exp.rows]})
+    other = exp.model_copy(
+        update={
+            "hypothesis": "another-idea",
+            "attempt": 2,
+            "rows": [
+                r.model_copy(
+                    update={
+                        "candidate": (r.candidate or 0) * 3,
+                        "baseline": (r.baseline or 0) * 0.5,
+                        "comparison": None,
+                    }
+                )
+                for r in exp.rows
+            ],
+        }
+    )
     workloads = plot_workloads(exp)
     _FRAMES.clear()
     save_figure(experiment_figure(exp, workloads), tmp_path / "new.png")
@@ -172,8 +184,15 @@ def test_a_stamped_label_looks_as_annotate_draws_it():
             if stamp:
                 Label(ax, text, (x, 1000.0 * i + 333), 6, color, 7)
             else:
-                ax.annotate(text, (x, 1000.0 * i + 333), textcoords="offset points", xytext=(0, 6), ha="center",
-                            fontsize=7, color=color)
+                ax.annotate(
+                    text,
+                    (x, 1000.0 * i + 333),
+                    textcoords="offset points",
+                    xytext=(0, 6),
+                    ha="center",
+                    fontsize=7,
+                    color=color,
+                )
         fig.canvas.draw()
         return 255 - np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(float)  # ink
 

@@ -23,7 +23,7 @@ def section(doc: str, heading: str) -> str:
     start = doc.index(heading)
     level = len(heading) - len(heading.lstrip("#"))
     nxt = re.compile(rf"^#{{1,{level}}} ", re.M).search(doc, start + len(heading))
-    return doc[start:nxt.start() if nxt else len(doc)]
+    return doc[start : nxt.start() if nxt else len(doc)]
 
 
 def table_rows(text: str) -> list[list[str]]:
@@ -60,19 +60,38 @@ def test_baseline_and_how_it_moved(doc):
     assert "- **single_stream**: 82.0 tok/s at C=1" in base
     assert "(peak 784.2 at C=70)" in base
     history = [ln for ln in base.splitlines() if re.match(r"\d\. ", ln)]
-    assert [h.split(":")[0] for h in history] == ["1. start", "2. adopted win smaller-cuda-graph",
-                                                 "3. re-measured after environment change (cuda 12.8 -> 13.0)"]
+    assert [h.split(":")[0] for h in history] == [
+        "1. start",
+        "2. adopted win smaller-cuda-graph",
+        "3. re-measured after environment change (cuda 12.8 -> 13.0)",
+    ]
     assert "89.5 tok/s (single_stream C=1), +9.1%" in history[1] and "82.0 tok/s" in history[2]
 
 
 def test_scoreboard_one_row_per_experiment_with_markers_and_links(doc):
     rows = table_rows(section(doc, "## Scoreboard"))
-    assert [r[1] for r in rows] == ["smaller-cuda-graph", "flashinfer-allreduce-fusion", "nccl-tree", "torch-symm-mem",
-                                    "ep-flashinfer-a2a", "custom-allreduce-pcie", "nccl-fewer-channels", "eagle3", "eagle3"]
+    assert [r[1] for r in rows] == [
+        "smaller-cuda-graph",
+        "flashinfer-allreduce-fusion",
+        "nccl-tree",
+        "torch-symm-mem",
+        "ep-flashinfer-a2a",
+        "custom-allreduce-pcie",
+        "nccl-fewer-channels",
+        "eagle3",
+        "eagle3",
+    ]
     assert [r[2] for r in rows] == [
-        "WIN (adopted)", "DEAD END (jit_error)", "DEAD END (cuda_graph_incompatible)", "DEAD END (unsupported_arch)",
-        "DEAD END (oom)", "DEAD END (slower)", "INCONCLUSIVE (confounded: mem-fraction-static)",
-        "DEAD END (slower), RE-OPENED", "DEAD END (mixed regime)"]
+        "WIN (adopted)",
+        "DEAD END (jit_error)",
+        "DEAD END (cuda_graph_incompatible)",
+        "DEAD END (unsupported_arch)",
+        "DEAD END (oom)",
+        "DEAD END (slower)",
+        "INCONCLUSIVE (confounded: mem-fraction-static)",
+        "DEAD END (slower), RE-OPENED",
+        "DEAD END (mixed regime)",
+    ]
     assert rows[0][3:5] == ["89.5 vs 82.0 tok/s (single_stream C=1)", "+9.1% [+7.1%, +11.1%]"]
     assert rows[1][3:5] == ["crashed (start)", "-"]
     assert rows[5][3:5] == ["38.0 vs 89.5 tok/s (single_stream C=1)", "-57.5% [-59.5%, -55.5%]"]
@@ -131,8 +150,10 @@ def test_environment_reviews_cost_and_footer(doc):
     assert reviews[0][1:4] == ["before patch dynamic-spec-disable", "approve", "go ahead, v2 worker only"]
     assert reviews[1][2] == "**pending**"
     assert "| prompt_tokens | 41210 |" in doc
-    assert doc.rstrip().endswith("_generated from `.campaign/campaign.db` at 2025-06-16 22:06 UTC; "
-                                 "edit only inside notes blocks, everything else is regenerated_")
+    assert doc.rstrip().endswith(
+        "_generated from `.campaign/campaign.db` at 2025-06-16 22:06 UTC; "
+        "edit only inside notes blocks, everything else is regenerated_"
+    )
     no_cost = render_journal(seed_view().model_copy(update={"planner_cost": {"calls": 0}}))
     assert "## Planner cost" not in no_cost
 
@@ -146,15 +167,20 @@ def add_note(doc: str, key: str, note: str) -> str:
     """`note` written into the first notes block `key` (its marker names the campaign)."""
     m = re.search(rf"^<!-- notes:{key}(?: campaign:\S+)? -->\n", doc, re.M)
     assert m, f"no notes block {key}"
-    return doc[:m.end()] + f"{note}\n" + doc[m.end():]
+    return doc[: m.end()] + f"{note}\n" + doc[m.end() :]
 
 
 def test_notes_survive_regeneration_and_orphans_are_kept(doc):
-    edited = add_note(add_note(doc, "campaign", "Ask Bob about CUDA 13 drivers.\n\n| keep | my table |"),
-                      "eagle3-2", "Re-run with topk=1 on the v2 worker.")
+    edited = add_note(
+        add_note(doc, "campaign", "Ask Bob about CUDA 13 drivers.\n\n| keep | my table |"),
+        "eagle3-2",
+        "Re-run with topk=1 on the v2 worker.",
+    )
     again = render_journal(seed_view(), edited)
     assert "Ask Bob about CUDA 13 drivers.\n\n| keep | my table |\n<!-- /notes:campaign -->" in again
-    assert f"**Notes:**\n\n<!-- notes:eagle3-2 campaign:{CID} -->\nRe-run with topk=1" in section(again, "### 9. eagle3")
+    assert f"**Notes:**\n\n<!-- notes:eagle3-2 campaign:{CID} -->\nRe-run with topk=1" in section(
+        again, "### 9. eagle3"
+    )
     assert render_journal(seed_view(), again) == again  # regeneration is idempotent
 
     view = seed_view()
@@ -187,8 +213,9 @@ def test_notes_blocks_carry_the_campaign_id_and_never_move_to_another(doc):
 
 def test_markers_without_an_id_are_read_as_the_campaigns_own(doc):
     """Journals written before the markers carried an id keep their notes."""
-    legacy = re.sub(r"^(<!-- notes:[a-z0-9-]+) campaign:\S+ -->$", r"\1 -->", add_note(doc, "campaign", "old note"),
-                    flags=re.M)
+    legacy = re.sub(
+        r"^(<!-- notes:[a-z0-9-]+) campaign:\S+ -->$", r"\1 -->", add_note(doc, "campaign", "old note"), flags=re.M
+    )
     assert " campaign:" not in legacy and "<!-- notes:campaign -->\nold note\n" in legacy
     assert parse_notes(legacy, CID) == {"campaign": "old note"}
     assert f"<!-- notes:campaign campaign:{CID} -->\nold note\n" in render_journal(seed_view(), legacy)
@@ -196,12 +223,19 @@ def test_markers_without_an_id_are_read_as_the_campaigns_own(doc):
 
 def test_hostile_model_text_cannot_steal_or_fake_notes():
     view = seed_view()
-    hostile = ("<!-- /notes:eagle3-2 -->\n<!-- notes:campaign -->\nSTOLEN\n<!-- /notes:campaign -->\n"
-               "# Fake heading\n| a | b |\n|---|---|\n[click](http://evil) ![img](http://evil/x.png)\n```\n<b>x</b>")
+    hostile = (
+        "<!-- /notes:eagle3-2 -->\n<!-- notes:campaign -->\nSTOLEN\n<!-- /notes:campaign -->\n"
+        "# Fake heading\n| a | b |\n|---|---|\n[click](http://evil) ![img](http://evil/x.png)\n```\n<b>x</b>"
+    )
     exps = list(view.experiments)
     exps[-1] = exps[-1].model_copy(update={"analysis": hostile, "hypothesis": "eagle3 | <i>x</i>"})
-    exps[1] = exps[1].model_copy(update={"failure": exps[1].failure.model_copy(
-        update={"evidence": ["<!-- notes:campaign -->", "```", "STOLEN TOO", "<!-- /notes:campaign -->"]})})
+    exps[1] = exps[1].model_copy(
+        update={
+            "failure": exps[1].failure.model_copy(
+                update={"evidence": ["<!-- notes:campaign -->", "```", "STOLEN TOO", "<!-- /notes:campaign -->"]}
+            )
+        }
+    )
     view = view.model_copy(update={"experiments": exps})
     first = add_note(render_journal(view), "campaign", "human note")
     d = render_journal(view, first)
@@ -213,7 +247,9 @@ def test_hostile_model_text_cannot_steal_or_fake_notes():
 
 
 def test_unclosed_notes_block_is_recovered_without_swallowing_the_document(doc):
-    edited = add_note(doc, "smaller-cuda-graph-1", "my unclosed note").replace("<!-- /notes:smaller-cuda-graph-1 -->\n", "")
+    edited = add_note(doc, "smaller-cuda-graph-1", "my unclosed note").replace(
+        "<!-- /notes:smaller-cuda-graph-1 -->\n", ""
+    )
     assert parse_notes(edited, CID) == {"smaller-cuda-graph-1": "my unclosed note"}
     assert render_journal(seed_view(), edited).count("my unclosed note") == 1
 
@@ -233,8 +269,9 @@ def test_write_journal_is_atomic_and_keeps_mode(tmp_path):
 def test_killed_writer_leaves_the_old_journal_intact(tmp_path):
     path = tmp_path / "j.md"
     write_journal(path, "old journal\n")
-    code = ("import sys; from campaign.journal.render import write_journal; "
-            "write_journal(sys.argv[1], 'x' * 400_000_000)")
+    code = (
+        "import sys; from campaign.journal.render import write_journal; write_journal(sys.argv[1], 'x' * 400_000_000)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)], cwd=REPO, start_new_session=True)
     deadline = time.monotonic() + 30
     while not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
@@ -271,11 +308,25 @@ def test_latency_limit_column_and_failed_correctness_appear_when_present():
     view = seed_view()
     exps = list(view.experiments)
     eagle = exps[-1]
-    rows = [r.model_copy(update={"comparison": r.comparison.model_copy(
-        update={"candidate_meets_limit": r.concurrency < 30, "baseline_meets_limit": True})})
-        if r.workload == "parallel" else r for r in eagle.rows]
-    verdict = eagle.verdict.model_copy(update={"correctness": CorrectnessResult(
-        prompts=8, mismatches=3, tolerance=0.0, passed=False, examples=["prompt 2: 'Paris' != 'Pa ris'"])})
+    rows = [
+        r.model_copy(
+            update={
+                "comparison": r.comparison.model_copy(
+                    update={"candidate_meets_limit": r.concurrency < 30, "baseline_meets_limit": True}
+                )
+            }
+        )
+        if r.workload == "parallel"
+        else r
+        for r in eagle.rows
+    ]
+    verdict = eagle.verdict.model_copy(
+        update={
+            "correctness": CorrectnessResult(
+                prompts=8, mismatches=3, tolerance=0.0, passed=False, examples=["prompt 2: 'Paris' != 'Pa ris'"]
+            )
+        }
+    )
     exps[-1] = eagle.model_copy(update={"rows": rows, "verdict": verdict})
     sec = section(render_journal(view.model_copy(update={"experiments": exps})), "### 9. eagle3")
     par = table_rows(sec.split("**Workload parallel**")[1])
@@ -291,9 +342,18 @@ def test_a_level_a_latency_limit_gave_to_the_slower_side_says_so():
     view = seed_view()
     exps = list(view.experiments)
     eagle = exps[-1]
-    rows = [r.model_copy(update={"comparison": r.comparison.model_copy(update={
-        "candidate_meets_limit": False, "baseline_meets_limit": True, "winner": "baseline"})})
-        if r.workload == "single_stream" else r for r in eagle.rows]
+    rows = [
+        r.model_copy(
+            update={
+                "comparison": r.comparison.model_copy(
+                    update={"candidate_meets_limit": False, "baseline_meets_limit": True, "winner": "baseline"}
+                )
+            }
+        )
+        if r.workload == "single_stream"
+        else r
+        for r in eagle.rows
+    ]
     exps[-1] = eagle.model_copy(update={"rows": rows})
     sec = section(render_journal(view.model_copy(update={"experiments": exps})), "### 9. eagle3")
     single = table_rows(sec.split("**Workload single_stream**")[1].split("**Workload")[0])

@@ -19,8 +19,7 @@ from campaign.store import Store
 from campaign.verdict.judge import judge
 from tests.campaign.verdict.test_launches import SPEC, SWEEP, _history, _samples
 
-PLAYBOOK = {"name": "stalled", "workloads": {"single_stream": {"concurrency": [1]},
-                                             "parallel": {"concurrency": SWEEP}}}
+PLAYBOOK = {"name": "stalled", "workloads": {"single_stream": {"concurrency": [1]}, "parallel": {"concurrency": SWEEP}}}
 
 
 def _rows(doc: str, workload: str) -> list[list[str]]:

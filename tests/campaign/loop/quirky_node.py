@@ -13,7 +13,7 @@ import sys
 
 def rewrite(argv: list[str]) -> list[str]:
     split = argv.index("--")
-    quirks, rest = argv[:split], argv[split + 1:]
+    quirks, rest = argv[:split], argv[split + 1 :]
     ignore, also = [], []
     for opt, value in zip(quirks[::2], quirks[1::2]):
         if opt == "--ignore":

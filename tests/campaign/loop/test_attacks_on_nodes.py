@@ -36,18 +36,30 @@ def _rename(old: str, new: str, verb: str = "rename", mode: bool = False) -> str
 
 #: hypothesis -> (patch, the reason its refusal names)
 BYPASSES = {
-    "rename-core-module": (_rename("campaign/domain/errors.py", "tools/simnode/errors_moved.py"),
-                           "deletes 'campaign/domain/errors.py', outside the allowed paths"),
-    "rename-root-file": (_rename("pyproject.toml", "tools/simnode/pyproject.toml"),
-                         "deletes 'pyproject.toml', outside the allowed paths"),
-    "copy-from-outside": (_rename("campaign/domain/errors.py", "tools/simnode/errs.py", "copy"),
-                          "copies from 'campaign/domain/errors.py', outside the allowed paths"),
-    "rename-base-symlink": (_rename("tools/simnode/etc-link", "tools/simnode/etc-link2"),
-                            "moves or deletes a symlink in the base tree: 'tools/simnode/etc-link'"),
-    "copy-executable": (_rename("tools/simnode/kernels.py", "tools/simnode/run.py", "copy", mode=True),
-                        "makes an executable: 'tools/simnode/run.py' (000000 => 100755)"),
-    "rename-executable": (_rename("tools/simnode/kernels.py", "tools/simnode/run2.py", mode=True),
-                          "makes an executable: 'tools/simnode/run2.py' (000000 => 100755)"),
+    "rename-core-module": (
+        _rename("campaign/domain/errors.py", "tools/simnode/errors_moved.py"),
+        "deletes 'campaign/domain/errors.py', outside the allowed paths",
+    ),
+    "rename-root-file": (
+        _rename("pyproject.toml", "tools/simnode/pyproject.toml"),
+        "deletes 'pyproject.toml', outside the allowed paths",
+    ),
+    "copy-from-outside": (
+        _rename("campaign/domain/errors.py", "tools/simnode/errs.py", "copy"),
+        "copies from 'campaign/domain/errors.py', outside the allowed paths",
+    ),
+    "rename-base-symlink": (
+        _rename("tools/simnode/etc-link", "tools/simnode/etc-link2"),
+        "moves or deletes a symlink in the base tree: 'tools/simnode/etc-link'",
+    ),
+    "copy-executable": (
+        _rename("tools/simnode/kernels.py", "tools/simnode/run.py", "copy", mode=True),
+        "makes an executable: 'tools/simnode/run.py' (000000 => 100755)",
+    ),
+    "rename-executable": (
+        _rename("tools/simnode/kernels.py", "tools/simnode/run2.py", mode=True),
+        "makes an executable: 'tools/simnode/run2.py' (000000 => 100755)",
+    ),
 }
 
 #: the simulated server, printing the values it was given first (to stdout and stderr)
@@ -61,8 +73,10 @@ runpy.run_module("tools.simnode", run_name="__main__")
 
 #: the checkout as git sees it: HEAD, branches, worktrees, the index, and (status) every
 #: file that differs from it or is new
-STATE = ("cd {r} && git rev-parse HEAD && git branch --list && git worktree list | wc -l && "
-         "git ls-files -s && git status --porcelain --untracked-files=all")
+STATE = (
+    "cd {r} && git rev-parse HEAD && git branch --list && git worktree list | wc -l && "
+    "git ls-files -s && git status --porcelain --untracked-files=all"
+)
 
 
 def _checkout(kind: str, tmp_path: Path, workdir: str | None) -> str:
@@ -81,10 +95,17 @@ def _checkout(kind: str, tmp_path: Path, workdir: str | None) -> str:
     return repo
 
 
-@pytest.mark.parametrize("kind", [pytest.param("local"), pytest.param("ssh", marks=pytest.mark.cluster),
-                                  pytest.param("slurm", marks=pytest.mark.cluster)])
-def test_hostile_patches_and_secret_values_on_every_node_kind(kind: str, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("local"),
+        pytest.param("ssh", marks=pytest.mark.cluster),
+        pytest.param("slurm", marks=pytest.mark.cluster),
+    ],
+)
+def test_hostile_patches_and_secret_values_on_every_node_kind(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     node, workdir = node_section(kind, SIM, tmp_path, "attacks")
     repo = _checkout(kind, tmp_path, workdir)
     try:
@@ -94,11 +115,14 @@ def test_hostile_patches_and_secret_values_on_every_node_kind(kind: str, tmp_pat
             on_node(kind, f"rm -rf {shlex.quote(str(workdir))} {shlex.quote(repo)}")
 
 
-def _campaign(kind: str, tmp_path: Path, node: dict, workdir: str | None, repo: str,
-              monkeypatch: pytest.MonkeyPatch) -> None:
-    values = {"GITHUB_PAT": "github_pat_" + secrets.token_hex(20),
-              "PGPASS_URL": f"postgres://app:{secrets.token_hex(8)}@db:5432/app",
-              "PLAIN_VALUE": secrets.token_hex(12)}  # no token shape: masked only because it came from ${...}
+def _campaign(
+    kind: str, tmp_path: Path, node: dict, workdir: str | None, repo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = {
+        "GITHUB_PAT": "github_pat_" + secrets.token_hex(20),
+        "PGPASS_URL": f"postgres://app:{secrets.token_hex(8)}@db:5432/app",
+        "PLAIN_VALUE": secrets.token_hex(12),
+    }  # no token shape: masked only because it came from ${...}
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     hyps: list[dict] = []
@@ -109,8 +133,10 @@ def _campaign(kind: str, tmp_path: Path, node: dict, workdir: str | None, repo: 
     db = tmp_path / "state" / "campaign.db"
     data = tiny_playbook(tmp_path, "attacks", hyps, node=node, review={"before_patch": False})
     data["server"]["source"] = {"repo": repo, "ref": "HEAD", "allowed_paths": ["tools/simnode/"]}
-    data["server"]["command"] = ("env PYTHONPATH={source} {python} -P {source}/tools/simnode/echo_env.py "
-                                 + SIM_COMMAND.removeprefix("{python} -m tools.simnode "))
+    data["server"]["command"] = (
+        "env PYTHONPATH={source} {python} -P {source}/tools/simnode/echo_env.py "
+        + SIM_COMMAND.removeprefix("{python} -m tools.simnode ")
+    )
     data["baseline"]["env"] = {"MY_PAT": "${GITHUB_PAT}", "DB_DSN": "${PGPASS_URL}", "MY_SALT": "${PLAIN_VALUE}"}
     pb = write_playbook(tmp_path / "attacks.yaml", data)
     before = on_node(kind, STATE.format(r=shlex.quote(repo)))

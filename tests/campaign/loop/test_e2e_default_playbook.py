@@ -18,8 +18,14 @@ PLAYBOOK = ROOT / "playbooks" / "eagle_verify.yaml"
 
 def _cli(tmp_path: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _show(tmp_path: Path, cid: str) -> dict:
@@ -50,8 +56,12 @@ def test_default_playbook_halts_for_review_then_resumes_on_cuda13(tmp_path):
     first = _show(tmp_path, cid)
     v = _latest(first)
     assert v["smaller-cuda-graph"]["verdict"] == "win" and v["smaller-cuda-graph"]["adopted"]
-    expected = {"flashinfer-allreduce-fusion": "jit_error", "nccl-tree": "cuda_graph_incompatible",
-                "torch-symm-mem": "unsupported_arch", "ep-flashinfer-a2a": "assertion"}
+    expected = {
+        "flashinfer-allreduce-fusion": "jit_error",
+        "nccl-tree": "cuda_graph_incompatible",
+        "torch-symm-mem": "unsupported_arch",
+        "ep-flashinfer-a2a": "assertion",
+    }
     for name, cls in expected.items():
         assert (v[name]["verdict"], v[name]["failure_class"]) == ("dead_end", cls), (name, v[name])
     assert v["custom-allreduce-pcie"]["verdict"] == "dead_end"
@@ -66,8 +76,18 @@ def test_default_playbook_halts_for_review_then_resumes_on_cuda13(tmp_path):
     journal = (tmp_path / "journal" / "eagle-fast-verify.md").read_text()
     assert "awaiting review" in journal and "DEAD END" in journal
 
-    res = _cli(tmp_path, "resume", cid, "--db", "c.db", "--approve", "--set", "node.cuda=13.0",
-               "--note", "node upgraded to CUDA 13")
+    res = _cli(
+        tmp_path,
+        "resume",
+        cid,
+        "--db",
+        "c.db",
+        "--approve",
+        "--set",
+        "node.cuda=13.0",
+        "--note",
+        "node upgraded to CUDA 13",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     final = _show(tmp_path, cid)
     assert final["status"] == "finished"

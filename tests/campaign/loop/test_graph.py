@@ -20,11 +20,19 @@ from campaign.store import Store
 from tests.campaign.sim_playbook import sim_playbook
 
 HYPS = [
-    {"name": "smaller-cuda-graph", "rationale": "frees memory for the KV cache",
-     "flags": {"cuda-graph-max-bs": 128}, "adopt_if_win": True},
+    {
+        "name": "smaller-cuda-graph",
+        "rationale": "frees memory for the KV cache",
+        "flags": {"cuda-graph-max-bs": 128},
+        "adopt_if_win": True,
+    },
     {"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
-    {"name": "nccl-fewer-channels", "env": {"NCCL_MIN_NCHANNELS": "2", "NCCL_MAX_NCHANNELS": "2"},
-     "flags": {"chunked-prefill-size": 4096}, "declares": ["NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"]},
+    {
+        "name": "nccl-fewer-channels",
+        "env": {"NCCL_MIN_NCHANNELS": "2", "NCCL_MAX_NCHANNELS": "2"},
+        "flags": {"chunked-prefill-size": 4096},
+        "declares": ["NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"],
+    },
 ]
 
 
@@ -50,19 +58,38 @@ def test_build_graph_is_uncompiled():
     pb = Playbook.model_validate({"name": "x", "workloads": {"w": {}}})
     g = build_graph(Deps(playbook=pb, store=None, nodes=[]))
     assert isinstance(g, StateGraph)
-    assert {"fingerprint", "baseline", "propose", "gate", "apply", "measure", "verdict", "record", "render",
-            "review", "finish"} <= set(g.nodes)
+    assert {
+        "fingerprint",
+        "baseline",
+        "propose",
+        "gate",
+        "apply",
+        "measure",
+        "verdict",
+        "record",
+        "render",
+        "review",
+        "finish",
+    } <= set(g.nodes)
 
 
 @pytest.mark.slow
 def test_campaign_reaches_verdicts_and_moves_the_baseline(tmp_path):
     # the baseline starts with custom all-reduce forced over PCIe (about half the speed):
     # dropping it is a win far outside the noise, adopted as the new baseline
-    hyps = [{"name": "no-custom-allreduce", "rationale": "PCIe contention", "unset_flags": ["enable-custom-all-reduce"],
-             "adopt_if_win": True}] + HYPS[1:]
-    pb, store, cid, deps = _setup(tmp_path, hyps, baseline={"flags": {"cuda-graph-max-bs": 512,
-                                                                       "mem-fraction-static": 0.88,
-                                                                       "enable-custom-all-reduce": True}})
+    hyps = [
+        {
+            "name": "no-custom-allreduce",
+            "rationale": "PCIe contention",
+            "unset_flags": ["enable-custom-all-reduce"],
+            "adopt_if_win": True,
+        }
+    ] + HYPS[1:]
+    pb, store, cid, deps = _setup(
+        tmp_path,
+        hyps,
+        baseline={"flags": {"cuda-graph-max-bs": 512, "mem-fraction-static": 0.88, "enable-custom-all-reduce": True}},
+    )
     graph = build_graph(deps).compile(checkpointer=InMemorySaver())
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
     graph.invoke({"campaign_id": cid}, cfg)
@@ -143,8 +170,16 @@ def _review_halt_and_resume(tmp_path, pb, store, cid, deps, saver):
     assert kept == store.recount_tally(cid)
     assert kept.experiments_done == 2 and kept.node_seconds > 0
     # a `record` that runs again (resumed after a kill) changes no count
-    state = {**graph13.get_state(cfg).values, "current": {"hypothesis": exps[1]["hypothesis"], "attempt": 2,
-                                                          "experiment_id": exps[1]["id"], "rounds": 2, "side": ""}}
+    state = {
+        **graph13.get_state(cfg).values,
+        "current": {
+            "hypothesis": exps[1]["hypothesis"],
+            "attempt": 2,
+            "experiment_id": exps[1]["id"],
+            "rounds": 2,
+            "side": "",
+        },
+    }
     again = [Nodes(deps13).record(state) for _ in range(2)]
     assert again[0] == again[1] and (again[0]["experiments_done"], again[0]["no_win_streak"]) == (2, kept.no_win)
     assert store.loop_tally(cid) == kept == store.recount_tally(cid)
@@ -152,8 +187,10 @@ def _review_halt_and_resume(tmp_path, pb, store, cid, deps, saver):
 
 @pytest.mark.slow
 def test_reject_at_review_stops_the_campaign(tmp_path):
-    hyps = [{"name": "torch-symm-mem", "flags": {"enable-torch-symm-mem": True}},
-            {"name": "never-run", "flags": {"cuda-graph-max-bs": 256}}]
+    hyps = [
+        {"name": "torch-symm-mem", "flags": {"enable-torch-symm-mem": True}},
+        {"name": "never-run", "flags": {"cuda-graph-max-bs": 256}},
+    ]
     pb, store, cid, deps = _setup(tmp_path, hyps, review={"after_consecutive_dead_ends": 1})
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
     graph = build_graph(deps).compile(checkpointer=InMemorySaver())
@@ -168,8 +205,13 @@ def test_reject_at_review_stops_the_campaign(tmp_path):
 
 @pytest.mark.slow
 def test_correctness_gate_makes_a_fast_but_wrong_kernel_a_dead_end(tmp_path):
-    hyps = [{"name": "fp8-kv-triton", "rationale": "half the KV bytes",
-             "flags": {"kv-cache-dtype": "fp8_e4m3", "attention-backend": "triton"}}]
+    hyps = [
+        {
+            "name": "fp8-kv-triton",
+            "rationale": "half the KV bytes",
+            "flags": {"kv-cache-dtype": "fp8_e4m3", "attention-backend": "triton"},
+        }
+    ]
     pb, store, cid, deps = _setup(tmp_path, hyps)
     graph = build_graph(deps).compile(checkpointer=InMemorySaver())
     graph.invoke({"campaign_id": cid}, {"configurable": {"thread_id": cid}, "recursion_limit": 1000})
@@ -180,8 +222,10 @@ def test_correctness_gate_makes_a_fast_but_wrong_kernel_a_dead_end(tmp_path):
 
 @pytest.mark.slow
 def test_adopted_wins_are_revalidated_together_against_the_original_baseline(tmp_path):
-    hyps = [{"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}, "adopt_if_win": True},
-            {"name": "torch-symm-mem", "flags": {"enable-torch-symm-mem": True}, "adopt_if_win": True}]
+    hyps = [
+        {"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}, "adopt_if_win": True},
+        {"name": "torch-symm-mem", "flags": {"enable-torch-symm-mem": True}, "adopt_if_win": True},
+    ]
     pb, store, cid, deps = _setup(tmp_path, hyps, node={"cuda": "13.0"})
     graph = build_graph(deps).compile(checkpointer=InMemorySaver())
     graph.invoke({"campaign_id": cid}, {"configurable": {"thread_id": cid}, "recursion_limit": 1000})
@@ -218,8 +262,10 @@ def test_a_component_read_for_the_first_time_on_resume_is_the_same_environment(t
     resumed by a `campaign` that reads it: no environment change (nothing re-opened, no
     baseline re-measured) and the experiments after it keep the noise history of those
     before (the same environment id); before, they started an empty one."""
-    hyps = [{"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
-            {"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}}]
+    hyps = [
+        {"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
+        {"name": "smaller-cuda-graph", "flags": {"cuda-graph-max-bs": 128}},
+    ]
     pb, store, cid, deps = _setup(tmp_path, hyps, review={"after_consecutive_dead_ends": 1})
     real = deps.nodes[0]
     deps.nodes[0] = _EngineVersionUnread(real)

@@ -68,9 +68,22 @@ def _campaign(tmp_path: Path, server: FakeOpenAI, recursion_limit: int, **playbo
     from campaign.playbook.load import load_playbook
     from tests.campaign.sim_playbook import sim_playbook
 
-    pb = load_playbook(sim_playbook(
-        tmp_path, [], planner={"kind": "llm", "model": "fake-model", "base_url": server.url, "timeout_s": 10,
-                               "max_retries": 0, "max_proposals": 1, "analyze": False}, **playbook))
+    pb = load_playbook(
+        sim_playbook(
+            tmp_path,
+            [],
+            planner={
+                "kind": "llm",
+                "model": "fake-model",
+                "base_url": server.url,
+                "timeout_s": 10,
+                "max_retries": 0,
+                "max_proposals": 1,
+                "analyze": False,
+            },
+            **playbook,
+        )
+    )
     store = Store(tmp_path / "campaign.db")
     cid = store.create_campaign(pb.name, playbook=pb).id
     deps = build_deps(pb, store, db_path=tmp_path / "campaign.db", events=None)
@@ -88,8 +101,9 @@ def test_a_campaign_asks_the_model_about_a_crash_no_rule_knows(tmp_path: Path, m
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-NEVER-RECORD-THIS-0123456789")
     with FakeOpenAI() as server:
         server.script(proposal("tp-16", flags={"tp-size": 16}), answer({"failure_class": "nccl_error"}))
-        pb, store, cid = _campaign(tmp_path, server, 200,
-                                   knobs={"flags": {"tp-size": {"type": "int", "min": 1, "max": 16}}})
+        pb, store, cid = _campaign(
+            tmp_path, server, 200, knobs={"flags": {"tp-size": {"type": "int", "min": 1, "max": 16}}}
+        )
         asked = server.chat_requests()
     assert len(asked) == 2 and "invalid device ordinal" in asked[1].prompt_text()
     (exp,) = [e for e in store.show_json(cid)["experiments"] if e["hypothesis"] == "tp-16"]

@@ -24,8 +24,15 @@ pytestmark = pytest.mark.slow
 
 def _cli(repo: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], check=False, cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        check=False,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_moved_source_ref_reopens_the_patch_that_did_not_apply(tmp_path: Path) -> None:

@@ -35,9 +35,14 @@ def test_independent_hypotheses_fill_the_nodes_in_queue_order():
     assert pick_batch([], done=set(), capacity=3) == []
 
 
-@pytest.mark.parametrize("barrier", [
-    {"adopt_if_win": True}, {"patch": "patches/x.diff"}, {"depends_on": ["a"]},
-])
+@pytest.mark.parametrize(
+    "barrier",
+    [
+        {"adopt_if_win": True},
+        {"patch": "patches/x.diff"},
+        {"depends_on": ["a"]},
+    ],
+)
 def test_a_barrier_runs_alone_and_later_ones_wait(barrier):
     q = [_h("a"), _h("x", **barrier), _h("c")]
     assert [h.name for h in pick_batch(q, done=set(), capacity=3)] == ["a"]  # x and c wait for a
@@ -60,21 +65,42 @@ def test_merge_counts_in_queue_order_and_applies_the_policy_once():
     pb = _pb(review={"after_no_win_streak": 3}, budget={"max_experiments": 50})
     state = {"experiments_done": 4, "no_win_streak": 1, "dead_end_streak": 1}
     # node 1's win came after node 0's dead end in queue order: the streaks restart at the win
-    up = merge_results(state, [{"node_index": 1, "kind": "win"}, {"node_index": 0, "kind": "dead_end"}],
-                       pb, hours_spent=0)
+    up = merge_results(
+        state, [{"node_index": 1, "kind": "win"}, {"node_index": 0, "kind": "dead_end"}], pb, hours_spent=0
+    )
     assert (up["experiments_done"], up["no_win_streak"], up["dead_end_streak"]) == (6, 0, 0)
     assert "halt" not in up and up["batch"] == [] and up["results"] is None
-    up = merge_results(state, [{"node_index": 0, "kind": "win"}, {"node_index": 1, "kind": "dead_end"},
-                               {"node_index": 2, "kind": "inconclusive"}], pb, hours_spent=0)
+    up = merge_results(
+        state,
+        [
+            {"node_index": 0, "kind": "win"},
+            {"node_index": 1, "kind": "dead_end"},
+            {"node_index": 2, "kind": "inconclusive"},
+        ],
+        pb,
+        hours_spent=0,
+    )
     assert (up["no_win_streak"], up["dead_end_streak"]) == (2, 1)
-    up = merge_results(state, [{"node_index": 0, "kind": "dead_end"}, {"node_index": 1, "kind": "inconclusive"}],
-                       pb, hours_spent=0)
+    up = merge_results(
+        state, [{"node_index": 0, "kind": "dead_end"}, {"node_index": 1, "kind": "inconclusive"}], pb, hours_spent=0
+    )
     assert up["halt"]["kind"] == "review" and "3 experiments in a row" in up["halt"]["reason"]
 
 
 def test_merge_carries_an_adopted_config():
-    up = merge_results({}, [{"node_index": 0, "kind": "win", "adopted_config": {"flags": {"x": 1}, "env": {}},
-                             "need_baseline": "adopted win 'a'"}], _pb(), hours_spent=0)
+    up = merge_results(
+        {},
+        [
+            {
+                "node_index": 0,
+                "kind": "win",
+                "adopted_config": {"flags": {"x": 1}, "env": {}},
+                "need_baseline": "adopted win 'a'",
+            }
+        ],
+        _pb(),
+        hours_spent=0,
+    )
     assert up["baseline_config"] == {"flags": {"x": 1}, "env": {}} and up["need_baseline"] == "adopted win 'a'"
 
 
@@ -116,8 +142,12 @@ def test_two_simulated_nodes_run_a_batch_side_by_side(tmp_path):
     for i, h in enumerate(pb.hypotheses):
         store.upsert_hypothesis(cid, h, position=i)
     seen: list[tuple[float, str, dict]] = []
-    deps = build_deps(pb, store, db_path=tmp_path / "campaign.db",
-                      events=lambda kind, data: seen.append((time.monotonic(), kind, data)))
+    deps = build_deps(
+        pb,
+        store,
+        db_path=tmp_path / "campaign.db",
+        events=lambda kind, data: seen.append((time.monotonic(), kind, data)),
+    )
     graph = build_graph(deps).compile(checkpointer=InMemorySaver())
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
     graph.invoke({"campaign_id": cid}, cfg)
@@ -131,8 +161,10 @@ def test_two_simulated_nodes_run_a_batch_side_by_side(tmp_path):
     assert order[:2] == [("hypothesis", "flashinfer-allreduce-fusion"), ("hypothesis", "no-cuda-graph")]
     # chunked-prefill is alone before the adopt barrier: the sequential path, first node
     assert exps["chunked-prefill"]["node"] == "sim-a" and exps["adopt-smaller-graph"]["node"] == "sim-a"
-    assert (exps["flashinfer-allreduce-fusion"]["verdict"], exps["flashinfer-allreduce-fusion"]["failure_class"]) \
-        == ("dead_end", "jit_error")
+    assert (exps["flashinfer-allreduce-fusion"]["verdict"], exps["flashinfer-allreduce-fusion"]["failure_class"]) == (
+        "dead_end",
+        "jit_error",
+    )
     assert exps["no-cuda-graph"]["verdict"] == "dead_end"  # -60 % throughput, measured on sim-b
     assert "slower" in exps["no-cuda-graph"]["reason"]
     # each candidate's baseline runs were measured on its own node (interleaved)

@@ -24,13 +24,21 @@ BANNER = "kernels: faster-steps patch: fused decode step"
 
 def _cli(repo: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], check=False, cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        check=False,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _worktrees(repo: Path) -> list[str]:
-    return [ln[9:] for ln in git(repo, "worktree", "list", "--porcelain").splitlines()
-            if ln.startswith("worktree ")][1:]
+    return [ln[9:] for ln in git(repo, "worktree", "list", "--porcelain").splitlines() if ln.startswith("worktree ")][
+        1:
+    ]
 
 
 def test_patch_campaign_runs_the_patched_tree_and_leaves_the_checkout_alone(tmp_path: Path) -> None:
@@ -38,9 +46,14 @@ def test_patch_campaign_runs_the_patched_tree_and_leaves_the_checkout_alone(tmp_
     db = tmp_path / "out" / "c.db"
     before = snapshot(repo)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", "playbooks/simnode_patch.yaml",
-                             "--db", str(db), "-q"], cwd=repo, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign.cli.main", "run", "playbooks/simnode_patch.yaml", "--db", str(db), "-q"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:  # kill -9 while the patched candidate runs from its worktree
         deadline = time.monotonic() + 240
         while not any("faster-steps-candidate" in w for w in _worktrees(repo)) and time.monotonic() < deadline:

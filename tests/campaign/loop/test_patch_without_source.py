@@ -15,13 +15,21 @@ from campaign.playbook.schema import HypothesisSpec
 from campaign.store import Store
 from tests.campaign.sim_playbook import sim_playbook
 
-SINGLE = {"single_stream": {"concurrency": [1], "prompts": "fixed", "output_tokens": 32,
-                            "requests_per_level": 2, "warmup_requests": 0}}
+SINGLE = {
+    "single_stream": {
+        "concurrency": [1],
+        "prompts": "fixed",
+        "output_tokens": 32,
+        "requests_per_level": 2,
+        "warmup_requests": 0,
+    }
+}
 
 
 def test_a_patch_without_a_source_tree_is_refused_not_measured(tmp_path: Path) -> None:
-    pb = load_playbook(sim_playbook(tmp_path, [], workloads=SINGLE, review={"before_patch": False},
-                                    node={"time_scale": 50}))
+    pb = load_playbook(
+        sim_playbook(tmp_path, [], workloads=SINGLE, review={"before_patch": False}, node={"time_scale": 50})
+    )
     (tmp_path / "p.diff").write_text("--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n")
     store = Store(tmp_path / "campaign.db")
     cid = store.create_campaign(pb.name, playbook=pb, playbook_path=str(tmp_path / "playbook.yaml")).id

@@ -42,15 +42,17 @@ def deps(tmp_path: Path, planner: Scripted) -> tuple[SimpleNamespace, str]:
 
 def gave_up(n: int) -> ProposalOutcome:
     rej = [Rejection(reason="flag 'x' is not in the knob space", raw="{}") for _ in range(n)]
-    return ProposalOutcome(source="llm", exhausted=True, rejections=rej,
-                           calls=[call(rejection=r.reason, output_json="{}") for r in rej])
+    return ProposalOutcome(
+        source="llm", exhausted=True, rejections=rej, calls=[call(rejection=r.reason, output_json="{}") for r in rej]
+    )
 
 
 def test_identical_rejected_calls_are_all_recorded_and_the_stop_is_named(tmp_path: Path) -> None:
     d, cid = deps(tmp_path, Scripted(gave_up(3), gave_up(2)))
     assert propose_with_planner(d, cid) is None
-    assert stop_reason(d.store, cid) == ("planner stopped: 3 proposals rejected in a row "
-                                         "(last: flag 'x' is not in the knob space)")
+    assert stop_reason(d.store, cid) == (
+        "planner stopped: 3 proposals rejected in a row (last: flag 'x' is not in the knob space)"
+    )
     assert propose_with_planner(d, cid) is None
     calls = d.store.planner_calls(cid)
     assert [c.attempt for c in calls] == [0, 1, 2, 3, 4] and {c.outcome for c in calls} == {"rejected"}
@@ -61,10 +63,13 @@ def test_identical_rejected_calls_are_all_recorded_and_the_stop_is_named(tmp_pat
     assert len(data["planner_calls"]) == 5 and data["planner_notes"] == notes
 
 
-@pytest.mark.parametrize("message", [
-    "planner: cannot connect to http://127.0.0.1:9/v1 after 2 retries (fix: check OPENAI_BASE_URL or planner.base_url)",
-    "planner: http://x/v1 kept rate-limiting (HTTP 429) after 2 retries",
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "planner: cannot connect to http://127.0.0.1:9/v1 after 2 retries (fix: check OPENAI_BASE_URL or planner.base_url)",
+        "planner: http://x/v1 kept rate-limiting (HTTP 429) after 2 retries",
+    ],
+)
 def test_an_unavailable_endpoint_is_one_line_with_one_fix(tmp_path: Path, message: str) -> None:
     failed = call(error=message)
     d, cid = deps(tmp_path, Scripted(PlannerUnavailable(message, [failed])))

@@ -33,8 +33,15 @@ HYPS = [
     {"name": "flashinfer-allreduce-fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
     {"name": "no-cuda-graph", "flags": {"disable-cuda-graph": True}},
 ]
-SINGLE = {"single_stream": {"concurrency": [1], "prompts": "fixed", "output_tokens": 64,
-                            "requests_per_level": 2, "warmup_requests": 0}}
+SINGLE = {
+    "single_stream": {
+        "concurrency": [1],
+        "prompts": "fixed",
+        "output_tokens": 64,
+        "requests_per_level": 2,
+        "warmup_requests": 0,
+    }
+}
 
 
 def _env(cluster: dict[str, str]) -> dict[str, str]:
@@ -42,8 +49,14 @@ def _env(cluster: dict[str, str]) -> dict[str, str]:
 
 
 def _cli(tmp_path: Path, cluster: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=tmp_path, env=_env(cluster),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=tmp_path,
+        env=_env(cluster),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _show(tmp_path: Path, cluster: dict[str, str]) -> dict:
@@ -58,16 +71,23 @@ def _verdicts(data: dict) -> dict[str, dict]:
 
 
 def _assert_seed_verdicts(v: dict[str, dict]) -> None:
-    assert (v["flashinfer-allreduce-fusion"]["verdict"], v["flashinfer-allreduce-fusion"]["failure_class"]) \
-        == ("dead_end", "jit_error")
+    assert (v["flashinfer-allreduce-fusion"]["verdict"], v["flashinfer-allreduce-fusion"]["failure_class"]) == (
+        "dead_end",
+        "jit_error",
+    )
     assert v["no-cuda-graph"]["verdict"] == "dead_end" and "slower" in v["no-cuda-graph"]["reason"]
 
 
 def _kill_mid_run(tmp_path: Path, cluster: dict[str, str], running: callable, timeout: float = 240) -> None:
     """Start `campaign run`, SIGKILL it once `running()` says a candidate server is up."""
-    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.main", "run", "playbook.yaml", "--db", "c.db"],
-                            cwd=tmp_path, env=_env(cluster), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign.cli.main", "run", "playbook.yaml", "--db", "c.db"],
+        cwd=tmp_path,
+        env=_env(cluster),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + timeout
     try:
         while not running():
@@ -113,7 +133,9 @@ def test_slurm_campaign_killed_then_resumed_leaves_no_job(tmp_path):
     assert squeue_jobs(cluster) == [], "the Slurm queue is not empty before the test"
     node = slurm_node(cluster, str(tmp_path / "slurm-node"), {**FAST_NODE, "seed": 7302})
     remote_playbook(tmp_path, HYPS, node=node, workloads=SINGLE)
-    _kill_mid_run(tmp_path, cluster, lambda: _candidate_launched(tmp_path / "slurm-node") and bool(squeue_jobs(cluster)))
+    _kill_mid_run(
+        tmp_path, cluster, lambda: _candidate_launched(tmp_path / "slurm-node") and bool(squeue_jobs(cluster))
+    )
     assert squeue_jobs(cluster), "the killed controller's job should still be queued before the resume"
     status = json.loads(_cli(tmp_path, cluster, "status", "--db", "c.db", "--json").stdout)
     cid = status[0]["id"]
@@ -137,8 +159,10 @@ def test_two_ssh_nodes_in_parallel_killed_then_resumed(tmp_path):
     python = node_python(cluster)
     shared = cluster["CAMPAIGN_CLUSTER_SHARED_DIR"]
     sim = {**FAST_NODE, "seed": 7303}
-    nodes = [ssh_node(cluster, "ssh-a", f"{shared}/e2e-a-{tmp_path.name}", sim, python),
-             ssh_node(cluster, "ssh-b", f"{shared}/e2e-b-{tmp_path.name}", sim, python)]
+    nodes = [
+        ssh_node(cluster, "ssh-a", f"{shared}/e2e-a-{tmp_path.name}", sim, python),
+        ssh_node(cluster, "ssh-b", f"{shared}/e2e-b-{tmp_path.name}", sim, python),
+    ]
     remote_playbook(tmp_path, PARALLEL_HYPS, nodes=nodes, workloads=SINGLE)
     # killed while both branches of the first batch run their servers on the two "hosts"
     _kill_mid_run(tmp_path, cluster, lambda: len(campaign_processes(cluster, "--seed 7303")) >= 2)

@@ -29,17 +29,33 @@ from tests.campaign.sim_playbook import FAST_NODE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 BANNER = "kernels: faster-steps patch: fused decode step"
-SINGLE = {"single_stream": {"concurrency": [1], "prompts": "fixed", "output_tokens": 64,
-                            "requests_per_level": 2, "warmup_requests": 0}}
-MAKE_REPO = ("mkdir -p {r} && tar -C {r} -xf - && cd {r} && git init -q -b main && git add . && "
-             "git -c user.name=n -c user.email=n@n commit -qm node-checkout && chmod -R a+rX {r}")
+SINGLE = {
+    "single_stream": {
+        "concurrency": [1],
+        "prompts": "fixed",
+        "output_tokens": 64,
+        "requests_per_level": 2,
+        "warmup_requests": 0,
+    }
+}
+MAKE_REPO = (
+    "mkdir -p {r} && tar -C {r} -xf - && cd {r} && git init -q -b main && git add . && "
+    "git -c user.name=n -c user.email=n@n commit -qm node-checkout && chmod -R a+rX {r}"
+)
 STATE = "cd {r} && git rev-parse HEAD && git status --porcelain && git worktree list | wc -l"
 
 
 def _cli(tmp_path: Path, cluster: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SLURM_CONF": cluster["SLURM_CONF"]}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("kind", ["ssh", "slurm"])
@@ -54,18 +70,27 @@ def test_a_patch_runs_on_the_remote_node(tmp_path: Path, kind: str) -> None:
         workdir = str(tmp_path / "slurm-node")
         node = slurm_node(cluster, workdir, sim)
     repo = f"{workdir}-repo"
-    tar = subprocess.run(["tar", "-C", str(ROOT), "--exclude=__pycache__", "-cf", "-", "campaign", "tools"],
-                         capture_output=True, check=True).stdout
+    tar = subprocess.run(
+        ["tar", "-C", str(ROOT), "--exclude=__pycache__", "-cf", "-", "campaign", "tools"],
+        capture_output=True,
+        check=True,
+    ).stdout
     on_node(kind, MAKE_REPO.format(r=shlex.quote(repo)), stdin=tar)
     before = on_node(kind, STATE.format(r=shlex.quote(repo)))
 
     patch = ROOT / "playbooks/patches/simnode-faster-steps.diff"
-    path = remote_playbook(tmp_path, [{"name": "faster-steps", "patch": str(patch)}], node=node, workloads=SINGLE,
-                           review={"before_patch": False})
+    path = remote_playbook(
+        tmp_path,
+        [{"name": "faster-steps", "patch": str(patch)}],
+        node=node,
+        workloads=SINGLE,
+        review={"before_patch": False},
+    )
     data = yaml.safe_load(path.read_text())
     data["server"]["source"] = {"repo": repo, "ref": "main", "allowed_paths": ["tools/simnode/kernels.py"]}
     data["server"]["command"] = "env PYTHONPATH={source} " + data["server"]["command"].replace(
-        "{python} -m", "{python} -P -m")
+        "{python} -m", "{python} -P -m"
+    )
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
     run = _cli(tmp_path, cluster, "run", "playbook.yaml", "--db", "c.db")

@@ -16,19 +16,30 @@ from campaign.playbook.load import load_playbook
 from campaign.store import Store
 from tests.campaign.sim_playbook import sim_playbook
 
-QUIRKY = ("{python} -m tests.campaign.loop.quirky_node --ignore enable-mixed-chunk "
-          "--also-when disable-radix-cache:schedule-policy=lpm -- "
-          "--host {host} --port {port} --profile {profile} --cuda {cuda} --seed {seed} --time-scale {time_scale} "
-          "--noise-pct {noise_pct} --model-path {model} --tp 8 --stream-interval 8 {flags}")
+QUIRKY = (
+    "{python} -m tests.campaign.loop.quirky_node --ignore enable-mixed-chunk "
+    "--also-when disable-radix-cache:schedule-policy=lpm -- "
+    "--host {host} --port {port} --profile {profile} --cuda {cuda} --seed {seed} --time-scale {time_scale} "
+    "--noise-pct {noise_pct} --model-path {model} --tp 8 --stream-interval 8 {flags}"
+)
 
 HYPS = [
-    {"name": "ignored-flag", "rationale": "the server drops this flag without a word",
-     "flags": {"enable-mixed-chunk": True}},
-    {"name": "sneaky-server", "rationale": "with this flag the server also changes its schedule policy",
-     "flags": {"disable-radix-cache": True}},
+    {
+        "name": "ignored-flag",
+        "rationale": "the server drops this flag without a word",
+        "flags": {"enable-mixed-chunk": True},
+    },
+    {
+        "name": "sneaky-server",
+        "rationale": "with this flag the server also changes its schedule policy",
+        "flags": {"disable-radix-cache": True},
+    },
     # forcing the custom all-reduce over PCIe halves the speed: a decisive verdict, whatever the load
-    {"name": "honoured-flag", "rationale": "custom all-reduce avoids NCCL's launch latency",
-     "flags": {"enable-custom-all-reduce": True}},
+    {
+        "name": "honoured-flag",
+        "rationale": "custom all-reduce avoids NCCL's launch latency",
+        "flags": {"enable-custom-all-reduce": True},
+    },
 ]
 
 
@@ -52,10 +63,12 @@ def test_servers_that_ignore_or_add_settings_confound_the_run(tmp_path: Path) ->
     ignored = v["ignored-flag"]
     assert ignored["verdict"] == "inconclusive" and ignored["failure_class"] is None, ignored
     assert "confounded: the server ignored enable-mixed-chunk: asked for true" in ignored["reason"]
-    assert [(r["key"], r["status"], r["baseline"], r["candidate"], r["requested"]) for r in ignored["reported_diff"]] \
-        == [("enable-mixed-chunk", "ignored", False, False, True)]
+    assert [
+        (r["key"], r["status"], r["baseline"], r["candidate"], r["requested"]) for r in ignored["reported_diff"]
+    ] == [("enable-mixed-chunk", "ignored", False, False, True)]
     assert [(c["key"], c["change"], c["reported"]) for c in ignored["confounded_by"]] == [
-        ("enable-mixed-chunk", "ignored", True)]
+        ("enable-mixed-chunk", "ignored", True)
+    ]
 
     sneaky = v["sneaky-server"]
     assert sneaky["verdict"] == "inconclusive" and "confounded" in sneaky["reason"], sneaky

@@ -7,8 +7,9 @@ from campaign.playbook.schema import Playbook
 
 
 def _pb(**review):
-    return Playbook.model_validate({"name": "t", "workloads": {"w": {}}, "review": review,
-                                    "budget": {"max_experiments": 5}})
+    return Playbook.model_validate(
+        {"name": "t", "workloads": {"w": {}}, "review": review, "budget": {"max_experiments": 5}}
+    )
 
 
 def test_after_measure_loops_until_side_cleared_or_max_rounds():

@@ -27,32 +27,51 @@ from campaign.playbook.schema import Playbook
 from campaign.store import Store
 from campaign.verdict.gates import same_work
 
-WORKLOADS = {"single_stream": {"concurrency": [1], "prompts": "fixed", "output_tokens": 128, "requests_per_level": 4},
-             "parallel": {"concurrency": [1, 10], "prompts": "diverse", "output_tokens": 128,
-                          "requests_per_level": "2*C"}}
+WORKLOADS = {
+    "single_stream": {"concurrency": [1], "prompts": "fixed", "output_tokens": 128, "requests_per_level": 4},
+    "parallel": {"concurrency": [1, 10], "prompts": "diverse", "output_tokens": 128, "requests_per_level": "2*C"},
+}
 
 
 def _playbook(output_tokens: int = 128, dead_ends_to_review: int | None = 1) -> Playbook:
     workloads = {k: dict(v) for k, v in WORKLOADS.items()}
     workloads["parallel"]["output_tokens"] = output_tokens
-    return Playbook.model_validate({
-        "name": "work", "workloads": workloads,
-        "verdict": {"min_effect_pct": 2, "repeats": {"min": 2, "max": 4, "baseline": 4},
-                    "correctness": {"enabled": False}},
-        "review": {"after_no_win_streak": None, "after_consecutive_dead_ends": dead_ends_to_review,
-                   "before_patch": False},
-        "hypotheses": [{"name": f"case-{i}", "flags": {CASE_FLAG: i}, "declares": [CASE_FLAG]} for i in range(2)]})
+    return Playbook.model_validate(
+        {
+            "name": "work",
+            "workloads": workloads,
+            "verdict": {
+                "min_effect_pct": 2,
+                "repeats": {"min": 2, "max": 4, "baseline": 4},
+                "correctness": {"enabled": False},
+            },
+            "review": {
+                "after_no_win_streak": None,
+                "after_consecutive_dead_ends": dead_ends_to_review,
+                "before_patch": False,
+            },
+            "hypotheses": [{"name": f"case-{i}", "flags": {CASE_FLAG: i}, "declares": [CASE_FLAG]} for i in range(2)],
+        }
+    )
 
 
 def _sweep(spec: WorkloadSpec, value: float, protocol: int = MEASUREMENT_PROTOCOL) -> SweepResult:
-    return SweepResult(workload=spec, prompt_set_hash=build_prompt_set(spec).hash, protocol=protocol,
-                       levels=[LevelResult(concurrency=c, requests=2 * c, output_tokens_per_s=value * c)
-                               for c in spec.concurrency])
+    return SweepResult(
+        workload=spec,
+        prompt_set_hash=build_prompt_set(spec).hash,
+        protocol=protocol,
+        levels=[LevelResult(concurrency=c, requests=2 * c, output_tokens_per_s=value * c) for c in spec.concurrency],
+    )
 
 
 def _measure(pb: Playbook, value: float, protocol: int = MEASUREMENT_PROTOCOL) -> Measurement:
-    return Measurement(sweeps={n: _sweep(WorkloadSpec.model_validate({"name": n, **w.model_dump()}), value, protocol)
-                               for n, w in pb.workloads.items()}, command="m")
+    return Measurement(
+        sweeps={
+            n: _sweep(WorkloadSpec.model_validate({"name": n, **w.model_dump()}), value, protocol)
+            for n, w in pb.workloads.items()
+        },
+        command="m",
+    )
 
 
 def _lab_campaign(tmp_path, pb: Playbook) -> tuple[LabNode, Store, str]:
@@ -78,16 +97,18 @@ def test_an_edited_output_length_measures_the_baseline_again_and_starts_its_own_
     node, store, cid = _lab_campaign(tmp_path, pb)
     saver = InMemorySaver()
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
-    build_graph(Deps(playbook=pb, store=store, nodes=[node], journal_path=None)).compile(
-        checkpointer=saver).invoke({"campaign_id": cid}, cfg)
+    build_graph(Deps(playbook=pb, store=store, nodes=[node], journal_path=None)).compile(checkpointer=saver).invoke(
+        {"campaign_id": cid}, cfg
+    )
     assert store.get_campaign(cid).status == "awaiting_review"  # case-0 is slower: a dead end
 
     pb256 = _playbook(output_tokens=256)
     graph = build_graph(Deps(playbook=pb256, store=store, nodes=[node], journal_path=None)).compile(checkpointer=saver)
     graph.invoke(Command(resume={"decision": "approve", "note": "longer outputs"}), cfg)
     first, second = store.list_experiments(cid, role="baseline")
-    assert second.reason == (f"the work changed since baseline {first.id} was measured "
-                             "(parallel: output_tokens 128 -> 256)")
+    assert second.reason == (
+        f"the work changed since baseline {first.id} was measured (parallel: output_tokens 128 -> 256)"
+    )
     assert len({r.repeat for r in store.runs_for(second.id, "baseline")}) == 4  # a fresh estimate's floor
     (faster,) = store.list_experiments(cid, hypothesis="case-1")
     assert faster.baseline_ref == second.id
@@ -109,15 +130,18 @@ def test_an_edit_while_an_experiment_runs_measures_the_baseline_before_the_next_
     saver = InMemorySaver()
     cfg = {"configurable": {"thread_id": cid}, "recursion_limit": 1000}
     build_graph(Deps(playbook=pb, store=store, nodes=[node], journal_path=None)).compile(
-        checkpointer=saver, interrupt_before=["verdict"]).invoke({"campaign_id": cid}, cfg)
+        checkpointer=saver, interrupt_before=["verdict"]
+    ).invoke({"campaign_id": cid}, cfg)
     pb64 = _playbook(output_tokens=64, dead_ends_to_review=None)
-    build_graph(Deps(playbook=pb64, store=store, nodes=[node], journal_path=None)).compile(
-        checkpointer=saver).invoke(None, cfg)
+    build_graph(Deps(playbook=pb64, store=store, nodes=[node], journal_path=None)).compile(checkpointer=saver).invoke(
+        None, cfg
+    )
     (slower,) = store.list_experiments(cid, hypothesis="case-0")
     assert store.get_verdict(slower.id).kind == "dead_end"  # one work on both sides: a result
     first, second = store.list_experiments(cid, role="baseline")
-    assert second.reason == (f"the work changed since baseline {first.id} was measured "
-                             "(parallel: output_tokens 128 -> 64)")
+    assert second.reason == (
+        f"the work changed since baseline {first.id} was measured (parallel: output_tokens 128 -> 64)"
+    )
     (faster,) = store.list_experiments(cid, hypothesis="case-1")
     assert faster.baseline_ref == second.id and faster.started_at > second.started_at
     assert store.get_verdict(faster.id).kind == "win"
@@ -141,9 +165,14 @@ def test_an_experiment_that_straddles_a_work_change_is_not_a_result(tmp_path):
     assert "not the same work" in same_work(win, ["parallel"]).reason
     slower = Verdict(kind="dead_end", reason="slower", revisit_on=["cuda"])
     assert same_work(slower, ["parallel"]).model_dump(include={"kind", "revisit_on"}) == {
-        "kind": "inconclusive", "revisit_on": []}
-    wrong = Verdict(kind="dead_end", reason="outputs differ",
-                    correctness=CorrectnessResult(prompts=4, mismatches=3, tolerance=0.0, passed=False))
+        "kind": "inconclusive",
+        "revisit_on": [],
+    }
+    wrong = Verdict(
+        kind="dead_end",
+        reason="outputs differ",
+        correctness=CorrectnessResult(prompts=4, mismatches=3, tolerance=0.0, passed=False),
+    )
     assert same_work(wrong, ["parallel"]) == wrong  # greedy outputs do not depend on the load
     assert same_work(win, []) == win
 
@@ -170,19 +199,25 @@ def test_a_stale_baseline_says_what_changed(tmp_path):
     record_measurement(store, base, "baseline", 0, _measure(pb, 100.0), "n")
     assert stale_baseline(store, base, pb) is None
     assert stale_baseline(store, base, _playbook(output_tokens=64)) == (
-        f"the work changed since baseline {base} was measured (parallel: output_tokens 128 -> 64)")
+        f"the work changed since baseline {base} was measured (parallel: output_tokens 128 -> 64)"
+    )
     # recorded by the load generator before the prompt cursor ran on across levels
     old = store.start_experiment(cid, "baseline", config=EffectiveConfig(), role="baseline", attempt=2).id
     record_measurement(store, old, "baseline", 0, _measure(pb, 100.0, protocol=1), "n")
-    assert stale_baseline(store, old, pb) == (f"the work changed since baseline {old} was measured "
-                                              "(parallel: protocol 1 -> 2, single_stream: protocol 1 -> 2)")
+    assert stale_baseline(store, old, pb) == (
+        f"the work changed since baseline {old} was measured "
+        "(parallel: protocol 1 -> 2, single_stream: protocol 1 -> 2)"
+    )
     # a record from before the work key (the bare prompt-set hash, no work artifact)
     bare = store.start_experiment(cid, "baseline", config=EffectiveConfig(), role="baseline", attempt=3).id
     spec = WorkloadSpec.model_validate({"name": "parallel", **pb.workloads["parallel"].model_dump()})
-    store.record_side(bare, "baseline", 0, [("parallel", LevelResult(concurrency=1, requests=2),
-                                            build_prompt_set(spec).hash)])
-    assert stale_baseline(store, bare, pb) == (f"the work changed since baseline {bare} was measured (parallel: "
-                                               "measured by an earlier campaign version (its prompt order, protocol 1))")
+    store.record_side(
+        bare, "baseline", 0, [("parallel", LevelResult(concurrency=1, requests=2), build_prompt_set(spec).hash)]
+    )
+    assert stale_baseline(store, bare, pb) == (
+        f"the work changed since baseline {bare} was measured (parallel: "
+        "measured by an earlier campaign version (its prompt order, protocol 1))"
+    )
     # a baseline already asked for today's work that recorded other work (a node adapter
     # whose sweeps do not name their workload): measuring it again would change nothing,
     # and would repeat after every experiment
@@ -196,8 +231,13 @@ def test_work_keys_cover_what_the_server_is_asked_to_do():
     h = build_prompt_set(spec).hash
     key = work_of(spec, h).key
     assert work_of(spec.model_copy(update={"name": "renamed"}), h).key == key
-    for changed in ({"output_tokens": 256}, {"requests_per_level": "3*C"}, {"warmup_requests": 2},
-                    {"endpoint": "chat"}, {"concurrency": [1, 2, 10]}):
+    for changed in (
+        {"output_tokens": 256},
+        {"requests_per_level": "3*C"},
+        {"warmup_requests": 2},
+        {"endpoint": "chat"},
+        {"concurrency": [1, 2, 10]},
+    ):
         assert work_of(spec.model_copy(update=changed), h).key != key, changed
     assert work_of(spec, h, protocol=1).key != key
     assert work_of(spec, "another-prompt-set").key != key
@@ -212,8 +252,7 @@ def test_noise_and_drift_read_only_launches_of_todays_work(tmp_path):
     rng = random.Random(3)
     store = Store(tmp_path / "c.db")
     cid = store.create_campaign(pb.name, playbook=pb).id
-    base = store.start_experiment(cid, "baseline", config=EffectiveConfig(), role="baseline", attempt=1,
-                                  node="n").id
+    base = store.start_experiment(cid, "baseline", config=EffectiveConfig(), role="baseline", attempt=1, node="n").id
     for r in range(4):
         record_measurement(store, base, "baseline", r, _measure(pb, 125.0 * math.exp(rng.gauss(0, 0.01)), 1), "n")
     store.finish_experiment(base, "finished")
@@ -238,8 +277,9 @@ def test_how_the_baseline_moved_compares_only_the_same_work(tmp_path):
     pb = _playbook()
     store = Store(tmp_path / "c.db")
     cid = store.create_campaign(pb.name, playbook=pb).id
-    longer = Playbook.model_validate({**pb.model_dump(mode="json"), "workloads": {
-        n: {**w, "output_tokens": 256} for n, w in WORKLOADS.items()}})
+    longer = Playbook.model_validate(
+        {**pb.model_dump(mode="json"), "workloads": {n: {**w, "output_tokens": 256} for n, w in WORKLOADS.items()}}
+    )
     for i, (book, value) in enumerate(((pb, 100.0), (pb, 110.0), (longer, 60.0))):
         eid = store.start_experiment(cid, "baseline", config=EffectiveConfig(), attempt=i + 1, role="baseline").id
         for rnd in range(2):

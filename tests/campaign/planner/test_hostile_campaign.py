@@ -24,14 +24,35 @@ KNOBS = {"flags": {"cuda-graph-max-bs": {"type": "int", "min": 1, "max": 512}}}
 def campaign(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.update(PYTHONPATH=str(ROOT), COLUMNS="200", NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "campaign.cli.main", *args], check=False, cwd=cwd, env=env,
-                          text=True, capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
-def run_against(tmp_path: Path, script: list[Shape], **planner: object) -> tuple[subprocess.CompletedProcess[str], dict]:
+def run_against(
+    tmp_path: Path, script: list[Shape], **planner: object
+) -> tuple[subprocess.CompletedProcess[str], dict]:
     with HostileServer(script) as srv:
-        pb = sim_playbook(tmp_path, [], planner={"kind": "llm", "model": "m", "base_url": srv.url, "timeout_s": 5,
-                                                 "max_retries": 0, "max_proposals": 1, **planner}, knobs=KNOBS)
+        pb = sim_playbook(
+            tmp_path,
+            [],
+            planner={
+                "kind": "llm",
+                "model": "m",
+                "base_url": srv.url,
+                "timeout_s": 5,
+                "max_retries": 0,
+                "max_proposals": 1,
+                **planner,
+            },
+            knobs=KNOBS,
+        )
         res = campaign("run", str(pb), "--db", str(tmp_path / "campaign.db"), cwd=tmp_path)
     assert "Traceback" not in res.stdout + res.stderr, res.stderr
     status = campaign("status", "--db", str(tmp_path / "campaign.db"), "--json", cwd=tmp_path)

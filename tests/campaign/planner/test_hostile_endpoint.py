@@ -57,7 +57,9 @@ TRANSPORT: dict[str, Shape] = {
     "http_502_html": raw_body(HTML, status=502, ctype="text/html"),
     "http_503": error_status(503),
     "http_504": error_status(504),
-    "redirect_to_closed_port": raw_body(b"", status=302, headers={"location": "http://127.0.0.1:9/v1/chat/completions"}),
+    "redirect_to_closed_port": raw_body(
+        b"", status=302, headers={"location": "http://127.0.0.1:9/v1/chat/completions"}
+    ),
     "http_204": raw_body(b"", status=204),
     "html_page": raw_body(HTML, ctype="text/html"),
     "plain_text": raw_body(b"OK", ctype="text/plain"),
@@ -89,14 +91,18 @@ TRANSPORT: dict[str, Shape] = {
     "connection_reset": reset(),
     "broken_chunking": broken_chunks(),
     "gzip_garbage": raw_body(b"this is not gzip", headers={"content-encoding": "gzip"}),
-    "gzip_bomb_like": raw_body(gzip.compress(b'{"pad": "' + b"0" * 5_000_000 + b'"}'), headers={"content-encoding": "gzip"}),
+    "gzip_bomb_like": raw_body(
+        gzip.compress(b'{"pad": "' + b"0" * 5_000_000 + b'"}'), headers={"content-encoding": "gzip"}
+    ),
     "sse_stream_unasked": raw_body(b'data: {"choices": []}\n\ndata: [DONE]\n\n', ctype="text/event-stream"),
 }
 
 # ---------------------------------------------------------------- the model's text
-NAN_PROPOSAL = ('{"name": "nan-mem", "rationale": "", "expected_effect": "", "flags": '
-                '[{"name": "mem-fraction-static", "value": NaN}], "env": [], "unset_flags": [], '
-                '"patch": null, "revisit_of": null}')
+NAN_PROPOSAL = (
+    '{"name": "nan-mem", "rationale": "", "expected_effect": "", "flags": '
+    '[{"name": "mem-fraction-static", "value": NaN}], "env": [], "unset_flags": [], '
+    '"patch": null, "revisit_of": null}'
+)
 BAD_TEXT: dict[str, Shape] = {
     "prose": content("Sure! I would raise the batch size."),
     "json_array_text": content("[1, 2]"),
@@ -137,33 +143,64 @@ BAD_TEXT: dict[str, Shape] = {
     "unclosed_fences": content("```json\n{" * 20_000),
     "refusal": json_body(completion_body(None, choices=[{"index": 0, "message": {"content": None, "refusal": "no"}}])),
     "message_without_content": json_body(completion_body(None, choices=[{"index": 0, "message": {}}])),
-    "cut_by_length": json_body(completion_body('{"name": "x", "flags": [{"name": "tp-si',
-                                               choices=None) | {"choices": [{"index": 0, "finish_reason": "length",
-                                               "message": {"content": '{"name": "x", "flags": [{"name": "tp-si'}}]}),
+    "cut_by_length": json_body(
+        completion_body('{"name": "x", "flags": [{"name": "tp-si', choices=None)
+        | {
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "length",
+                    "message": {"content": '{"name": "x", "flags": [{"name": "tp-si'},
+                }
+            ]
+        }
+    ),
 }
 
 # ---------------------------------------------------------------- accepted, made safe
 ACCEPTED: dict[str, Shape] = {
     "markup_in_rationale": proposal("fa3", flags=GOOD, rationale="[/bold] [link=file:///etc/passwd]x[/link] [red"),
     "bidi_in_rationale": proposal("fa3", flags=GOOD, rationale="fast \u202eevil\u202c path"),
-    "fenced_with_prose": content("Here you go:\n```json\n" + json.dumps(
-        {"name": "fa3", "rationale": "", "expected_effect": "", "flags": [{"name": "attention-backend", "value": "fa3"}],
-         "env": [], "unset_flags": [], "patch": None, "revisit_of": None}) + "\n```\nGood luck."),
-    "content_parts": json_body(completion_body([{"type": "text", "text": json.dumps(
-        {"name": "fa3", "flags": {"attention-backend": "fa3"}})}])),
+    "fenced_with_prose": content(
+        "Here you go:\n```json\n"
+        + json.dumps(
+            {
+                "name": "fa3",
+                "rationale": "",
+                "expected_effect": "",
+                "flags": [{"name": "attention-backend", "value": "fa3"}],
+                "env": [],
+                "unset_flags": [],
+                "patch": None,
+                "revisit_of": None,
+            }
+        )
+        + "\n```\nGood luck."
+    ),
+    "content_parts": json_body(
+        completion_body([{"type": "text", "text": json.dumps({"name": "fa3", "flags": {"attention-backend": "fa3"}})}])
+    ),
     "plain_map_form": answer({"name": "fa3", "flags": {"attention-backend": "fa3"}}),
     "key_echoed": proposal("fa3", flags=GOOD, rationale=f"my key is {API_KEY}"),
     "int_as_string": proposal("cg-128", flags={"cuda-graph-max-bs": "128"}),
-    "html_content_type_valid_json": raw_body(json.dumps(completion_body(json.dumps(
-        {"name": "fa3", "flags": GOOD}))).encode(), ctype="text/html"),
-    "usage_garbage": json_body(completion_body(json.dumps({"name": "fa3", "flags": GOOD}),
-                                               usage={"prompt_tokens": "many", "completion_tokens": -5})),
-    "extra_top_level_fields": json_body(completion_body(json.dumps({"name": "fa3", "flags": GOOD}),
-                                                        system_fingerprint={"x": [1]}, weird=None)),
+    "html_content_type_valid_json": raw_body(
+        json.dumps(completion_body(json.dumps({"name": "fa3", "flags": GOOD}))).encode(), ctype="text/html"
+    ),
+    "usage_garbage": json_body(
+        completion_body(
+            json.dumps({"name": "fa3", "flags": GOOD}), usage={"prompt_tokens": "many", "completion_tokens": -5}
+        )
+    ),
+    "extra_top_level_fields": json_body(
+        completion_body(json.dumps({"name": "fa3", "flags": GOOD}), system_fingerprint={"x": [1]}, weird=None)
+    ),
 }
 
-CASES = [(k, s, DOWN) for k, s in TRANSPORT.items()] + [(k, s, REJECTED) for k, s in BAD_TEXT.items()] + [
-    (k, s, OK) for k, s in ACCEPTED.items()]
+CASES = (
+    [(k, s, DOWN) for k, s in TRANSPORT.items()]
+    + [(k, s, REJECTED) for k, s in BAD_TEXT.items()]
+    + [(k, s, OK) for k, s in ACCEPTED.items()]
+)
 
 
 def test_the_suite_covers_at_least_sixty_shapes() -> None:
@@ -211,8 +248,18 @@ def test_propose_against_a_hostile_answer(shape: Shape, expect: str) -> None:
             assert API_KEY not in out.hypothesis.rationale and API_KEY not in out.proposal.model_dump_json()
 
 
-BODY_FAULTS = ["html_page", "invalid_json", "choices_string", "message_null", "json_null", "not_utf8",
-               "truncated_body", "huge_body_3mb", "http_500", "silence"]
+BODY_FAULTS = [
+    "html_page",
+    "invalid_json",
+    "choices_string",
+    "message_null",
+    "json_null",
+    "not_utf8",
+    "truncated_body",
+    "huge_body_3mb",
+    "http_500",
+    "silence",
+]
 
 
 @pytest.mark.parametrize("name", BODY_FAULTS)

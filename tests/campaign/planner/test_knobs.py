@@ -10,10 +10,31 @@ from tests.campaign.planner.conftest import make_playbook
 KNOBS = make_playbook().knobs
 
 
-@pytest.mark.parametrize("value", [
-    "1; rm -rf /", "a|b", "a&b", "$(id)", "`id`", "a>b", "a<b", "(x)", "{x}", "a b", "a\nb", "a\tb",
-    "a\x00b", "a\x1bb", "'x'", '"x"', "x*", "~root", "\u0430bc", "",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "1; rm -rf /",
+        "a|b",
+        "a&b",
+        "$(id)",
+        "`id`",
+        "a>b",
+        "a<b",
+        "(x)",
+        "{x}",
+        "a b",
+        "a\nb",
+        "a\tb",
+        "a\x00b",
+        "a\x1bb",
+        "'x'",
+        '"x"',
+        "x*",
+        "~root",
+        "\u0430bc",
+        "",
+    ],
+)
 def test_unsafe_values_are_refused(value: str) -> None:
     assert unsafe_reason(value) is not None
 
@@ -29,33 +50,39 @@ def test_value_that_reads_as_an_option_is_refused() -> None:
     assert unsafe_reason(float("nan")) is not None
 
 
-@pytest.mark.parametrize(("name", "value", "expected"), [
-    ("cuda-graph-max-bs", 256, 256),
-    ("cuda-graph-max-bs", 256.0, 256),
-    ("cuda-graph-max-bs", "128", 128),
-    ("mem-fraction-static", "0.9", 0.9),
-    ("attention-backend", "fa3", "fa3"),
-    ("enable-torch-compile", "true", True),
-    ("speculative-algorithm", "EAGLE3", "EAGLE3"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("cuda-graph-max-bs", 256, 256),
+        ("cuda-graph-max-bs", 256.0, 256),
+        ("cuda-graph-max-bs", "128", 128),
+        ("mem-fraction-static", "0.9", 0.9),
+        ("attention-backend", "fa3", "fa3"),
+        ("enable-torch-compile", "true", True),
+        ("speculative-algorithm", "EAGLE3", "EAGLE3"),
+    ],
+)
 def test_declared_values_are_normalised(name: str, value: object, expected: object) -> None:
     normalised, problem = check_setting("flag", name, value, KNOBS.flags)  # type: ignore[arg-type]
     assert problem is None
     assert normalised == expected and type(normalised) is type(expected)
 
 
-@pytest.mark.parametrize(("name", "value", "reason"), [
-    ("cuda-graph-max-bs", 4096, "above the maximum 512"),
-    ("cuda-graph-max-bs", 0, "below the minimum 1"),
-    ("cuda-graph-max-bs", 2.5, "expected an integer"),
-    ("cuda-graph-max-bs", True, "boolean"),
-    ("mem-fraction-static", 0.99, "above the maximum"),
-    ("attention-backend", "xformers", "is not one of"),
-    ("enable-torch-compile", "yes", "expected true or false"),
-    ("trust-remote-code", True, "not in the knob space"),
-    ("Bad_Flag", 1, "malformed"),
-    ("speculative-algorithm", "1; rm -rf /", "unsafe characters"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("cuda-graph-max-bs", 4096, "above the maximum 512"),
+        ("cuda-graph-max-bs", 0, "below the minimum 1"),
+        ("cuda-graph-max-bs", 2.5, "expected an integer"),
+        ("cuda-graph-max-bs", True, "boolean"),
+        ("mem-fraction-static", 0.99, "above the maximum"),
+        ("attention-backend", "xformers", "is not one of"),
+        ("enable-torch-compile", "yes", "expected true or false"),
+        ("trust-remote-code", True, "not in the knob space"),
+        ("Bad_Flag", 1, "malformed"),
+        ("speculative-algorithm", "1; rm -rf /", "unsafe characters"),
+    ],
+)
 def test_bad_flag_values_are_refused_with_a_reason(name: str, value: object, reason: str) -> None:
     _, problem = check_setting("flag", name, value, KNOBS.flags)  # type: ignore[arg-type]
     assert problem is not None and reason in problem

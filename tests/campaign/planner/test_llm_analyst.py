@@ -18,10 +18,24 @@ def planner(server: FakeOpenAI, **spec: object) -> LlmPlanner:
 
 
 def experiment() -> ExperimentView:
-    level = LevelComparison(workload="chat", concurrency=64, baseline_mean=900, candidate_mean=950, delta_pct=5.6,
-                            ci_low_pct=3.1, ci_high_pct=8.0, n_baseline=3, n_candidate=3, winner="candidate")
-    return ExperimentView(id="e9", hypothesis="cg-bs-256", rationale="fewer eager batches",
-                          verdict=Verdict(kind="win", reason="+5.6% at C=64", levels=[level]))
+    level = LevelComparison(
+        workload="chat",
+        concurrency=64,
+        baseline_mean=900,
+        candidate_mean=950,
+        delta_pct=5.6,
+        ci_low_pct=3.1,
+        ci_high_pct=8.0,
+        n_baseline=3,
+        n_candidate=3,
+        winner="candidate",
+    )
+    return ExperimentView(
+        id="e9",
+        hypothesis="cg-bs-256",
+        rationale="fewer eager batches",
+        verdict=Verdict(kind="win", reason="+5.6% at C=64", levels=[level]),
+    )
 
 
 def test_analysis_is_a_short_model_written_paragraph(server: FakeOpenAI) -> None:
@@ -53,16 +67,20 @@ def test_analysis_can_be_switched_off(server: FakeOpenAI) -> None:
     assert out.text is None and out.calls == [] and server.chat_requests() == []
 
 
-@pytest.mark.parametrize(("reply", "expected"), [
-    ({"failure_class": "oom"}, FailureClass.oom),
-    ({"failure_class": "nccl_error"}, FailureClass.nccl_error),
-    ({"failure_class": "exited"}, None),  # says nothing the rule table did not
-    ({"failure_class": "unknown"}, None),
-    ({"failure_class": "cosmic_rays"}, None),
-    ({"class": "oom"}, None),
-])
-def test_triage_returns_only_a_known_class(server: FakeOpenAI, reply: dict[str, str],
-                                           expected: FailureClass | None) -> None:
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ({"failure_class": "oom"}, FailureClass.oom),
+        ({"failure_class": "nccl_error"}, FailureClass.nccl_error),
+        ({"failure_class": "exited"}, None),  # says nothing the rule table did not
+        ({"failure_class": "unknown"}, None),
+        ({"failure_class": "cosmic_rays"}, None),
+        ({"class": "oom"}, None),
+    ],
+)
+def test_triage_returns_only_a_known_class(
+    server: FakeOpenAI, reply: dict[str, str], expected: FailureClass | None
+) -> None:
     server.script(answer(reply))
     out = planner(server).triage(["Loading weights", "RuntimeError: CUDA error: out of memory"])
     assert out.failure_class == expected
@@ -77,8 +95,12 @@ def test_triage_never_sends_a_secret_from_the_log(server: FakeOpenAI) -> None:
     assert out.failure_class == FailureClass.bad_flag
     body = str(server.chat_requests()[0].body)
     assert API_KEY not in body and "unrecognized arguments" in body
-    assert server.chat_requests()[0].body["response_format"]["json_schema"]["schema"]["properties"][
-        "failure_class"]["enum"][0] == "oom"
+    assert (
+        server.chat_requests()[0].body["response_format"]["json_schema"]["schema"]["properties"]["failure_class"][
+            "enum"
+        ][0]
+        == "oom"
+    )
 
 
 def test_short_analysis_is_pure() -> None:

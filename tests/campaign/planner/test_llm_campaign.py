@@ -32,10 +32,22 @@ def test_llm_planner_drives_a_campaign_safely(tmp_path, monkeypatch):
             proposal("nccl-tree", env={"NCCL_ALGO": "Tree"}),
             answer({"analysis": "Tree cannot be captured in a CUDA graph on this stack."}),
         )
-        pb_path = sim_playbook(tmp_path, [], planner={"kind": "llm", "model": "fake-model", "base_url": server.url,
-                                                      "timeout_s": 10, "max_retries": 0, "max_proposals": 2},
-                               knobs={"flags": {"cuda-graph-max-bs": {"type": "int", "min": 1, "max": 512}},
-                                      "env": {"NCCL_ALGO": {"type": "choice", "choices": ["Ring", "Tree"]}}})
+        pb_path = sim_playbook(
+            tmp_path,
+            [],
+            planner={
+                "kind": "llm",
+                "model": "fake-model",
+                "base_url": server.url,
+                "timeout_s": 10,
+                "max_retries": 0,
+                "max_proposals": 2,
+            },
+            knobs={
+                "flags": {"cuda-graph-max-bs": {"type": "int", "min": 1, "max": 512}},
+                "env": {"NCCL_ALGO": {"type": "choice", "choices": ["Ring", "Tree"]}},
+            },
+        )
         pb = load_playbook(pb_path)
         store = Store(tmp_path / "campaign.db")
         cid = store.create_campaign(pb.name, playbook=pb).id

@@ -19,8 +19,9 @@ from tests.campaign.planner.conftest import API_KEY, make_ctx, make_playbook
 from tests.campaign.planner.test_patchcheck import GOOD, git_repo
 from tests.fake_openai import FakeOpenAI, Reply, answer, proposal, text
 
-GOOD_REPLY = dict(name="fa3-attention", flags={"attention-backend": "fa3", "cuda-graph-max-bs": 192.0},
-                  env={"NCCL_MIN_NCHANNELS": 8})
+GOOD_REPLY = dict(
+    name="fa3-attention", flags={"attention-backend": "fa3", "cuda-graph-max-bs": 192.0}, env={"NCCL_MIN_NCHANNELS": 8}
+)
 
 
 def planner(server: FakeOpenAI, pb: Playbook | None = None, **spec: object) -> LlmPlanner:
@@ -56,8 +57,14 @@ BAD_CASES = {
     "shell_metacharacters": (proposal("spec", flags={"speculative-algorithm": "1; rm -rf /"}), "unsafe characters"),
     "newline": (proposal("spec", flags={"speculative-algorithm": "a\nb"}), "unsafe characters"),
     "option_injection": (proposal("spec", flags={"speculative-algorithm": "--trust-remote-code"}), "start with '-'"),
-    "undeclared_flag": (proposal("trust", flags={"trust-remote-code": True}), "'trust-remote-code' is not in the knob space"),
-    "undeclared_env": (proposal("preload", env={"LD_PRELOAD": "/tmp/evil.so"}), "'LD_PRELOAD' is not in the knob space"),
+    "undeclared_flag": (
+        proposal("trust", flags={"trust-remote-code": True}),
+        "'trust-remote-code' is not in the knob space",
+    ),
+    "undeclared_env": (
+        proposal("preload", env={"LD_PRELOAD": "/tmp/evil.so"}),
+        "'LD_PRELOAD' is not in the knob space",
+    ),
     "dead_end": (proposal("tree-v2", env={"NCCL_ALGO": "Tree"}), "repeats dead end 'nccl-tree'"),
     "duplicate_name": (proposal("nccl-ring", env={"NCCL_ALGO": "Ring"}), "the name 'nccl-ring' is already"),
     "duplicate_change": (proposal("graphs-256", flags={"cuda-graph-max-bs": 256}), "same change as 'cg-bs-256'"),
@@ -79,7 +86,9 @@ def test_a_bad_answer_is_rejected_recorded_and_the_model_asked_again(server: Fak
     assert f"Rejected: {rejection.reason}" in second.prompt_text()
     assert "Rejected:" not in first.prompt_text()
     # nothing of the refused answer reaches the runnable hypothesis
-    assert "rm -rf" not in out.hypothesis.model_dump_json() and "trust-remote-code" not in out.hypothesis.model_dump_json()
+    assert (
+        "rm -rf" not in out.hypothesis.model_dump_json() and "trust-remote-code" not in out.hypothesis.model_dump_json()
+    )
 
 
 def test_after_max_rejections_the_planner_gives_up_and_the_queue_takes_over(server: FakeOpenAI) -> None:
@@ -137,12 +146,14 @@ def test_a_patch_on_an_allowed_path_needs_approval_and_is_not_applied(server: Fa
     pb = patch_playbook(repo, ["python/sglang/srt/layers"])
     forbidden = "--- a/setup.py\n+++ b/setup.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"  # applies, but not allowed
     server.script(proposal("chunk-setup", patch=forbidden), proposal("chunk-4", patch=GOOD))
-    out = planner(server, pb).propose(PlannerContext(playbook=pb, view=make_ctx().view, queue=pb.hypotheses,
-                                                     source=PatchManager))
+    out = planner(server, pb).propose(
+        PlannerContext(playbook=pb, view=make_ctx().view, queue=pb.hypotheses, source=PatchManager)
+    )
     assert "writes 'setup.py', outside the allowed paths" in out.rejections[0].reason
     assert out.hypothesis is not None and out.hypothesis.patch == GOOD and out.needs_approval
-    assert subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True,
-                          text=True).stdout == ""
+    assert (
+        subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True).stdout == ""
+    )
 
 
 def test_unknown_failure_of_the_script_is_loud(server: FakeOpenAI) -> None:

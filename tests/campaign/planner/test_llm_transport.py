@@ -71,8 +71,11 @@ def test_an_unreachable_endpoint_is_unavailable() -> None:
 
 def test_the_key_reaches_the_server_but_nothing_recorded(server: FakeOpenAI) -> None:
     echo = f'{{"name": "leak", "rationale": "key {API_KEY}"'  # invalid JSON that echoes the key
-    server.script(text(echo), proposal(name="key-in-rationale", flags={"attention-backend": "triton"},
-                                       rationale=f"I saw {API_KEY}"), status(401, f"bad key {API_KEY}"))
+    server.script(
+        text(echo),
+        proposal(name="key-in-rationale", flags={"attention-backend": "triton"}, rationale=f"I saw {API_KEY}"),
+        status(401, f"bad key {API_KEY}"),
+    )
     llm = planner(server.url)
     out = llm.propose(make_ctx())
     with pytest.raises(PlannerUnavailable) as err:

@@ -26,6 +26,7 @@ def git_repo(tmp_path: Path) -> Path:
     (repo / "python/sglang/srt/layers").mkdir(parents=True)
     (repo / "python/sglang/srt/layers/allreduce.py").write_text("import torch\nCHUNK = 1\n")
     (repo / "setup.py").write_text("x = 1\n")
+
     def run(*a: str) -> None:
         subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)
 

@@ -14,12 +14,21 @@ from tests.campaign.planner.conftest import make_ctx, make_playbook, make_view
 def test_the_prompt_carries_the_facts() -> None:
     ctx = make_ctx(reopened=[])
     text = "\n".join(m["content"] for m in proposal_messages(ctx, ctx.playbook.knobs, [], 6000))
-    for fact in ("cuda-graph-max-bs: int in [1, 512]", '"Ring", "Tree"', "nccl-tree: slower by 4.1% at C=64",
-                 "revisit when: driver, nccl", "chat C=64: 912.2", "575.51", "- cg-bs-256", "dead_end, -4.1%"):
+    for fact in (
+        "cuda-graph-max-bs: int in [1, 512]",
+        '"Ring", "Tree"',
+        "nccl-tree: slower by 4.1% at C=64",
+        "revisit when: driver, nccl",
+        "chat C=64: 912.2",
+        "575.51",
+        "- cg-bs-256",
+        "dead_end, -4.1%",
+    ):
         assert fact in text
     assert "driver, nccl REOPENED" not in text
-    text = "\n".join(m["content"] for m in proposal_messages(make_ctx(reopened=["nccl-tree"]),
-                                                              ctx.playbook.knobs, [], 6000))
+    text = "\n".join(
+        m["content"] for m in proposal_messages(make_ctx(reopened=["nccl-tree"]), ctx.playbook.knobs, [], 6000)
+    )
     assert "driver, nccl REOPENED" in text
 
 
@@ -33,11 +42,17 @@ def test_rejections_are_fed_back_in_order() -> None:
 def big_view():  # type: ignore[no-untyped-def]
     view = make_view()
     for i in range(300):
-        view.experiments.append(ExperimentView(id=f"x{i}", hypothesis=f"idea-{i:03d}", verdict=Verdict(
-            kind="inconclusive", reason="overlapping intervals at every level " * 2)))
+        view.experiments.append(
+            ExperimentView(
+                id=f"x{i}",
+                hypothesis=f"idea-{i:03d}",
+                verdict=Verdict(kind="inconclusive", reason="overlapping intervals at every level " * 2),
+            )
+        )
     for i in range(100):
-        view.dead_ends.append(DeadEnd(hypothesis=f"dead-{i:03d}", experiment_id=f"x{i}", reason="crashed " * 5,
-                                      revisit_on=["cuda"]))
+        view.dead_ends.append(
+            DeadEnd(hypothesis=f"dead-{i:03d}", experiment_id=f"x{i}", reason="crashed " * 5, revisit_on=["cuda"])
+        )
     return view
 
 

@@ -12,22 +12,32 @@ from tests.fake_openai import FakeOpenAI, proposal, text
 
 def _items(schema: dict, key: str) -> dict[str, dict]:
     """name -> value schema of a `[{"name", "value"}]` property."""
-    return {o["properties"]["name"]["enum"][0]: o["properties"]["value"]
-            for o in schema["properties"][key]["items"]["anyOf"]}
+    return {
+        o["properties"]["name"]["enum"][0]: o["properties"]["value"]
+        for o in schema["properties"][key]["items"]["anyOf"]
+    }
 
 
 def test_the_schema_names_every_knob_with_its_bounds_and_choices() -> None:
     schema = proposal_schema(make_playbook().knobs)
     flags, env = _items(schema, "flags"), _items(schema, "env")
-    assert set(flags) == {"cuda-graph-max-bs", "attention-backend", "enable-torch-compile", "mem-fraction-static",
-                          "speculative-algorithm", "tp-size"}
+    assert set(flags) == {
+        "cuda-graph-max-bs",
+        "attention-backend",
+        "enable-torch-compile",
+        "mem-fraction-static",
+        "speculative-algorithm",
+        "tp-size",
+    }
     assert flags["cuda-graph-max-bs"] == {"type": "integer", "minimum": 1, "maximum": 512}
     assert flags["mem-fraction-static"] == {"type": "number", "minimum": 0.5, "maximum": 0.95}
     assert flags["attention-backend"] == {"enum": ["flashinfer", "triton", "fa3"]}
     assert flags["enable-torch-compile"] == {"type": "boolean"}
     assert flags["speculative-algorithm"]["pattern"].startswith("^[A-Za-z0-9")
-    assert env == {"NCCL_ALGO": {"enum": ["Ring", "Tree"]}, "NCCL_MIN_NCHANNELS": {"type": "integer", "minimum": 1,
-                                                                                   "maximum": 32}}
+    assert env == {
+        "NCCL_ALGO": {"enum": ["Ring", "Tree"]},
+        "NCCL_MIN_NCHANNELS": {"type": "integer", "minimum": 1, "maximum": 32},
+    }
     assert schema["properties"]["unset_flags"]["items"]["enum"] == sorted(flags)
     assert schema["properties"]["patch"] == {"type": "null", "description": "patches are not allowed"}
     # strict structured output: every object closed and fully required
@@ -45,7 +55,9 @@ def test_allowed_flags_narrow_the_enum_and_an_empty_space_allows_no_entries() ->
 
 def test_the_request_sends_the_knob_schema_and_validation_still_runs(server: FakeOpenAI) -> None:
     """An endpoint that ignores the schema (no constrained decoding): the answer is still checked."""
-    server.script(proposal("huge", flags={"cuda-graph-max-bs": 4096}), proposal("fa3", flags={"attention-backend": "fa3"}))
+    server.script(
+        proposal("huge", flags={"cuda-graph-max-bs": 4096}), proposal("fa3", flags={"attention-backend": "fa3"})
+    )
     pb = make_playbook()
     out = LlmPlanner(pb.planner, pb.knobs, api_key=API_KEY, base_url=server.url).propose(make_ctx())
     assert out.hypothesis is not None and "above the maximum 512" in out.rejections[0].reason
@@ -78,9 +90,11 @@ def test_feedback_keeps_the_newest_rejections_within_budget() -> None:
 def test_one_long_value_is_a_short_rejection_not_a_context_error(server: FakeOpenAI) -> None:
     """The reason used to quote the whole value, and went back to the model in full."""
     long_value = "fa" * 20_000
-    server.script(proposal("long", flags={"attention-backend": long_value}),
-                  proposal("x" * 10, flags={"tp-si" + "z" * 20_000: 4}),
-                  proposal("fa3", flags={"attention-backend": "fa3"}))
+    server.script(
+        proposal("long", flags={"attention-backend": long_value}),
+        proposal("x" * 10, flags={"tp-si" + "z" * 20_000: 4}),
+        proposal("fa3", flags={"attention-backend": "fa3"}),
+    )
     pb = make_playbook(max_rejections=3, context_tokens=6000)
     out = LlmPlanner(pb.planner, pb.knobs, api_key=API_KEY, base_url=server.url).propose(make_ctx())
     assert out.hypothesis is not None and len(out.rejections) == 2

@@ -14,10 +14,16 @@ from tests.fake_openai import FakeOpenAI, Reply, answer, proposal
 
 def _cut(content: str) -> Reply:
     """A completion the endpoint stopped at its token limit."""
-    return Reply(body={"id": "c", "object": "chat.completion", "created": 0, "model": "fake-model",
-                       "choices": [{"index": 0, "finish_reason": "length",
-                                    "message": {"role": "assistant", "content": content}}],
-                       "usage": {"prompt_tokens": 100, "completion_tokens": 64, "total_tokens": 164}})
+    return Reply(
+        body={
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fake-model",
+            "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 64, "total_tokens": 164},
+        }
+    )
 
 
 def test_max_tokens_seed_and_the_schema_go_out_as_the_playbook_says(server: FakeOpenAI) -> None:
@@ -36,7 +42,9 @@ def test_max_tokens_seed_and_the_schema_go_out_as_the_playbook_says(server: Fake
 
 def test_unstructured_sends_no_schema_and_still_validates(server: FakeOpenAI) -> None:
     pb = make_playbook(structured=False)
-    server.script(proposal("huge", flags={"cuda-graph-max-bs": 4096}), proposal("fa3", flags={"attention-backend": "fa3"}))
+    server.script(
+        proposal("huge", flags={"cuda-graph-max-bs": 4096}), proposal("fa3", flags={"attention-backend": "fa3"})
+    )
     out = LlmPlanner(pb.planner, pb.knobs, api_key=API_KEY, base_url=server.url).propose(make_ctx(pb))
     assert out.hypothesis is not None and "above the maximum 512" in out.rejections[0].reason
     for request in server.chat_requests():
@@ -47,14 +55,19 @@ def test_unstructured_sends_no_schema_and_still_validates(server: FakeOpenAI) ->
 
 def test_an_answer_cut_off_at_max_tokens_is_refused_with_that_reason(server: FakeOpenAI) -> None:
     pb = make_playbook(max_tokens=64)
-    server.script(_cut('{"name": "long", "rationale": "and so on and so on'),
-                  proposal("fa3", flags={"attention-backend": "fa3"}),
-                  _cut('{"analysis": "The run was'))
+    server.script(
+        _cut('{"name": "long", "rationale": "and so on and so on'),
+        proposal("fa3", flags={"attention-backend": "fa3"}),
+        _cut('{"analysis": "The run was'),
+    )
     planner = LlmPlanner(pb.planner, pb.knobs, api_key=API_KEY, base_url=server.url)
     ctx = make_ctx(pb)
     out = planner.propose(ctx)
     assert out.hypothesis is not None
-    assert out.rejections[0].reason == "answer cut off at planner.max_tokens (64) before its JSON closed (fix: a shorter answer)"
+    assert (
+        out.rejections[0].reason
+        == "answer cut off at planner.max_tokens (64) before its JSON closed (fix: a shorter answer)"
+    )
     analysis = planner.analyze(ctx, ctx.view.experiments[0])
     assert analysis.text is None and "cut off at planner.max_tokens (64)" in (analysis.calls[-1].rejection or "")
 
@@ -77,8 +90,10 @@ def test_revisit_of_names_only_reopened_dead_ends() -> None:
     assert "maxLength" not in base["properties"]["rationale"]  # unbounded unless asked (OpenAI strict)
     narrowed = with_reopened(base, ["nccl-tree"])
     assert narrowed["properties"]["revisit_of"]["enum"] == ["nccl-tree", None]
-    assert base["properties"]["revisit_of"] == {"type": ["string", "null"],
-                                                "description": "name of a reopened dead end, or null"}
+    assert base["properties"]["revisit_of"] == {
+        "type": ["string", "null"],
+        "description": "name of a reopened dead end, or null",
+    }
     json.dumps(narrowed)  # still plain JSON
 
 
@@ -86,7 +101,8 @@ def test_a_reopened_dead_end_is_in_the_request_schema(server: FakeOpenAI) -> Non
     pb = make_playbook()
     server.script(proposal("nccl-tree-again", env={"NCCL_ALGO": "Tree"}, revisit_of="nccl-tree"))
     out = LlmPlanner(pb.planner, pb.knobs, api_key=API_KEY, base_url=server.url).propose(
-        make_ctx(pb, reopened=["nccl-tree"]))
+        make_ctx(pb, reopened=["nccl-tree"])
+    )
     assert out.hypothesis is not None
     body = server.chat_requests()[0].body
     assert body is not None
@@ -97,8 +113,10 @@ def test_max_changes_bounds_each_list_and_validation_counts_them_all(server: Fak
     pb = make_playbook(max_changes=1)
     schema = proposal_schema(pb.knobs, max_changes=1)
     assert [schema["properties"][k]["maxItems"] for k in ("flags", "env", "unset_flags")] == [1, 1, 1]
-    server.script(proposal("two", flags={"attention-backend": "fa3"}, env={"NCCL_ALGO": "Ring"}),
-                  proposal("one", flags={"attention-backend": "fa3"}))
+    server.script(
+        proposal("two", flags={"attention-backend": "fa3"}, env={"NCCL_ALGO": "Ring"}),
+        proposal("one", flags={"attention-backend": "fa3"}),
+    )
     out = LlmPlanner(pb.planner, pb.knobs, api_key=API_KEY, base_url=server.url).propose(make_ctx(pb))
     assert out.hypothesis is not None and out.hypothesis.name == "one"
     assert out.rejections[0].reason == "changes 2 settings; planner.max_changes allows 1"

@@ -41,8 +41,9 @@ def test_select_planner() -> None:
     assert isinstance(planner, LlmPlanner) and notice is None and isinstance(planner, Planner)
     assert str(planner.client.base_url).startswith("http://127.0.0.1:9/v1")
     assert planner.client.max_retries == 2 and planner.client.timeout == 5
-    planner, _ = select_planner(pb.model_copy(update={"planner": pb.planner.model_copy(update={"kind": "queue"})}),
-                                {"OPENAI_API_KEY": "k"})
+    planner, _ = select_planner(
+        pb.model_copy(update={"planner": pb.planner.model_copy(update={"kind": "queue"})}), {"OPENAI_API_KEY": "k"}
+    )
     assert isinstance(planner, QueuePlanner)
 
 
@@ -51,7 +52,9 @@ def test_resolve_endpoint_prefers_the_playbook_but_keeps_the_environments_key_fo
     env = {"OPENAI_BASE_URL": "https://other/v1", "OPENAI_API_KEY": "k"}
     assert resolve_endpoint(spec, env) == ("https://gpu-box:8000/v1", None)
     assert resolve_endpoint(spec, {**env, "OPENAI_BASE_URL": "https://gpu-box:8000/v1/"}) == (
-        "https://gpu-box:8000/v1", "k")
+        "https://gpu-box:8000/v1",
+        "k",
+    )
     named = spec.model_copy(update={"api_key_env": "GPU_BOX_KEY"})
     assert resolve_endpoint(named, {**env, "GPU_BOX_KEY": "g"}) == ("https://gpu-box:8000/v1", "g")
     with pytest.raises(UserError, match=r"planner.api_key_env: GPU_BOX_KEY is not set \(fix: export GPU_BOX_KEY="):

@@ -25,8 +25,9 @@ def test_a_dead_end_under_another_name_is_refused_with_its_revisit_condition() -
 
 
 def test_a_reopened_dead_end_may_be_revisited() -> None:
-    h, problems = vet(ctx=make_ctx(reopened=["nccl-tree"]), name="nccl-tree", env={"NCCL_ALGO": "Tree"},
-                      revisit_of="nccl-tree")
+    h, problems = vet(
+        ctx=make_ctx(reopened=["nccl-tree"]), name="nccl-tree", env={"NCCL_ALGO": "Tree"}, revisit_of="nccl-tree"
+    )
     assert problems == [] and h is not None and h.name == "nccl-tree"
 
 

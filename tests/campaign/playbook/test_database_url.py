@@ -27,8 +27,14 @@ def test_a_password_in_the_url_is_refused_and_not_repeated(tmp_path: Path) -> No
 
 
 def _campaign(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli.entry", *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.entry", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **(env or {})},
+    )
 
 
 def test_validate_refuses_a_password_in_one_line_without_repeating_it(tmp_path: Path) -> None:
@@ -55,8 +61,13 @@ def test_another_scheme_is_refused_in_one_line_before_anything_is_written(tmp_pa
 def test_a_password_in_campaign_database_url_is_refused_too(tmp_path: Path) -> None:
     pb = sim_playbook(tmp_path, [])
     before = sorted(p.name for p in tmp_path.iterdir())
-    out = _campaign(tmp_path, "run", str(pb), "-q",
-                    env={"CAMPAIGN_DATABASE_URL": "postgresql://alice:s3cret-pw@127.0.0.1:1/campaigns"})
+    out = _campaign(
+        tmp_path,
+        "run",
+        str(pb),
+        "-q",
+        env={"CAMPAIGN_DATABASE_URL": "postgresql://alice:s3cret-pw@127.0.0.1:1/campaigns"},
+    )
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert "CAMPAIGN_DATABASE_URL" in out.stderr and "s3cret-pw" not in out.stderr + out.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == before

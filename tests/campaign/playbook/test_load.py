@@ -55,30 +55,45 @@ def test_a_request_count_that_does_not_evaluate_at_a_level_is_refused_at_load():
     assert "(fix: an integer or an expression in C" in line
     text = GOOD.replace("single: {concurrency: [1]}", 'single: {concurrency: [1, 4], requests_per_level: "C - 2"}')
     (line,) = _problems(text)
-    assert line == ("pb.yaml:3: workloads.single.requests_per_level: 'C - 2' gives -1 requests at C=1 "
-                    "(fix: at least 1)"), line
+    assert line == (
+        "pb.yaml:3: workloads.single.requests_per_level: 'C - 2' gives -1 requests at C=1 (fix: at least 1)"
+    ), line
     text = GOOD.replace("single: {concurrency: [1]}", 'single: {concurrency: [1, 4], requests_per_level: "1e308 * C"}')
     (line,) = _problems(text)
-    assert line == ("pb.yaml:3: workloads.single.requests_per_level: '1e308 * C' gives inf requests at C=4 "
-                    "(fix: an expression with a finite value, such as \"2*C\")"), line
-    text = GOOD.replace("single: {concurrency: [1]}", 'single: {concurrency: [1], requests_per_level: "((8**8)**8)**8"}')
+    assert line == (
+        "pb.yaml:3: workloads.single.requests_per_level: '1e308 * C' gives inf requests at C=4 "
+        '(fix: an expression with a finite value, such as "2*C")'
+    ), line
+    text = GOOD.replace(
+        "single: {concurrency: [1]}", 'single: {concurrency: [1], requests_per_level: "((8**8)**8)**8"}'
+    )
     (line,) = _problems(text)
     assert "cannot evaluate '((8**8)**8)**8' (int too large to convert to float)" in line, line
-    ok = GOOD.replace("single: {concurrency: [1]}", 'single: {concurrency: [1, 4], requests_per_level: "C * ceil(6 / C)"}')
+    ok = GOOD.replace(
+        "single: {concurrency: [1]}", 'single: {concurrency: [1, 4], requests_per_level: "C * ceil(6 / C)"}'
+    )
     assert parse_playbook_text(ok, "pb.yaml").workloads["single"].requests_per_level == "C * ceil(6 / C)"
 
 
 def test_two_workloads_with_the_same_prompts_are_refused_at_load():
     """A launch sweeps its workloads one after another on one server: the second would be
     served the first's prompts from the prefix cache and read fast."""
-    two = GOOD.replace("single: {concurrency: [1]}", "short: {concurrency: [1, 4], prompts: diverse, output_tokens: 64}\n"
-                       "  long: {concurrency: [1, 4], prompts: diverse, output_tokens: 512}")
+    two = GOOD.replace(
+        "single: {concurrency: [1]}",
+        "short: {concurrency: [1, 4], prompts: diverse, output_tokens: 64}\n"
+        "  long: {concurrency: [1, 4], prompts: diverse, output_tokens: 512}",
+    )
     (line,) = _problems(two)
     # at 'long' (line 4), the entry to fix, not at the first workload
-    assert line.startswith("pb.yaml:4: workloads.long: 'short' and 'long' send the same diverse prompts (seed 0, "), line
+    assert line.startswith("pb.yaml:4: workloads.long: 'short' and 'long' send the same diverse prompts (seed 0, "), (
+        line
+    )
     assert line.endswith("(fix: give 'long' another seed)"), line
-    (line,) = _problems(two.replace("prompts: diverse, output_tokens: 64", "prompts: p.jsonl, output_tokens: 64")
-                        .replace("prompts: diverse, output_tokens: 512", "prompts: p.jsonl, output_tokens: 512"))
+    (line,) = _problems(
+        two.replace("prompts: diverse, output_tokens: 64", "prompts: p.jsonl, output_tokens: 64").replace(
+            "prompts: diverse, output_tokens: 512", "prompts: p.jsonl, output_tokens: 512"
+        )
+    )
     assert "the same prompts file p.jsonl" in line and line.endswith("(fix: give 'long' its own prompts file)"), line
     assert line.startswith("pb.yaml:4: workloads.long: "), line
     ok = two.replace("output_tokens: 512}", "output_tokens: 512, seed: 1}")
@@ -124,20 +139,27 @@ def test_overrides_validate_and_apply():
 def test_cli_validate_exit_status_and_one_line(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text(GOOD.replace("name: t", "nmae: t"))
-    r = subprocess.run([sys.executable, "-m", "campaign.cli.main", "validate", str(p)], capture_output=True, text=True,
-                       cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", "validate", str(p)], capture_output=True, text=True, cwd=ROOT
+    )
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert f"{p}:1: nmae: unknown field 'nmae' (fix: did you mean 'name'?)" in r.stderr
-    ok = subprocess.run([sys.executable, "-m", "campaign.cli.main", "validate", str(ROOT / "playbooks/eagle_verify.yaml")],
-                        capture_output=True, text=True, cwd=ROOT)
+    ok = subprocess.run(
+        [sys.executable, "-m", "campaign.cli.main", "validate", str(ROOT / "playbooks/eagle_verify.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert ok.returncode == 0, ok.stderr
 
 
 def test_base_env_entries_name_variables_and_never_a_secret():
     (line,) = _problems(GOOD + "server:\n  base_env: [PATH, HF_TOKEN]\n")
-    assert line == ("pb.yaml:8: server.base_env: 'HF_TOKEN' names a secret, and secrets are never inherited "
-                    "(fix: remove it; reference the secret in the env instead: HF_TOKEN: ${HF_TOKEN})")
+    assert line == (
+        "pb.yaml:8: server.base_env: 'HF_TOKEN' names a secret, and secrets are never inherited "
+        "(fix: remove it; reference the secret in the env instead: HF_TOKEN: ${HF_TOKEN})"
+    )
     (line,) = _problems(GOOD + "server:\n  base_env: [PATH, 'bad name']\n")
     assert line.startswith("pb.yaml:8: server.base_env: 'bad name' is not a variable name") and "(fix:" in line
     pb = parse_playbook_text(GOOD + "server:\n  base_env: [PATH, HOME, 'VLLM_*']\n")

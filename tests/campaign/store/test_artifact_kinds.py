@@ -36,8 +36,13 @@ def test_a_slurm_measurement_records_its_queue_wait_apart_from_node_time(tmp_pat
     store = Store(tmp_path / "c.db")
     cid = store.create_campaign("demo", playbook=PLAYBOOK, node="slurm-0").id
     exp = store.start_experiment(cid, "h", config=EffectiveConfig(flags={}, env={}))
-    m = Measurement(command="serve", node_seconds=12.5, wall_seconds=40.0, queue_seconds=27.5,
-                    failure=Failure(failure_class=FailureClass.health_timeout, summary="no answer"))
+    m = Measurement(
+        command="serve",
+        node_seconds=12.5,
+        wall_seconds=40.0,
+        queue_seconds=27.5,
+        failure=Failure(failure_class=FailureClass.health_timeout, summary="no answer"),
+    )
     record_measurement(store, exp.id, "candidate", 0, m, "slurm-0")
     record_measurement(store, exp.id, "candidate", 0, m, "slurm-0")  # a resumed node writes it again
     assert queue_seconds_of(store, exp.id) == 27.5

@@ -37,8 +37,9 @@ def test_each_write_a_section_shows_stamps_only_its_experiment(backend_db: str) 
         changed, seq = _since(store, cid, seq)
         assert changed == {second}
         camp = store.get_campaign(cid)
-        new, _ = scale_build.add_experiment(store, cid, random.Random(9), 9, store.snapshot(cid).latest_fingerprint_id,
-                                            camp.baseline_experiment_id)
+        new, _ = scale_build.add_experiment(
+            store, cid, random.Random(9), 9, store.snapshot(cid).latest_fingerprint_id, camp.baseline_experiment_id
+        )
         changed, seq = _since(store, cid, seq)
         assert changed == {new}  # its row, runs and verdict; no other experiment
         assert store.journal_changes(cid, seq)[0][-1] == new
@@ -46,8 +47,12 @@ def test_each_write_a_section_shows_stamps_only_its_experiment(backend_db: str) 
         hyp = store.get_experiment(first).hypothesis
         same = {e.id for e in store.list_experiments(cid, role="candidate") if e.hypothesis == hyp}
     # a writer that is not the Store: the triggers stamp it too
-    execute(db, "UPDATE hypotheses SET spec_json = replace(spec_json, '\"rationale\":', '\"rationale\": ') "
-                "WHERE campaign_id = ? AND name = ?", (cid, hyp))  # a spec edited (its experiments' sections show it)
+    execute(
+        db,
+        "UPDATE hypotheses SET spec_json = replace(spec_json, '\"rationale\":', '\"rationale\": ') "
+        "WHERE campaign_id = ? AND name = ?",
+        (cid, hyp),
+    )  # a spec edited (its experiments' sections show it)
     with Store(db) as store:
         changed, seq = _since(store, cid, seq)
         assert changed == same and first in same

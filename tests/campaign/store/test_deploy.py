@@ -20,20 +20,30 @@ def _measure(store: Store, exp_id: str, sides: dict[str, float], flags: dict[str
     """Three interleaved repeats a side, each with the command its launch ran."""
     for rep in range(3):
         for side, value in sides.items():
-            store.record_run(exp_id, side, rep, "single_stream", LevelResult(
-                concurrency=1, requests=12, output_tokens_per_s=value * (1 + 0.002 * (rep - 1))), work="w", node="n")
+            store.record_run(
+                exp_id,
+                side,
+                rep,
+                "single_stream",
+                LevelResult(concurrency=1, requests=12, output_tokens_per_s=value * (1 + 0.002 * (rep - 1))),
+                work="w",
+                node="n",
+            )
             shown = flags if side == "candidate" else {}
-            cmd = LAUNCH.format(port=30000 + 2 * rep + (side == "candidate"),
-                                flags="".join(f" --{k} {v}" for k, v in shown.items()))
+            cmd = LAUNCH.format(
+                port=30000 + 2 * rep + (side == "candidate"), flags="".join(f" --{k} {v}" for k, v in shown.items())
+            )
             store.record_launch_artifact(exp_id, "command", cmd, side=side, repeat=rep)
 
 
-def _win(store: Store, cid: str, name: str, base_id: str, gain: float, *, adopt: bool,
-         env: dict[str, str] | None = None) -> str:
+def _win(
+    store: Store, cid: str, name: str, base_id: str, gain: float, *, adopt: bool, env: dict[str, str] | None = None
+) -> str:
     flags = {name: "1"}
     store.upsert_hypothesis(cid, HypothesisSpec(name=name, flags=flags, env=env or {}, adopt_if_win=adopt))
-    exp = store.start_experiment(cid, name, config=EffectiveConfig(flags=flags, env=env or {}), node="n",
-                                 baseline_ref=base_id)
+    exp = store.start_experiment(
+        cid, name, config=EffectiveConfig(flags=flags, env=env or {}), node="n", baseline_ref=base_id
+    )
     _measure(store, exp.id, {"baseline": 80.0, "candidate": 80.0 * (1 + gain)}, flags)
     spec = VerdictSpec()
     v = decide(compare_levels(store.level_samples(exp.id), spec), spec)
@@ -68,7 +78,7 @@ def test_deploy_is_the_newest_baseline_or_adopted_win_as_launched(backend_db: st
     assert left.hypothesis == "fusion" and left.why.startswith("not adopted: the playbook does not set adopt_if_win")
 
     doc = render_journal(view)
-    head = doc[:doc.index("## Notes")]
+    head = doc[: doc.index("## Notes")]
     assert "**Configuration to deploy**: the baseline plus adopted graphs" in head
     assert f"```sh\nNCCL_ALGO=Tree {LAUNCH.format(port=30005, flags=' --graphs 1')}\n```" in head
     assert "- fusion (" in head and "not adopted: the playbook does not set adopt_if_win" in head

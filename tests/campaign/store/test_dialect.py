@@ -11,8 +11,9 @@ from tests.pgdb import fresh_database, server_url
 
 def test_placeholders_become_psycopgs_and_literals_keep_their_text() -> None:
     sql = "SELECT 'a%:b?' FROM t WHERE k LIKE 'r#%' AND x = ? AND y = :c AND z::text IS ?"
-    assert translate(sql) == ("SELECT 'a%%:b?' FROM t WHERE k LIKE 'r#%%' AND x = %s AND y = %(c)s "
-                              "AND z::text IS NOT DISTINCT FROM %s")
+    assert translate(sql) == (
+        "SELECT 'a%%:b?' FROM t WHERE k LIKE 'r#%%' AND x = %s AND y = %(c)s AND z::text IS NOT DISTINCT FROM %s"
+    )
     assert translate("SELECT group_concat(status) FROM e") == "SELECT string_agg(CAST(status AS text), ',') FROM e"
 
 
@@ -24,8 +25,9 @@ def test_the_translated_sql_runs_on_postgresql() -> None:
         conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY, n REAL, b BLOB)")
         conn.executemany("INSERT INTO t VALUES (?, ?, ?)", [("review#1", 0.1, b"\x00"), ("x%", None, b"")])
         assert conn.execute("SELECT k FROM t WHERE k LIKE 'review#%' AND n IS ?", (0.1,)).fetchall() == [("review#1",)]
-        assert conn.execute("SELECT k FROM t WHERE k IN (SELECT value FROM json_each(?)) AND n IS ?",
-                            ('["x%", "y"]', None)).fetchall() == [("x%",)]
+        assert conn.execute(
+            "SELECT k FROM t WHERE k IN (SELECT value FROM json_each(?)) AND n IS ?", ('["x%", "y"]', None)
+        ).fetchall() == [("x%",)]
         assert conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 't'").fetchone() == (1,)
 
 

@@ -23,10 +23,15 @@ PLAYBOOK = {
 
 def lv(c: int, tps: float, ttft: float, itl: float) -> LevelResult:
     """A level whose percentiles are distinct multiples of its TTFT/ITL, so a mixed-up stat shows."""
-    return LevelResult(concurrency=c, requests=2 * c, output_tokens_per_s=tps,
-                       ttft_ms=Stat(mean=ttft, p50=ttft, p90=1.5 * ttft, p99=2 * ttft),
-                       itl_ms=Stat(mean=itl, p50=itl, p90=1.5 * itl, p99=3 * itl),
-                       tpot_ms=Stat(p50=itl / 4, p99=itl / 2), e2e_ms=Stat(p50=1000 + ttft, p99=2000 + ttft))
+    return LevelResult(
+        concurrency=c,
+        requests=2 * c,
+        output_tokens_per_s=tps,
+        ttft_ms=Stat(mean=ttft, p50=ttft, p90=1.5 * ttft, p99=2 * ttft),
+        itl_ms=Stat(mean=itl, p50=itl, p90=1.5 * itl, p99=3 * itl),
+        tpot_ms=Stat(p50=itl / 4, p99=itl / 2),
+        e2e_ms=Stat(p50=1000 + ttft, p99=2000 + ttft),
+    )
 
 
 @pytest.fixture()
@@ -36,20 +41,48 @@ def measured(tmp_path: Path) -> tuple[Store, str, str]:
     store.upsert_hypothesis(cid, HypothesisSpec(name="eagle3", flags={"speculative-algorithm": "EAGLE3"}))
     base = store.start_experiment(cid, "baseline", role="baseline", config=EffectiveConfig(), node="sim-0")
     for rep, ttft in enumerate((100.0, 120.0)):
-        store.record_side(base.id, "baseline", rep, [("parallel", lv(1, 90, ttft, 10), "w"),
-                                                     ("parallel", lv(10, 450, 4 * ttft, 30), "w")])
+        store.record_side(
+            base.id,
+            "baseline",
+            rep,
+            [("parallel", lv(1, 90, ttft, 10), "w"), ("parallel", lv(10, 450, 4 * ttft, 30), "w")],
+        )
     store.finish_experiment(base.id, node_seconds=10)
     store.update_campaign(cid, baseline_experiment_id=base.id)
-    exp = store.start_experiment(cid, "eagle3", config=EffectiveConfig(flags={"speculative-algorithm": "EAGLE3"}),
-                                 node="sim-0", baseline_ref=base.id)
+    exp = store.start_experiment(
+        cid,
+        "eagle3",
+        config=EffectiveConfig(flags={"speculative-algorithm": "EAGLE3"}),
+        node="sim-0",
+        baseline_ref=base.id,
+    )
     for rep, ttft in enumerate((60.0, 80.0)):  # no interleaved baseline: the baseline's rounds are borrowed
-        store.record_side(exp.id, "candidate", rep, [("parallel", lv(1, 120, ttft, 8), "w"),
-                                                     ("parallel", lv(10, 300, 4 * ttft, 40), "w")])
-    levels = [LevelComparison(workload="parallel", concurrency=c, baseline_mean=b, candidate_mean=k, delta_pct=d,
-                              ci_low_pct=d - 3, ci_high_pct=d + 3, n_baseline=2, n_candidate=2, winner=w,
-                              baseline_meets_limit=bm, candidate_meets_limit=cm)
-              for c, b, k, d, w, bm, cm in ((1, 90, 120, 33.3, "candidate", True, True),
-                                            (10, 450, 300, -33.3, "candidate", False, True))]
+        store.record_side(
+            exp.id,
+            "candidate",
+            rep,
+            [("parallel", lv(1, 120, ttft, 8), "w"), ("parallel", lv(10, 300, 4 * ttft, 40), "w")],
+        )
+    levels = [
+        LevelComparison(
+            workload="parallel",
+            concurrency=c,
+            baseline_mean=b,
+            candidate_mean=k,
+            delta_pct=d,
+            ci_low_pct=d - 3,
+            ci_high_pct=d + 3,
+            n_baseline=2,
+            n_candidate=2,
+            winner=w,
+            baseline_meets_limit=bm,
+            candidate_meets_limit=cm,
+        )
+        for c, b, k, d, w, bm, cm in (
+            (1, 90, 120, 33.3, "candidate", True, True),
+            (10, 450, 300, -33.3, "candidate", False, True),
+        )
+    ]
     store.record_verdict(exp.id, Verdict(kind="inconclusive", reason="mixed", levels=levels))  # type: ignore[arg-type]
     store.finish_experiment(exp.id, node_seconds=10)
     return store, cid, exp.id

@@ -30,7 +30,9 @@ def test_launch_artifacts_come_back_by_side_and_repeat(tmp_path: Path) -> None:
             store.record_launch_artifact(eid, "command", f"serve {side} {repeat}", side=side, repeat=repeat)
     assert store.launch_artifacts(eid, "command") == [
         LaunchArtifact(kind="command", side=side, repeat=repeat, content=f"serve {side} {repeat}")
-        for repeat in (0, 1) for side in ("baseline", "candidate")]
+        for repeat in (0, 1)
+        for side in ("baseline", "candidate")
+    ]
     assert store.launch_artifact(eid, "command", side="candidate", repeat=1) == "serve candidate 1"
     assert store.launch_artifact(eid, "command", side="candidate", repeat=2) is None
 
@@ -43,8 +45,10 @@ def test_a_database_written_before_the_port_reads_back_typed(tmp_path: Path) -> 
     store.record_artifact(eid, "node_seconds", "10.250", seq=0)
     store.record_artifact(eid, "node_seconds", "30.500", seq=3)
     store.record_artifact(eid, "queue_seconds", "4.000", seq=3)
-    assert store.launch_times(eid) == [LaunchTime(side="baseline", repeat=0, node_seconds=10.25),
-                                       LaunchTime(side="candidate", repeat=1, node_seconds=30.5, queue_seconds=4.0)]
+    assert store.launch_times(eid) == [
+        LaunchTime(side="baseline", repeat=0, node_seconds=10.25),
+        LaunchTime(side="candidate", repeat=1, node_seconds=30.5, queue_seconds=4.0),
+    ]
     assert (node_seconds_of(store, eid), queue_seconds_of(store, eid)) == (40.75, 4.0)
     [(base, cand)] = reported_pairs(store, eid, None)
     assert (base.flags, cand.flags) == ({"a": 1}, {"a": 2})
@@ -62,14 +66,22 @@ def test_a_launch_time_is_written_as_numbers_and_idempotently(tmp_path: Path) ->
 class _History:
     """A `VerdictHistory` in memory: what the verdict package reads, nothing else."""
 
-    def __init__(self, experiments: list[ExperimentRecord], verdicts: dict[str, Verdict],
-                 hypotheses: dict[str, HypothesisRecord]) -> None:
+    def __init__(
+        self, experiments: list[ExperimentRecord], verdicts: dict[str, Verdict], hypotheses: dict[str, HypothesisRecord]
+    ) -> None:
         self._experiments, self._verdicts, self._hypotheses = experiments, verdicts, hypotheses
 
-    def list_experiments(self, campaign_id: str, *, role: str | None = None, hypothesis: str | None = None,
-                         status: str | None = None) -> list[ExperimentRecord]:
-        return [e for e in self._experiments if e.campaign_id == campaign_id and role in (None, e.role)
-                and hypothesis in (None, e.hypothesis) and status in (None, e.status)]
+    def list_experiments(
+        self, campaign_id: str, *, role: str | None = None, hypothesis: str | None = None, status: str | None = None
+    ) -> list[ExperimentRecord]:
+        return [
+            e
+            for e in self._experiments
+            if e.campaign_id == campaign_id
+            and role in (None, e.role)
+            and hypothesis in (None, e.hypothesis)
+            and status in (None, e.status)
+        ]
 
     def get_verdict(self, experiment_id: str) -> Verdict | None:
         return self._verdicts.get(experiment_id)
@@ -85,13 +97,17 @@ def test_the_stack_check_reads_its_wins_from_any_verdict_history(tmp_path: Path)
     for name, delta, adopted in (("fast", 8.0, True), ("slow", -1.0, False), ("faster", 3.5, True)):
         store.upsert_hypothesis(cid, HypothesisSpec(name=name, flags={name: 1}))
         e = store.start_experiment(cid, name, config=EffectiveConfig(flags={name: 1}, env={}))
-        store.record_verdict(e.id, Verdict(kind="win" if adopted else "inconclusive", reason="-", headline_delta_pct=delta))
+        store.record_verdict(
+            e.id, Verdict(kind="win" if adopted else "inconclusive", reason="-", headline_delta_pct=delta)
+        )
         store.finish_experiment(e.id)
         if adopted:
             store.set_adopted(e.id)
-    memory = _History(store.list_experiments(cid),
-                      {e.id: v for e in store.list_experiments(cid) if (v := store.get_verdict(e.id))},
-                      {h.name: h for h in store.list_hypotheses(cid)})
+    memory = _History(
+        store.list_experiments(cid),
+        {e.id: v for e in store.list_experiments(cid) if (v := store.get_verdict(e.id))},
+        {h.name: h for h in store.list_hypotheses(cid)},
+    )
     wins = adopted_wins(store, cid)
     assert [(n, d) for n, d, _ in wins] == [("fast", 8.0), ("faster", 3.5)]
     assert adopted_wins(memory, cid) == wins

@@ -34,19 +34,48 @@ def rich(tmp_path: Path) -> tuple[Path, str]:
         exps = store.list_experiments(cid, role="candidate")
         store.add_event(cid, "environment", "CUDA 12.8 -> 13.0", ts=1.0)
         store.add_event(cid, "drift", "the baseline moved by 2.1% at parallel C=8", ts=2.0)
-        store.record_llm_call(cid, purpose="propose", model="m", prompt_tokens=900, completion_tokens=80,
-                              latency_ms=1200.0, prompt_hash="h1", output={"name": "x"})
-        store.record_llm_call(cid, purpose="propose", model="m", prompt_tokens=900, completion_tokens=10,
-                              latency_ms=300.0, prompt_hash="h2", rejection="flag `tp` is fixed by the playbook")
-        store.record_llm_call(cid, purpose="analyse", model="m", prompt_tokens=0, completion_tokens=0,
-                              latency_ms=30000.0, prompt_hash="h3", rejection="call failed: timeout after 30 s")
+        store.record_llm_call(
+            cid,
+            purpose="propose",
+            model="m",
+            prompt_tokens=900,
+            completion_tokens=80,
+            latency_ms=1200.0,
+            prompt_hash="h1",
+            output={"name": "x"},
+        )
+        store.record_llm_call(
+            cid,
+            purpose="propose",
+            model="m",
+            prompt_tokens=900,
+            completion_tokens=10,
+            latency_ms=300.0,
+            prompt_hash="h2",
+            rejection="flag `tp` is fixed by the playbook",
+        )
+        store.record_llm_call(
+            cid,
+            purpose="analyse",
+            model="m",
+            prompt_tokens=0,
+            completion_tokens=0,
+            latency_ms=30000.0,
+            prompt_hash="h3",
+            rejection="call failed: timeout after 30 s",
+        )
         seq = store.request_review(cid, "three dead ends in a row", key="dead-ends@3")
-        store.decide_review(cid, seq, "approve", note="try the next family",
-                            added=[HypothesisSpec(name="from-review", flags={"x": 1})])
+        store.decide_review(
+            cid, seq, "approve", note="try the next family", added=[HypothesisSpec(name="from-review", flags={"x": 1})]
+        )
         store.record_artifact(exps[1].id, "analysis", "The decode step is shorter; the queue is not.")
-        store.record_artifact(exps[2].id, "patch", PatchRecord(sha="b" * 40, base="a" * 40, branch="campaign/x/y",
-                                                                 files=["python/sglang/srt/a.py"],
-                                                                 patches=["p.diff"]).model_dump_json())
+        store.record_artifact(
+            exps[2].id,
+            "patch",
+            PatchRecord(
+                sha="b" * 40, base="a" * 40, branch="campaign/x/y", files=["python/sglang/srt/a.py"], patches=["p.diff"]
+            ).model_dump_json(),
+        )
     return db, cid
 
 
@@ -67,10 +96,12 @@ def test_the_reader_reads_what_the_store_reads(rich: tuple[Path, str]) -> None:
         assert full.planner_calls and full.reviews and full.environment_changes and full.drift_notes  # each kind
         ids = [e.id for e in full.experiments]  # the candidates
         window = {ids[0], *ids[-3:]}
-        assert _dump(reader.view(cid, detail={ids[0]}, window=window)) == \
-            _dump(store.view(cid, detail={ids[0]}, window=window))
-        assert _dump(reader.view(cid, detail={ids[0]}, window=window)) == \
-            _dump(store.view(cid, detail={ids[0]}, window=window))  # again: from the memo
+        assert _dump(reader.view(cid, detail={ids[0]}, window=window)) == _dump(
+            store.view(cid, detail={ids[0]}, window=window)
+        )
+        assert _dump(reader.view(cid, detail={ids[0]}, window=window)) == _dump(
+            store.view(cid, detail={ids[0]}, window=window)
+        )  # again: from the memo
 
 
 def test_a_journal_read_by_the_reader_is_the_stores_journal(rich: tuple[Path, str], tmp_path: Path) -> None:
@@ -116,10 +147,12 @@ def test_campaign_journal_reads_without_importing_sqlmodel(rich: tuple[Path, str
     """sqlmodel and SQLAlchemy were half a second of a 2 s render at 1,000 experiments."""
     db, cid = rich
     out = tmp_path / "cli" / "j.md"
-    code = ("import sys\nfrom campaign.cli.entry import main\n"
-            f"sys.argv = ['campaign', 'journal', {cid!r}, '--db', {str(db)!r}, '--out', {str(out)!r}]\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlmodel', 'sqlalchemy')))\n")
+    code = (
+        "import sys\nfrom campaign.cli.entry import main\n"
+        f"sys.argv = ['campaign', 'journal', {cid!r}, '--db', {str(db)!r}, '--out', {str(out)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlmodel', 'sqlalchemy')))\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout

@@ -17,7 +17,6 @@ from campaign.store.pack import pack_levels, unpack_levels
 ROOT = Path(__file__).resolve().parents[3]
 
 
-
 def test_packed_levels_read_back_exactly_and_times_to_the_microsecond() -> None:
     levels = [
         ("single_stream", LevelResult(concurrency=1, requests=2, output_tokens_per_s=82.123456789012345,
@@ -46,17 +45,26 @@ def test_a_level_packed_by_the_first_format_still_reads() -> None:
     import struct
     import zlib
 
-    result = LevelResult(concurrency=4, requests=8, output_tokens_per_s=301.0000000001, duration_s=2.0000000003,
-                         ttft_ms=Stat(mean=12.3456789, p50=12.0, p90=13.0, p99=14.0))
+    result = LevelResult(
+        concurrency=4,
+        requests=8,
+        output_tokens_per_s=301.0000000001,
+        duration_s=2.0000000003,
+        ttft_ms=Stat(mean=12.3456789, p50=12.0, p90=13.0, p99=14.0),
+    )
     fields = [k for k, v in result.model_dump().items() if not isinstance(v, (dict, list, str))]
     stats = [f"{k}.{s}" for k, v in result.model_dump().items() if isinstance(v, dict) for s in v]
     fields = [f for f in result.model_dump() if f in fields or any(s.startswith(f + ".") for s in stats)]
-    paths = [p for f in fields for p in ([f] if f not in {s.split(".")[0] for s in stats}
-                                         else [s for s in stats if s.startswith(f + ".")])]
+    paths = [
+        p
+        for f in fields
+        for p in ([f] if f not in {s.split(".")[0] for s in stats} else [s for s in stats if s.startswith(f + ".")])
+    ]
     dump = result.model_dump()
     values = [float(dump[p]) if "." not in p else float(dump[p.split(".")[0]][p.split(".")[1]]) for p in paths]
-    head = json.dumps({"v": 1, "fields": paths, "levels": [["w", "ph", {"token_source": "usage",
-                                                                        "error_samples": []}]]}).encode()
+    head = json.dumps(
+        {"v": 1, "fields": paths, "levels": [["w", "ph", {"token_source": "usage", "error_samples": []}]]}
+    ).encode()
     raw = struct.pack(f"<{len(values)}d", *values)
     blob = zlib.compress(struct.pack("<I", len(head)) + head + b"".join(raw[i::8] for i in range(8)))
     [(workload, back, prompt_hash)] = unpack_levels(blob)
@@ -70,13 +78,29 @@ def test_times_in_microseconds_halve_the_packed_size() -> None:
 
     def stat() -> Stat:
         base = rng.uniform(5, 500)
-        return Stat(mean=base * rng.uniform(1, 1.1), p50=base, p90=base * rng.uniform(1.1, 1.5),
-                    p99=base * rng.uniform(1.5, 3))
+        return Stat(
+            mean=base * rng.uniform(1, 1.1), p50=base, p90=base * rng.uniform(1.1, 1.5), p99=base * rng.uniform(1.5, 3)
+        )
 
-    levels = [("parallel", LevelResult(concurrency=c, requests=2 * c, output_tokens=256 * c,
-                                       duration_s=rng.uniform(5, 60), output_tokens_per_s=rng.uniform(50, 5000),
-                                       requests_per_s=rng.uniform(0.1, 20), ttft_ms=stat(), itl_ms=stat(),
-                                       tpot_ms=stat(), e2e_ms=stat()), "ph") for c in (1, 2, 4, 8, 16, 32, 64, 128)]
+    levels = [
+        (
+            "parallel",
+            LevelResult(
+                concurrency=c,
+                requests=2 * c,
+                output_tokens=256 * c,
+                duration_s=rng.uniform(5, 60),
+                output_tokens_per_s=rng.uniform(50, 5000),
+                requests_per_s=rng.uniform(0.1, 20),
+                ttft_ms=stat(),
+                itl_ms=stat(),
+                tpot_ms=stat(),
+                e2e_ms=stat(),
+            ),
+            "ph",
+        )
+        for c in (1, 2, 4, 8, 16, 32, 64, 128)
+    ]
     doubles = len(zlib_of_doubles(levels))
     assert len(pack_levels(levels)) < 0.75 * doubles, (len(pack_levels(levels)), doubles)
 
@@ -103,15 +127,29 @@ def _downgrade_to_v1(db: Path) -> None:
         FOREIGN KEY(experiment_id) REFERENCES experiments (id))""")
     for exp_id, side, repeat, blob, node, recorded_at in conn.execute("SELECT * FROM run_sides").fetchall():
         for workload, result, prompt_hash in unpack_levels(blob):
-            conn.execute("INSERT INTO runs (experiment_id, side, repeat, workload, concurrency, metrics_json, "
-                         "output_tokens_per_s, prompt_set_hash, node, recorded_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                         (exp_id, side, repeat, workload, result.concurrency, result.model_dump_json(),
-                          result.output_tokens_per_s, prompt_hash, node, recorded_at))
+            conn.execute(
+                "INSERT INTO runs (experiment_id, side, repeat, workload, concurrency, metrics_json, "
+                "output_tokens_per_s, prompt_set_hash, node, recorded_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    exp_id,
+                    side,
+                    repeat,
+                    workload,
+                    result.concurrency,
+                    result.model_dump_json(),
+                    result.output_tokens_per_s,
+                    prompt_hash,
+                    node,
+                    recorded_at,
+                ),
+            )
     conn.execute("DROP TABLE run_sides")
     import zlib
 
-    for table, plain, packed, key in (("verdicts", "detail_json", "detail_z", "experiment_id"),
-                                      ("artifacts", "content", "content_z", "experiment_id || kind || seq")):
+    for table, plain, packed, key in (
+        ("verdicts", "detail_json", "detail_z", "experiment_id"),
+        ("artifacts", "content", "content_z", "experiment_id || kind || seq"),
+    ):
         rows = conn.execute(f"SELECT {key}, {packed} FROM {table} WHERE {packed} IS NOT NULL").fetchall()
         for k, z in rows:
             conn.execute(f"UPDATE {table} SET {plain} = ? WHERE {key} = ?", (zlib.decompress(z).decode(), k))
@@ -214,15 +252,29 @@ def test_read_only_commands_import_no_heavy_stack(tmp_path: Path) -> None:
 
     db = tmp_path / "campaign.db"
     cid = scale_build.build(db, 2)
-    probe = ("import sys\nfrom campaign.cli.main import main\n"
-             "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-             "print('HEAVY', sorted(m for m in ('sqlmodel', 'langgraph', 'matplotlib', 'scipy') if m in sys.modules), "
-             "file=sys.stderr)\n")
-    status = subprocess.run([sys.executable, "-c", probe, "status", "--db", str(db), "--json"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    probe = (
+        "import sys\nfrom campaign.cli.main import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print('HEAVY', sorted(m for m in ('sqlmodel', 'langgraph', 'matplotlib', 'scipy') if m in sys.modules), "
+        "file=sys.stderr)\n"
+    )
+    status = subprocess.run(
+        [sys.executable, "-c", probe, "status", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert cid in status.stdout and "HEAVY []" in status.stderr, status.stderr
-    show = subprocess.run([sys.executable, "-c", probe, "show", cid, "--json", "--db", str(db)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    show = subprocess.run(
+        [sys.executable, "-c", probe, "show", cid, "--json", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert "HEAVY ['sqlmodel']" in show.stderr, show.stderr  # no langgraph, matplotlib or scipy
     import json
 
@@ -237,14 +289,23 @@ def test_the_console_script_answers_status_without_typer(tmp_path: Path) -> None
 
     db = tmp_path / "campaign.db"
     cid = scale_build.build(db, 2)
-    probe = ("import sys\nfrom campaign.cli.entry import main\ncode = 0\n"
-             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-             "print('LOADED', sorted(m for m in ('typer', 'sqlmodel', 'yaml') if m in sys.modules), file=sys.stderr)\n"
-             "sys.exit(code)\n")
+    probe = (
+        "import sys\nfrom campaign.cli.entry import main\ncode = 0\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print('LOADED', sorted(m for m in ('typer', 'sqlmodel', 'yaml') if m in sys.modules), file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT,
-                              timeout=120, check=False, env={**os.environ, "COLUMNS": "200"})
+        return subprocess.run(
+            [sys.executable, "-c", probe, *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+            env={**os.environ, "COLUMNS": "200"},
+        )
 
     table = run("status", "--db", str(db))
     assert cid in table.stdout and "LOADED ['yaml']" in table.stderr, table.stderr

@@ -19,7 +19,6 @@ from campaign.store.showcache import cached_pieces
 ROOT = Path(__file__).resolve().parents[3]
 
 
-
 def _built(store: Store, cid: str) -> str:
     return json.dumps(store.show_json(cid), indent=2, default=str)
 
@@ -74,12 +73,25 @@ def test_a_borrowed_baseline_that_goes_stale_is_not_served_from_the_cache(tmp_pa
     rng = random.Random(1)
     with Store(db) as store:
         fp = store.get_experiment(store.get_campaign(cid).baseline_experiment_id).fingerprint_id
-        running = store.start_experiment(cid, "baseline", role="baseline", config=EffectiveConfig(flags={"tp": 8}),
-                                         node="gpu-node-1", fingerprint_id=fp, reason="re-measure")
+        running = store.start_experiment(
+            cid,
+            "baseline",
+            role="baseline",
+            config=EffectiveConfig(flags={"tp": 8}),
+            node="gpu-node-1",
+            fingerprint_id=fp,
+            reason="re-measure",
+        )
         sb._side(store, rng, running.id, "baseline", 0, 1.0)
         store.upsert_hypothesis(cid, sb.HypothesisSpec(name="solo", flags={"x": 1}))
-        solo = store.start_experiment(cid, "solo", config=EffectiveConfig(flags={"tp": 8, "x": 1}), node="gpu-node-1",
-                                      fingerprint_id=fp, baseline_ref=running.id)
+        solo = store.start_experiment(
+            cid,
+            "solo",
+            config=EffectiveConfig(flags={"tp": 8, "x": 1}),
+            node="gpu-node-1",
+            fingerprint_id=fp,
+            baseline_ref=running.id,
+        )
         sb._side(store, rng, solo.id, "candidate", 0, 1.02)
         store.finish_experiment(solo.id, node_seconds=10.0)
         store.refresh_show_cache(cid)
@@ -88,14 +100,22 @@ def test_a_borrowed_baseline_that_goes_stale_is_not_served_from_the_cache(tmp_pa
 
         # a second borrower once the head is stored: its piece is built from its own
         # records and the baseline it borrows, not from the campaign's outline
-        duo = store.start_experiment(cid, "solo", config=EffectiveConfig(flags={"tp": 8, "x": 1}), node="gpu-node-1",
-                                     fingerprint_id=fp, baseline_ref=running.id)
+        duo = store.start_experiment(
+            cid,
+            "solo",
+            config=EffectiveConfig(flags={"tp": 8, "x": 1}),
+            node="gpu-node-1",
+            fingerprint_id=fp,
+            baseline_ref=running.id,
+        )
         sb._side(store, rng, duo.id, "candidate", 0, 1.03)
         store.finish_experiment(duo.id, node_seconds=10.0)
         store.refresh_show_cache(cid)
         assert _cached(db, cid) == _built(store, cid)
-        assert json.loads(_cached(db, cid) or "null")["experiments"][-1]["metrics"]["parallel"]["1"]["baseline"] \
+        assert (
+            json.loads(_cached(db, cid) or "null")["experiments"][-1]["metrics"]["parallel"]["1"]["baseline"]
             == before["parallel"]["1"]["baseline"]
+        )
         store.mark_stale_experiments(cid, keep=(solo.id,))
         assert _cached(db, cid) is None
         store.refresh_show_cache(cid)  # the refresh after a verdict: the borrowers of a written baseline too
@@ -110,23 +130,40 @@ def test_campaign_show_json_answers_from_the_cache_without_sqlmodel(tmp_path: Pa
     cid = scale_build.build(db, 4)
     with Store(db) as store:
         built = _built(store, cid)
-    probe = ("import sys, io; from campaign.cli import entry; out = io.StringIO(); sys.stdout, real = out, sys.stdout; "
-             f"ok = entry._quick_show({cid!r}, {str(db)!r}); sys.stdout = real; "
-             "print(ok, 'sqlmodel' in sys.modules, len(out.getvalue()))")
+    probe = (
+        "import sys, io; from campaign.cli import entry; out = io.StringIO(); sys.stdout, real = out, sys.stdout; "
+        f"ok = entry._quick_show({cid!r}, {str(db)!r}); sys.stdout = real; "
+        "print(ok, 'sqlmodel' in sys.modules, len(out.getvalue()))"
+    )
     cold = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
     assert cold.stdout.split() == ["False", "False", "0"]  # nothing stored yet: the full path answers
-    full = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "show", cid, "--json", "--db", str(db)],
-                          capture_output=True, text=True, cwd=ROOT, check=True)
+    full = subprocess.run(
+        [sys.executable, "-m", "campaign.cli.entry", "show", cid, "--json", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     assert full.stdout == built + "\n"
     warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
     assert warm.stdout.split() == ["True", "False", str(len(built) + 1)]
-    again = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "show", cid, "--json", "--db", str(db)],
-                           capture_output=True, text=True, cwd=ROOT, check=True)
+    again = subprocess.run(
+        [sys.executable, "-m", "campaign.cli.entry", "show", cid, "--json", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     assert again.stdout == full.stdout
     with sqlite3.connect(db) as conn:  # the cache is not a record: dropping it loses nothing
         conn.execute("DROP TABLE show_cache")
-    dropped = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "show", cid, "--json", "--db", str(db)],
-                             capture_output=True, text=True, cwd=ROOT, check=True)
+    dropped = subprocess.run(
+        [sys.executable, "-m", "campaign.cli.entry", "show", cid, "--json", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     assert dropped.stdout == full.stdout
 
 
@@ -142,8 +179,12 @@ def test_an_unknown_campaign_or_an_older_schema_is_left_to_the_full_path(tmp_pat
     assert quick_show(db, cid, "1", out) is False and out.text == ""
     assert quick_show(tmp_path / "missing.db", cid, SCHEMA_VERSION, out) is False
     assert quick_show(db, cid, SCHEMA_VERSION, out) is True and json.loads(out.text)["id"] == cid
-    bad = subprocess.run([sys.executable, "-m", "campaign.cli.entry", "show", "nope", "--json", "--db", str(db)],
-                         capture_output=True, text=True, cwd=ROOT)
+    bad = subprocess.run(
+        [sys.executable, "-m", "campaign.cli.entry", "show", "nope", "--json", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "nope" in bad.stderr + bad.stdout
 
 
@@ -169,7 +210,9 @@ def test_side_values_give_the_noise_model_the_same_launches_as_the_full_runs(tmp
             for i in ids:
                 full: dict[str, dict[int, dict[int, float]]] = {}
                 for r in store.runs_for(i, side):
-                    full.setdefault(r.workload, {}).setdefault(r.repeat, {})[r.concurrency] = r.result.output_tokens_per_s
+                    full.setdefault(r.workload, {}).setdefault(r.repeat, {})[r.concurrency] = (
+                        r.result.output_tokens_per_s
+                    )
                 want = {w: [[row[c] for c in sorted(row)] for _, row in sorted(by.items())] for w, by in full.items()}
                 assert tables_of(bulk[i]) == want
         assert any(bulk[i] for i in ids) and store.side_values([], "output_tokens_per_s") == {}
@@ -195,8 +238,9 @@ def test_the_refresh_after_a_verdict_looks_only_at_what_changed(tmp_path: Path, 
         store.refresh_show_cache(cid)
         assert seen == [8]  # the first refresh: every piece
         baseline = store.get_campaign(cid).baseline_experiment_id
-        exp_id, _ = scale_build.add_experiment(store, cid, random.Random(3), 9, store.get_experiment(baseline).fingerprint_id,
-                                               baseline)
+        exp_id, _ = scale_build.add_experiment(
+            store, cid, random.Random(3), 9, store.get_experiment(baseline).fingerprint_id, baseline
+        )
         store.refresh_show_cache(cid)
         assert seen[-1] == 1
         store.refresh_show_cache(cid)
@@ -216,9 +260,11 @@ def test_campaign_show_prints_the_stored_document(tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "200"}
     cold = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True, env=env).stdout
     assert _cached(db, cid) is not None  # the first one stored the pieces
-    probe = ("import sys, io; from campaign.cli import entry; out = io.StringIO(); sys.stdout, real = out, sys.stdout; "
-             f"ok = entry._quick_show({cid!r}, {str(db)!r}, False); sys.stdout = real; "
-             "print(ok, 'sqlmodel' in sys.modules, 'typer' in sys.modules)")
+    probe = (
+        "import sys, io; from campaign.cli import entry; out = io.StringIO(); sys.stdout, real = out, sys.stdout; "
+        f"ok = entry._quick_show({cid!r}, {str(db)!r}, False); sys.stdout = real; "
+        "print(ok, 'sqlmodel' in sys.modules, 'typer' in sys.modules)"
+    )
     fast = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
     assert fast.stdout.split() == ["True", "False", "False"]  # the console script answers from stored text
     warm = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True, env=env).stdout

@@ -53,8 +53,15 @@ def campaign(backend_db: str) -> tuple[Store, str, dict[str, str]]:
     for spec in specs:
         store.upsert_hypothesis(cid, spec)
 
-    b1 = store.start_experiment(cid, "baseline", role="baseline", config=BASE, node="sim-0", fingerprint_id=fp12, reason="start")
-    measure(store, b1.id, "baseline", {("single_stream", 1): [82.0, 84.0], ("parallel", 1): [92.0, 93.0], ("parallel", 10): [457.0, 459.0]})
+    b1 = store.start_experiment(
+        cid, "baseline", role="baseline", config=BASE, node="sim-0", fingerprint_id=fp12, reason="start"
+    )
+    measure(
+        store,
+        b1.id,
+        "baseline",
+        {("single_stream", 1): [82.0, 84.0], ("parallel", 1): [92.0, 93.0], ("parallel", 10): [457.0, 459.0]},
+    )
     store.finish_experiment(b1.id, node_seconds=100.0)
     store.update_campaign(cid, baseline_experiment_id=b1.id)
 
@@ -116,7 +123,11 @@ def test_view_assembles_baselines_experiments_and_dead_ends(campaign: tuple[Stor
     assert view.baseline_history[0].figures == {"single_stream": {1: 83.0}, "parallel": {1: 92.5, 10: 458.0}}
 
     win, crash, confounded = view.experiments
-    assert [e.hypothesis for e in view.experiments] == ["smaller-cuda-graph", "flashinfer-allreduce-fusion", "nccl-fewer-channels"]
+    assert [e.hypothesis for e in view.experiments] == [
+        "smaller-cuda-graph",
+        "flashinfer-allreduce-fusion",
+        "nccl-fewer-channels",
+    ]
     assert win.adopted and win.verdict is not None and win.verdict.kind == "win"
     assert (win.rationale, win.repeats, win.baseline_id, win.node_seconds) == ("frees KV memory", 2, ids["b1"], 200.0)
     assert [(r.workload, r.concurrency, r.baseline, r.candidate) for r in win.rows] == [
@@ -124,7 +135,9 @@ def test_view_assembles_baselines_experiments_and_dead_ends(campaign: tuple[Stor
         ("parallel", 10, 459.0, 471.0),
     ]
     assert win.rows[0].comparison is not None and win.rows[0].comparison.winner == "candidate"
-    assert [(c.key, c.before, c.after, c.change) for c in win.config_diff] == [("cuda-graph-max-bs", 512, 128, "changed")]
+    assert [(c.key, c.before, c.after, c.change) for c in win.config_diff] == [
+        ("cuda-graph-max-bs", 512, 128, "changed")
+    ]
     assert win.analysis == "Freed memory raised the KV capacity." and win.environment == FP_12
     assert win.command.startswith("python -m tools.simnode")
 
@@ -134,10 +147,17 @@ def test_view_assembles_baselines_experiments_and_dead_ends(campaign: tuple[Stor
 
     assert confounded.verdict is not None and confounded.verdict.confounded_by[0].key == "mem-fraction-static"
     assert [(r.baseline, r.candidate) for r in confounded.rows] == [(90.0, 90.0)]  # baseline from b2 (no interleaving)
-    assert {(c.kind, c.key) for c in confounded.config_diff} == {("flag", "mem-fraction-static"), ("env", "NCCL_MAX_NCHANNELS")}
+    assert {(c.kind, c.key) for c in confounded.config_diff} == {
+        ("flag", "mem-fraction-static"),
+        ("env", "NCCL_MAX_NCHANNELS"),
+    }
 
     [dead] = view.dead_ends
-    assert (dead.hypothesis, dead.experiment_id, dead.failure_class) == ("flashinfer-allreduce-fusion", ids["crash"], FailureClass.jit_error)
+    assert (dead.hypothesis, dead.experiment_id, dead.failure_class) == (
+        "flashinfer-allreduce-fusion",
+        ids["crash"],
+        FailureClass.jit_error,
+    )
     assert dead.revisit_on == ["cuda"] and dead.environment["cuda"] == "12.8" and dead.reopened
     assert view.environment == FP_13
     assert view.environment_changes == ["environment changed: cuda 12.8 -> 13.0"]
@@ -172,7 +192,13 @@ def test_show_json_has_the_documented_shape(campaign: tuple[Store, str, dict[str
         "figures": {"single_stream": {"1": 90.0}, "parallel": {"10": 472.0}},
     }
     win, crash, confounded = doc["experiments"]
-    assert (win["hypothesis"], win["verdict"], win["attempt"], win["node"], win["adopted"]) == ("smaller-cuda-graph", "win", 1, "sim-0", True)
+    assert (win["hypothesis"], win["verdict"], win["attempt"], win["node"], win["adopted"]) == (
+        "smaller-cuda-graph",
+        "win",
+        1,
+        "sim-0",
+        True,
+    )
     single = win["metrics"]["single_stream"]["1"]
     assert single["candidate"] == 89.5 and single["baseline"] == 82.5
     assert single["delta_pct"] == pytest.approx((89.5 / 82.5 - 1) * 100)
@@ -188,7 +214,9 @@ def test_running_campaign_without_measurements_and_unknown_id(backend_db: str) -
     exp = store.start_experiment(cid, "h", config=BASE)
     doc = store.show_json(cid)
     assert doc["baseline"] is None
-    assert {"hypothesis", "verdict", "reason", "failure_class", "metrics", "attempt", "node"} <= set(doc["experiments"][0])
+    assert {"hypothesis", "verdict", "reason", "failure_class", "metrics", "attempt", "node"} <= set(
+        doc["experiments"][0]
+    )
     assert doc["experiments"][0]["verdict"] is None and doc["experiments"][0]["metrics"] == {}
     assert doc["experiments"][0]["id"] == exp.id and doc["experiments"][0]["status"] == "running"
     for call in (store.view, store.show_json, store.dead_ends):
@@ -205,10 +233,16 @@ def test_an_incremental_view_parses_only_the_specs_it_shows(campaign: tuple[Stor
     from campaign.store.snapshot import read_snapshot
 
     store, cid, ids = campaign
-    store.upsert_hypothesis(cid, HypothesisSpec(name="custom-all-reduce", flags={"disable-custom-all-reduce": True},
-                                                revisit_on=["driver"]))
-    dead = store.start_experiment(cid, "custom-all-reduce", node="sim-0", baseline_ref=ids["b2"],
-                                  config=EffectiveConfig(flags=SMALL_GRAPH.flags | {"disable-custom-all-reduce": True}))
+    store.upsert_hypothesis(
+        cid, HypothesisSpec(name="custom-all-reduce", flags={"disable-custom-all-reduce": True}, revisit_on=["driver"])
+    )
+    dead = store.start_experiment(
+        cid,
+        "custom-all-reduce",
+        node="sim-0",
+        baseline_ref=ids["b2"],
+        config=EffectiveConfig(flags=SMALL_GRAPH.flags | {"disable-custom-all-reduce": True}),
+    )
     store.record_verdict(dead.id, Verdict(kind="dead_end", reason="slower: loses parallel at every C"))
     store.finish_experiment(dead.id, node_seconds=60.0)
     store.upsert_hypothesis(cid, HypothesisSpec(name="pending-idea", rationale="not run yet"))
@@ -225,7 +259,8 @@ def test_an_incremental_view_parses_only_the_specs_it_shows(campaign: tuple[Stor
 
 
 def test_a_repeated_view_decodes_each_record_once_and_shows_every_change(
-        campaign: tuple[Store, str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    campaign: tuple[Store, str, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The journal re-reads the view after every verdict from the same Store: what it
     decoded before (experiment rows, outline verdicts) is reused, and a changed row is
     decoded again, never served stale."""
@@ -238,6 +273,7 @@ def test_a_repeated_view_decodes_each_record_once_and_shows_every_change(
         def wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
             decoded[name] += 1
             return real(*args, **kwargs)
+
         return wrapped
 
     monkeypatch.setattr(snapshot, "experiment_record", counting("records", snapshot.experiment_record))

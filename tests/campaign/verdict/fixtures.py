@@ -16,7 +16,9 @@ BASE_PARALLEL = [92.6, 159.7, 292.5, 457.2, 711.0, 784.2, 761.6, 772.1]
 def results(tps: float, repeats: int, *, p99_ttft: float = 100.0, phase: int = 0) -> list[LevelResult]:
     return [
         LevelResult(
-            concurrency=1, requests=2, output_tokens=512,
+            concurrency=1,
+            requests=2,
+            output_tokens=512,
             output_tokens_per_s=tps * (1 + JITTER[(k + phase) % len(JITTER)]),
             ttft_ms=Stat(mean=p99_ttft / 2, p50=p99_ttft / 2, p90=p99_ttft * 0.9, p99=p99_ttft),
         )
@@ -25,7 +27,9 @@ def results(tps: float, repeats: int, *, p99_ttft: float = 100.0, phase: int = 0
 
 
 def level(workload: str, c: int, base: float, cand: float, repeats: int = 3) -> LevelSamples:
-    return LevelSamples(workload=workload, concurrency=c, baseline=results(base, repeats), candidate=results(cand, repeats, phase=1))
+    return LevelSamples(
+        workload=workload, concurrency=c, baseline=results(base, repeats), candidate=results(cand, repeats, phase=1)
+    )
 
 
 def sweep(base: list[float], cand: list[float], repeats: int = 3, workload: str = "parallel") -> list[LevelSamples]:

@@ -69,8 +69,9 @@ def test_run_as_the_rule_runs_the_stalls_are_outweighed_and_the_win_goes() -> No
     for seed in (11, 12, 13):
         noise, _ = _node(random.Random(seed))
         rounds = 2
-        while round_decision(_experiment(random.Random(seed * 100), rounds, {0, 1}), SPEC, rounds,
-                             confounded=False, noise=noise).more:
+        while round_decision(
+            _experiment(random.Random(seed * 100), rounds, {0, 1}), SPEC, rounds, confounded=False, noise=noise
+        ).more:
             rounds += 1
         v = judge(_experiment(random.Random(seed * 100), rounds, {0, 1}), SPEC, noise)
         assert rounds > 2 and v.kind == "inconclusive", (seed, rounds, v.reason)
@@ -95,7 +96,9 @@ def test_a_stall_above_the_level_is_not_interference_and_the_level_tracks_the_la
     # the node moved down 8% five experiments ago: its recent level follows, no alarm
     moved = [{w: [[x + STALL for x in row] for row in t] for w, t in g.items()} for g in history[-5:]]
     noise.level = recent_level((history[:-5] + moved)[-RECENT:], noise)
-    slow_now = {w: [[x + STALL for x in row] for row in t] for w, t in _baseline_logs(_experiment(rng, 2, set())).items()}
+    slow_now = {
+        w: [[x + STALL for x in row] for row in t] for w, t in _baseline_logs(_experiment(rng, 2, set())).items()
+    }
     assert low_workloads(slow_now, noise.level, noise) == []
     noise.level = recent_level(history[-RECENT:], noise)
     assert set(low_workloads(slow_now, noise.level, noise)) == {"single_stream", "parallel"}
@@ -114,13 +117,15 @@ def test_the_graph_reads_the_level_of_the_compared_baseline_only(tmp_path) -> No
     store, cid, base = _campaign(tmp_path, rng)
     ref = node_noise(store, cid, "n", None, "output_tokens_per_s", baseline=base).level["w"]
     assert ref.launches == 10  # the latest 5 of the 7 groups of 2 launches
-    adopted = store.start_experiment(cid, "adopted", config=EffectiveConfig(flags={"a": 2}), role="baseline",
-                                     attempt=1, node="n").id
+    adopted = store.start_experiment(
+        cid, "adopted", config=EffectiveConfig(flags={"a": 2}), role="baseline", attempt=1, node="n"
+    ).id
     for r in range(2):
         _store_launch(store, adopted, "baseline", r, rng, shift=math.log(1.10))
     for i in range(3):
-        e = store.start_experiment(cid, f"after{i}", config=EffectiveConfig(), attempt=1, baseline_ref=adopted,
-                                   node="n").id
+        e = store.start_experiment(
+            cid, f"after{i}", config=EffectiveConfig(), attempt=1, baseline_ref=adopted, node="n"
+        ).id
         for r in range(2):
             _store_launch(store, e, "baseline", r, rng, shift=math.log(1.10))
     old = node_noise(store, cid, "n", None, "output_tokens_per_s", baseline=base).level["w"]
@@ -135,5 +140,6 @@ def test_the_rounds_line_groups_the_causes_of_the_extra_rounds() -> None:
 
     assert rounds_story("decisive after 2 rounds", {}) == "decisive after 2 rounds"
     assert rounds_story("decisive after 5 rounds", {3: "a", 4: "a", 5: "b"}) == (
-        "decisive after 5 rounds; measured on for rounds 3-4: a; round 5: b")
+        "decisive after 5 rounds; measured on for rounds 3-4: a; round 5: b"
+    )
     assert rounds_story("s", {5: "a", 3: "a"}) == "s; measured on for round 3: a; round 5: a"  # not consecutive

@@ -33,8 +33,13 @@ def reported(config: EffectiveConfig, **drop_or_add: object) -> ReportedConfig:
     return rep
 
 
-def run(flags: dict, declares: list[str] | None = None, env: dict | None = None, base: EffectiveConfig = BASE,
-        **server: object):
+def run(
+    flags: dict,
+    declares: list[str] | None = None,
+    env: dict | None = None,
+    base: EffectiveConfig = BASE,
+    **server: object,
+):
     cand = EffectiveConfig(flags={**base.flags, **flags}, env={**base.env, **(env or {})})
     declared = set(declares) if declares is not None else set(flags) | set(env or {})
     return check(base, cand, declared, [(reported(base), reported(cand, **server))])
@@ -51,14 +56,17 @@ def test_an_honoured_flag_is_declared_and_confounds_nothing():
     res = run({"cuda-graph-max-bs": 128})
     assert res.confounded_by == []
     assert [(r.key, r.baseline, r.candidate, r.status) for r in res.reported_diff] == [
-        ("cuda-graph-max-bs", 512, 128, "declared")]
+        ("cuda-graph-max-bs", 512, 128, "declared")
+    ]
 
 
 def test_derived_settings_follow_from_a_declared_flag():
     # only the algorithm is set: the server fills in the draft shape and, with less KV
     # cache left after the draft model, the request limit
-    res = run({"speculative-algorithm": "EAGLE3", "mem-fraction-static": 0.80}, base=EffectiveConfig(
-        flags={"cuda-graph-max-bs": 512, "mem-fraction-static": 0.88}))
+    res = run(
+        {"speculative-algorithm": "EAGLE3", "mem-fraction-static": 0.80},
+        base=EffectiveConfig(flags={"cuda-graph-max-bs": 512, "mem-fraction-static": 0.88}),
+    )
     assert res.confounded_by == []
     status = {r.key: (r.status, r.follows) for r in res.reported_diff}
     assert status["speculative-algorithm"] == ("declared", [])
@@ -76,24 +84,33 @@ def test_a_derived_setting_of_an_undeclared_change_names_only_its_cause():
     assert status == {"mem-fraction-static": "undeclared", "max-running-requests": "follows"}
     assert confound_reason(res.confounded_by) == (
         "confounded: mem-fraction-static (0.88 -> 0.85) differs from the baseline but the hypothesis does not "
-        "declare it")
+        "declare it"
+    )
 
 
 def test_a_declared_flag_the_server_ignores_confounds_the_run():
     res = run({"enable-mixed-chunk": True}, enable_mixed_chunk=None)
     (c,) = res.confounded_by
     assert (c.key, c.change, c.reported, c.requested, c.before, c.after) == (
-        "enable-mixed-chunk", "ignored", True, True, False, False)
+        "enable-mixed-chunk",
+        "ignored",
+        True,
+        True,
+        False,
+        False,
+    )
     (row,) = res.reported_diff
     assert row.status == "ignored" and row.requested is True
     assert confound_reason(res.confounded_by) == (
-        "confounded: the server ignored enable-mixed-chunk: asked for true, it reports false as on the baseline")
+        "confounded: the server ignored enable-mixed-chunk: asked for true, it reports false as on the baseline"
+    )
 
 
 def test_a_declared_flag_the_server_overrides_confounds_the_run():
     res = run({"chunked-prefill-size": 4096}, chunked_prefill_size=2048)
     assert [(c.key, c.change, c.requested, c.after) for c in res.confounded_by] == [
-        ("chunked-prefill-size", "overridden", 4096, 2048)]
+        ("chunked-prefill-size", "overridden", 4096, 2048)
+    ]
 
 
 def test_an_undeclared_setting_the_server_changes_confounds_the_run():
@@ -101,10 +118,12 @@ def test_an_undeclared_setting_the_server_changes_confounds_the_run():
     # schedule policy: only its report shows it
     res = run({"enable-mixed-chunk": True}, schedule_policy="lpm")
     assert [(c.key, c.before, c.after, c.reported, c.change) for c in res.confounded_by] == [
-        ("schedule-policy", "fcfs", "lpm", True, "changed")]
+        ("schedule-policy", "fcfs", "lpm", True, "changed")
+    ]
     assert confound_reason(res.confounded_by) == (
         "confounded: the servers report schedule-policy (fcfs -> lpm) differs from the baseline but the "
-        "hypothesis does not declare it")
+        "hypothesis does not declare it"
+    )
 
 
 def test_settings_only_one_server_reports_are_not_compared():

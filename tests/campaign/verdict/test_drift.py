@@ -19,8 +19,20 @@ LEVELS = {1: 90.0, 2: 160.0, 5: 300.0, 10: 460.0, 30: 700.0, 70: 780.0, 100: 770
 
 def _launch(store, eid, side, rep, rng, shift=0.0, offset=0.015, jitter=0.005):
     o = rng.gauss(0.0, offset) + shift
-    store.record_side(eid, side, rep, [("w", LevelResult(concurrency=c, requests=1, output_tokens_per_s=v * math.exp(
-        o + rng.gauss(0.0, jitter))), "h") for c, v in LEVELS.items()], node="n")
+    store.record_side(
+        eid,
+        side,
+        rep,
+        [
+            (
+                "w",
+                LevelResult(concurrency=c, requests=1, output_tokens_per_s=v * math.exp(o + rng.gauss(0.0, jitter))),
+                "h",
+            )
+            for c, v in LEVELS.items()
+        ],
+        node="n",
+    )
 
 
 def _campaign(tmp_path, rng, earlier=6):
@@ -82,8 +94,7 @@ def test_launches_within_the_node_noise_are_not_drift(tmp_path):
     store, cid, base = _campaign(tmp_path, rng)
     notes = 0
     for i in range(20):
-        exp = store.start_experiment(cid, f"x{i}", config=EffectiveConfig(), attempt=1, baseline_ref=base,
-                                     node="n").id
+        exp = store.start_experiment(cid, f"x{i}", config=EffectiveConfig(), attempt=1, baseline_ref=base, node="n").id
         for r in range(2):
             _launch(store, exp, "baseline", r, rng)
             noise = node_noise(store, cid, "n", None, "output_tokens_per_s", exclude=exp)

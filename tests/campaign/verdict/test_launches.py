@@ -23,9 +23,13 @@ SWEEP = [1, 2, 5, 10, 30, 70, 100, 250]
 
 def _launch(rng, effect=lambda c: 0.0, offset=0.015, jitter=0.005):
     o = rng.gauss(0.0, offset)
-    return {("single_stream", 1): 90.0 * (1 + effect(0) / 100) * math.exp(o + rng.gauss(0.0, jitter)),
-            **{("parallel", c): 100.0 * c / (1 + c / 40) * (1 + effect(c) / 100) * math.exp(o + rng.gauss(0.0, jitter))
-               for c in SWEEP}}
+    return {
+        ("single_stream", 1): 90.0 * (1 + effect(0) / 100) * math.exp(o + rng.gauss(0.0, jitter)),
+        **{
+            ("parallel", c): 100.0 * c / (1 + c / 40) * (1 + effect(c) / 100) * math.exp(o + rng.gauss(0.0, jitter))
+            for c in SWEEP
+        },
+    }
 
 
 def _tables(launches):
@@ -106,8 +110,13 @@ def test_stopping_spends_rounds_only_where_they_decide():
     assert not null.more and "would not decide" in null.why
     big = round_decision(_samples(rng, 2, lambda c: 15.0), SPEC, 2, confounded=False, noise=noise)
     assert not big.more and big.why.startswith("decisive after 2 rounds")
-    edge = round_decision(_samples(random.Random(3), 2, lambda c: 4.0, offset=0.02, cand_offset=0.02), SPEC, 2,
-                          confounded=False, noise=_history(random.Random(2), offset=0.02))
+    edge = round_decision(
+        _samples(random.Random(3), 2, lambda c: 4.0, offset=0.02, cand_offset=0.02),
+        SPEC,
+        2,
+        confounded=False,
+        noise=_history(random.Random(2), offset=0.02),
+    )
     assert edge.more and "within reach" in edge.why
     assert not round_decision([], SPEC, 2, confounded=True, noise=noise).more
     fixed = SPEC.model_copy(update={"policy": "fixed"})
@@ -190,8 +199,12 @@ def test_a_levels_figures_are_those_the_comparison_used_when_a_stall_was_screene
     for lc in split:  # the ratio of the figures shown is the change the verdict rests on
         assert lc.candidate_mean / lc.baseline_mean - 1 == pytest.approx(lc.delta_pct / 100, abs=1e-9), lc
     for lc in v.levels:  # no level shows the stalled launch in its baseline figure
-        kept = [r.output_tokens_per_s for ls in samples if (ls.workload, ls.concurrency) == (lc.workload, lc.concurrency)
-                for r in ls.baseline[1:]]
+        kept = [
+            r.output_tokens_per_s
+            for ls in samples
+            if (ls.workload, ls.concurrency) == (lc.workload, lc.concurrency)
+            for r in ls.baseline[1:]
+        ]
         assert min(kept) <= lc.baseline_mean <= max(kept), lc
 
 
@@ -216,7 +229,9 @@ def test_the_no_loss_test_holds_its_level_over_the_adaptive_looks():
         a = analyze(_samples(random.Random(rounds), rounds, lambda c: 0.0), SPEC, noise)
         assert a is not None
         c = a.comparisons[0]
-        se = (math.log1p(c.ci_high_pct / 100) - math.log1p(c.ci_low_pct / 100)) / (2 * quantile(c.level_confidence, c.df))
+        se = (math.log1p(c.ci_high_pct / 100) - math.log1p(c.ci_low_pct / 100)) / (
+            2 * quantile(c.level_confidence, c.df)
+        )
         q = (math.log1p(c.delta_pct / 100) - math.log1p(c.loss_bound_pct / 100)) / se
         zs.append(float(stats.norm.isf(stats.t.sf(q, c.df))))  # the bound's one-sided level, as a z
     one_sided_alpha = 1 - SPEC.confidence
@@ -254,9 +269,14 @@ def test_every_component_the_ablation_leaves_out_changes_what_the_rule_computes(
             for r in s.baseline:
                 r.output_tokens_per_s *= 0.85
         a = analyze(samples, SPEC, noise, settings=settings)
-        return (noise.prior_df, estimate(calm, settings=settings).prior_df, noise.stalled_launches,
-                [w.jitter() for w in noise.workloads.values()],
-                [(c.loss_bound_pct, c.ci_low_pct, c.common) for c in a.comparisons], a.low_baseline)
+        return (
+            noise.prior_df,
+            estimate(calm, settings=settings).prior_df,
+            noise.stalled_launches,
+            [w.jitter() for w in noise.workloads.values()],
+            [(c.loss_bound_pct, c.ci_low_pct, c.common) for c in a.comparisons],
+            a.low_baseline,
+        )
 
     shipped = computed(SHIPPED)
     assert shipped[0] is not None and shipped[1] is None and shipped[2] and shipped[5]

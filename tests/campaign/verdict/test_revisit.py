@@ -28,8 +28,16 @@ def test_every_failure_class_has_a_rule():
 
 
 def _fp(**kw) -> Fingerprint:
-    base = dict(gpu="RTX PRO 6000", gpu_count=8, arch="sm120", driver="570.1", cuda="12.8", engine="sglang",
-                engine_version="0.5.0", extra={"nccl": "2.26"})
+    base = dict(
+        gpu="RTX PRO 6000",
+        gpu_count=8,
+        arch="sm120",
+        driver="570.1",
+        cuda="12.8",
+        engine="sglang",
+        engine_version="0.5.0",
+        extra={"nccl": "2.26"},
+    )
     base.update(kw)
     return Fingerprint(**base)
 
@@ -42,8 +50,14 @@ def test_changed_components_ignores_unknown_values():
 
 
 def _dead(name: str, revisit: list[str], *, reopened: bool = False, env: dict[str, str] | None = None) -> DeadEnd:
-    return DeadEnd(hypothesis=name, experiment_id=f"e-{name}", reason="x", revisit_on=revisit, reopened=reopened,
-                   environment=env or {})
+    return DeadEnd(
+        hypothesis=name,
+        experiment_id=f"e-{name}",
+        reason="x",
+        revisit_on=revisit,
+        reopened=reopened,
+        environment=env or {},
+    )
 
 
 def test_reopenable_picks_dead_ends_whose_condition_changed():

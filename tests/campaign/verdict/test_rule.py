@@ -69,8 +69,9 @@ def test_no_loss_check_is_per_level_not_bonferroni():
     # +1.5% truth across the sweep: the Bonferroni intervals (99.4% each) reach below -2%,
     # but "no level loses more than 2%" is an intersection-union test, each level at 95%
     cand = [x * 1.015 for x in BASE_PARALLEL]
-    cmp = compare_levels([level("single_stream", 1, 82.0, 89.5)] + sweep(BASE_PARALLEL, cand), SPEC,
-                         noise_floor_pct=1.5)
+    cmp = compare_levels(
+        [level("single_stream", 1, 82.0, 89.5)] + sweep(BASE_PARALLEL, cand), SPEC, noise_floor_pct=1.5
+    )
     parallel = [c for c in cmp if c.workload == "parallel"]
     assert all(c.ci_low_pct < -2.0 < c.loss_bound_pct < c.delta_pct for c in parallel)
     v = decide(cmp, SPEC)
@@ -78,8 +79,11 @@ def test_no_loss_check_is_per_level_not_bonferroni():
 
 
 def test_records_without_a_loss_bound_fall_back_to_the_interval():
-    cmp = compare_levels([level("single_stream", 1, 82.0, 89.5)] + sweep(BASE_PARALLEL, [x * 1.015 for x in BASE_PARALLEL]),
-                         SPEC, noise_floor_pct=1.5)
+    cmp = compare_levels(
+        [level("single_stream", 1, 82.0, 89.5)] + sweep(BASE_PARALLEL, [x * 1.015 for x in BASE_PARALLEL]),
+        SPEC,
+        noise_floor_pct=1.5,
+    )
     old = [c.model_copy(update={"loss_bound_pct": None}) for c in cmp]
     assert decide(old, SPEC).kind == "inconclusive"
 
@@ -90,12 +94,17 @@ def test_noise_floor_per_workload():
     def runs(*tps: float) -> list[LevelResult]:
         return [LevelResult(concurrency=1, requests=6, output_tokens_per_s=x) for x in tps]
 
-    steady = LevelSamples(workload="single_stream", concurrency=1,  # EAGLE-3 on CUDA 13, as measured
-                          baseline=runs(89.22, 89.36), candidate=runs(93.71, 93.79))
+    steady = LevelSamples(
+        workload="single_stream",
+        concurrency=1,  # EAGLE-3 on CUDA 13, as measured
+        baseline=runs(89.22, 89.36),
+        candidate=runs(93.71, 93.79),
+    )
     samples = [steady] + sweep(BASE_PARALLEL, [x * 0.5 for x in BASE_PARALLEL], 2)
     pooled = compare_levels(samples, SPEC, noise_floor_pct=6.1, noise_floor_df=18)
-    own = compare_levels(samples, SPEC, noise_floor_pct=6.1, noise_floor_df=18,
-                         noise_by_workload={"single_stream": (0.1, 1)})
+    own = compare_levels(
+        samples, SPEC, noise_floor_pct=6.1, noise_floor_df=18, noise_by_workload={"single_stream": (0.1, 1)}
+    )
     assert pooled[0].winner == "tie" and own[0].winner == "candidate"
     assert [c.ci_low_pct for c in pooled[1:]] == [c.ci_low_pct for c in own[1:]]  # the sweep keeps the pooled floor
     assert decide(own, SPEC).regimes == {"single_stream": "candidate", "parallel": "baseline"}
@@ -177,10 +186,14 @@ def test_confounded_is_inconclusive_naming_the_settings():
 def test_latency_limit_decides_levels_where_only_one_side_meets_it():
     spec = VerdictSpec(latency_limit=LatencyLimit(metric="ttft_ms", stat="p99", max_ms=500))
     slow_but_in_limit = LevelSamples(
-        workload="parallel", concurrency=250,
-        baseline=results(772.0, 3, p99_ttft=900.0), candidate=results(740.0, 3, p99_ttft=400.0, phase=1),
+        workload="parallel",
+        concurrency=250,
+        baseline=results(772.0, 3, p99_ttft=900.0),
+        candidate=results(740.0, 3, p99_ttft=400.0, phase=1),
     )
-    same = LevelSamples(workload="parallel", concurrency=1, baseline=results(92.6, 3), candidate=results(92.6, 3, phase=1))
+    same = LevelSamples(
+        workload="parallel", concurrency=1, baseline=results(92.6, 3), candidate=results(92.6, 3, phase=1)
+    )
     cmp = compare_levels([same, slow_but_in_limit], spec, noise_floor_pct=0.5)
     assert cmp[1].delta_pct < -2 and cmp[1].winner == "candidate"
     assert (cmp[1].baseline_meets_limit, cmp[1].candidate_meets_limit) == (False, True)
@@ -192,8 +205,9 @@ def test_latency_limit_decides_levels_where_only_one_side_meets_it():
 def test_bonferroni_widens_intervals_with_more_levels():
     assert level_confidence(0.95, 9) == pytest.approx(1 - 0.05 / 9)
     one = compare_levels([level("single_stream", 1, 100.0, 103.0)], SPEC, noise_floor_pct=1.5)[0]
-    many = compare_levels([level("single_stream", 1, 100.0, 103.0)] + sweep(BASE_PARALLEL, BASE_PARALLEL), SPEC,
-                          noise_floor_pct=1.5)[0]
+    many = compare_levels(
+        [level("single_stream", 1, 100.0, 103.0)] + sweep(BASE_PARALLEL, BASE_PARALLEL), SPEC, noise_floor_pct=1.5
+    )[0]
     assert many.ci_high_pct - many.ci_low_pct > one.ci_high_pct - one.ci_low_pct
 
 
@@ -208,8 +222,9 @@ def test_a_side_without_repeats_is_a_caller_error():
 
 
 def test_headline_uses_primary_workload_lowest_concurrency():
-    cmp = compare_levels([level("single_stream", 1, 82.0, 89.5)] + sweep(BASE_PARALLEL, EAGLE_PARALLEL), SPEC,
-                         noise_floor_pct=1.5)
+    cmp = compare_levels(
+        [level("single_stream", 1, 82.0, 89.5)] + sweep(BASE_PARALLEL, EAGLE_PARALLEL), SPEC, noise_floor_pct=1.5
+    )
     assert headline(cmp) == pytest.approx(cmp[0].delta_pct)
     assert headline(cmp, "parallel") == pytest.approx(77.5 / 92.6 * 100 - 100, abs=0.5)
     assert decide(cmp, SPEC, primary_workload="parallel").headline_delta_pct == headline(cmp, "parallel")
@@ -222,7 +237,8 @@ def test_no_measurements_is_inconclusive():
 
 def test_paired_default_follows_interleave_setting():
     drift = LevelSamples(
-        workload="w", concurrency=1,
+        workload="w",
+        concurrency=1,
         baseline=results(100.0, 1) + results(110.0, 1) + results(120.0, 1),
         candidate=results(105.0, 1) + results(115.5, 1) + results(126.0, 1),
     )
@@ -289,8 +305,10 @@ def test_adaptive_measures_when_nothing_is_known_yet():
 def test_adaptive_accepts_raw_samples():
     samples = [level("single_stream", 1, 89.5, 94.0, repeats=1)]  # +5%, one level
     assert needs_more_repeats(samples, ADAPTIVE, 1, noise_floor_pct=1.5) is True
-    assert needs_more_repeats([level("single_stream", 1, 89.5, 38.0, repeats=1)], ADAPTIVE, 1,
-                              noise_floor_pct=1.5) is False
+    assert (
+        needs_more_repeats([level("single_stream", 1, 89.5, 38.0, repeats=1)], ADAPTIVE, 1, noise_floor_pct=1.5)
+        is False
+    )
 
 
 def test_adaptive_repeats_a_level_that_blocks_a_win():
@@ -319,8 +337,17 @@ def test_futility_counts_the_t_quantile_shrinking_with_more_repeats():
     runs = lambda *xs: [LevelResult(concurrency=1, requests=6, output_tokens_per_s=x) for x in xs]  # noqa: E731
     s = LevelSamples(workload="single_stream", concurrency=1, baseline=runs(89.09, 89.12), candidate=runs(93.52, 92.28))
     spec = VerdictSpec(repeats={"min": 2, "max": 6})
-    c = compare_level(s.workload, 1, s.baseline, s.candidate, spec, paired=True, noise_floor_pct=0.91,
-                      noise_floor_df=1, confidence=level_confidence(0.95, 9))  # one of the campaign's 9 levels
+    c = compare_level(
+        s.workload,
+        1,
+        s.baseline,
+        s.candidate,
+        spec,
+        paired=True,
+        noise_floor_pct=0.91,
+        noise_floor_df=1,
+        confidence=level_confidence(0.95, 9),
+    )  # one of the campaign's 9 levels
     assert c.winner == "tie" and c.df == 2 and c.ci_low_pct < -5
     assert levels_needing_repeats([c], spec) == [c]
     assert levels_needing_repeats([c.model_copy(update={"df": None})], spec) == []  # the old projection

@@ -48,8 +48,9 @@ def test_the_prior_counts_for_less_when_the_nodes_noise_moves():
     moving = []  # the machine's load sets each experiment's noise: quiet or four times as loud
     for _ in range(30):
         loud = rng.random() < 0.5
-        moving.append(_tables([_launch(rng, offset=0.04 if loud else 0.01, jitter=0.02 if loud else 0.005)
-                               for _ in range(2)]))
+        moving.append(
+            _tables([_launch(rng, offset=0.04 if loud else 0.01, jitter=0.02 if loud else 0.005) for _ in range(2)])
+        )
     d0 = estimate(moving).prior_df
     assert d0 is not None and d0 < 10
     assert prior_df([[Component(ss=1.0, df=1)]]) is None  # one table says nothing
@@ -98,8 +99,9 @@ def _stall_launch(samples, side, index, factor):
     """Slow one launch of one side on every level of every workload (a throttled node)."""
     for s in samples:
         rows = getattr(s, side)
-        rows[index] = LevelResult(concurrency=s.concurrency, requests=1,
-                                  output_tokens_per_s=rows[index].output_tokens_per_s * factor)
+        rows[index] = LevelResult(
+            concurrency=s.concurrency, requests=1, output_tokens_per_s=rows[index].output_tokens_per_s * factor
+        )
 
 
 def test_two_baseline_launches_that_disagree_like_a_stall_get_a_third():
@@ -110,7 +112,9 @@ def test_two_baseline_launches_that_disagree_like_a_stall_get_a_third():
     samples = _samples(rng, 2, lambda c: -4.5, offset=0.01, cand_offset=0.01)
     _stall_launch(samples, "baseline", 0, 0.92)
     d = round_decision(samples, SPEC, 2, confounded=False, noise=noise)
-    assert d.more and "two launches disagree like a stall on single_stream (baseline), parallel (baseline)" in d.why, d.why
+    assert d.more and "two launches disagree like a stall on single_stream (baseline), parallel (baseline)" in d.why, (
+        d.why
+    )
     # a third launch: the screen drops the stalled one, and the loss is within reach
     more = _samples(rng, 1, lambda c: -4.5, offset=0.01, cand_offset=0.01)
     for s, m in zip(samples, more):
@@ -191,6 +195,7 @@ def test_a_candidate_noisier_than_the_node_keeps_its_ordinary_low_cells():
     rng = random.Random(41)
     noise = _history(rng, groups=40, offset=0.015, jitter=0.005)
     prior = noise.get("parallel")
+
     def rows(jitter):
         return [[f[("parallel", c)] for c in SWEEP] for f in (_launch(rng, jitter=jitter) for _ in range(2))]
 

@@ -58,4 +58,5 @@ def test_one_look_spends_the_whole_level() -> None:
     assert look_alpha(VerdictSpec(repeats={"min": 3, "max": 3}, policy="adaptive"), 3) == pytest.approx(0.05)
     assert look_alpha(VerdictSpec(repeats={"min": 2, "max": 6}, policy="fixed"), 2) == pytest.approx(0.05)
     assert look_alpha(VerdictSpec(repeats={"min": 2, "max": 6}, confidence=0.9), 4) == pytest.approx(
-        spending_levels((2, 3, 4, 5, 6), 0.1, SPENDING_GAMMA)[2])
+        spending_levels((2, 3, 4, 5, 6), 0.1, SPENDING_GAMMA)[2]
+    )

@@ -48,8 +48,9 @@ def test_the_shared_offset_is_the_generators_at_its_lower_bound():
 
 
 def test_workloads_that_move_on_their_own_or_few_launches_share_nothing():
-    shown = sum(estimate([_group(random.Random(f"0:{seed}:{g}"), 0.0) for g in range(60)]).shared != {}
-                for seed in range(40))
+    shown = sum(
+        estimate([_group(random.Random(f"0:{seed}:{g}"), 0.0) for g in range(60)]).shared != {} for seed in range(40)
+    )
     assert shown <= 5  # a one-sided 95% bound above 0 by chance: about 2 in 40
     assert estimate([_group(random.Random(g), 1.0, launches=2) for g in range(4)]).shared == {}  # 4 df
     groups = [_group(random.Random(g), 1.0) for g in range(60)]
@@ -63,9 +64,13 @@ def test_a_launch_missing_a_level_breaks_the_rows_alignment():
             rng = random.Random(repeat)
             o = rng.gauss(0.0, OFFSET)
             rows.append((repeat, "single_stream", 1, 90.0 * math.exp(o)))
-            rows += [(repeat, "parallel", c, 100.0 * c * math.exp(o + rng.gauss(0.0, JITTER))) for c in SWEEP
-                     if not (skip and repeat == 1 and c == 250)]
+            rows += [
+                (repeat, "parallel", c, 100.0 * c * math.exp(o + rng.gauss(0.0, JITTER)))
+                for c in SWEEP
+                if not (skip and repeat == 1 and c == 250)
+            ]
         return tuple(rows)
+
     aligned = _estimate_of(tuple(side(False) for _ in range(8)))
     assert aligned.shared_offset("single_stream", "parallel") > 0.5
     # the sweep's launch 1 lacks C=250: its rows are launches 0, 2, 3 against the single
@@ -89,10 +94,16 @@ def _experiment(effect_pct):
             s = LevelSamples(workload=w, concurrency=c)
             for r in range(3):
                 j = JITTER * ((k + r) % 3 - 1)
-                s.baseline.append(LevelResult(concurrency=c, requests=1,
-                                              output_tokens_per_s=1000.0 * math.exp(base_o[r] + j)))
-                s.candidate.append(LevelResult(concurrency=c, requests=1, output_tokens_per_s=1000.0 * (
-                    1 + effect_pct / 100) * math.exp(cand_o[r] - j)))
+                s.baseline.append(
+                    LevelResult(concurrency=c, requests=1, output_tokens_per_s=1000.0 * math.exp(base_o[r] + j))
+                )
+                s.candidate.append(
+                    LevelResult(
+                        concurrency=c,
+                        requests=1,
+                        output_tokens_per_s=1000.0 * (1 + effect_pct / 100) * math.exp(cand_o[r] - j),
+                    )
+                )
             out.append(s)
     return out
 
@@ -107,7 +118,8 @@ def test_two_workloads_of_one_launch_are_not_two_independent_tests():
     shared, apart = judge(samples, SPEC, noise), judge(samples, SPEC, alone)
     assert shared.kind == "win" and apart.kind == "inconclusive", (shared.reason, apart.reason)
     # the first Holm step: the family's level over about 1.1 tests, not over 2
-    conf = {v.kind: next(c.level_confidence for c in v.levels if c.workload == "single_stream")
-            for v in (shared, apart)}
+    conf = {
+        v.kind: next(c.level_confidence for c in v.levels if c.workload == "single_stream") for v in (shared, apart)
+    }
     assert 1 - conf["win"] > 1.6 * (1 - conf["inconclusive"]), conf
     assert judge(_experiment(1.0), SPEC, noise).kind == "inconclusive"  # no effect: nothing shown

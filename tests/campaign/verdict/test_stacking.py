@@ -106,9 +106,15 @@ def test_fewer_than_two_wins_need_no_measurement():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(min_value=2, max_value=16).flatmap(
-    lambda n: st.tuples(st.just(n), st.lists(st.integers(0, n - 1), min_size=2, max_size=2, unique=True),
-                        st.lists(st.floats(0.5, 15.0), min_size=n, max_size=n))))
+@given(
+    st.integers(min_value=2, max_value=16).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.lists(st.integers(0, n - 1), min_size=2, max_size=2, unique=True),
+            st.lists(st.floats(0.5, 15.0), min_size=n, max_size=n),
+        )
+    )
+)
 def test_bisection_finds_any_single_pair_in_logarithmic_measurements(case):
     n, pair_idx, parts = case
     wins = [f"w{k}" for k in range(n)]

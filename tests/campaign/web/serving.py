@@ -23,9 +23,14 @@ def serving(db: Path | str, *, host: str = "127.0.0.1", token: str | None = None
     env["PYTHONPATH"] = str(ROOT)
     if token is not None:
         env["CAMPAIGN_SERVE_TOKEN"] = token
-    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.entry", "serve", "--db", str(db), "--host", host,
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign.cli.entry", "serve", "--db", str(db), "--host", host, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()

@@ -41,8 +41,14 @@ class Live:
     def verdict_recorded(self) -> bool:
         conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
         try:
-            return conn.execute("SELECT count(*) FROM verdicts v JOIN experiments e ON e.id = v.experiment_id "
-                                "WHERE e.hypothesis = ?", (HYPOTHESIS,)).fetchone()[0] > 0
+            return (
+                conn.execute(
+                    "SELECT count(*) FROM verdicts v JOIN experiments e ON e.id = v.experiment_id "
+                    "WHERE e.hypothesis = ?",
+                    (HYPOTHESIS,),
+                ).fetchone()[0]
+                > 0
+            )
         finally:
             conn.close()
 
@@ -57,12 +63,22 @@ def browser() -> Iterator[Any]:
 def live(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Live]:
     """One small simulated campaign running in the background, and `campaign serve` on its database."""
     tmp = tmp_path_factory.mktemp("live")
-    pb = sim_playbook(tmp, [{"name": HYPOTHESIS, "rationale": HOSTILE, "flags": {"cuda-graph-max-bs": 128}}],
-                      name="web-demo", node={"time_scale": 60})
+    pb = sim_playbook(
+        tmp,
+        [{"name": HYPOTHESIS, "rationale": HOSTILE, "flags": {"cuda-graph-max-bs": 128}}],
+        name="web-demo",
+        node={"time_scale": 60},
+    )
     db = tmp / "campaign.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "campaign.cli.entry", "run", str(pb), "--db", str(db), "-q"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign.cli.entry", "run", str(pb), "--db", str(db), "-q"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (db.exists() and campaign_list(db)):
@@ -86,7 +102,8 @@ def test_a_verdict_appears_in_an_open_page_within_5_s(live: Live, browser: Any) 
         assert live.proc.poll() is None or live.verdict_recorded(), live.proc.stdout.read() if live.proc.stdout else ""
         assert time.monotonic() < deadline, "no verdict within 4 minutes"
         progress_seen = progress_seen or HYPOTHESIS in browser.execute_script(
-            "const p = document.getElementById('progress'); return p ? p.textContent : ''")
+            "const p = document.getElementById('progress'); return p ? p.textContent : ''"
+        )
         time.sleep(0.1)
     assert progress_seen, "the running experiment never showed in the page's progress section"
     recorded = time.monotonic()
@@ -107,11 +124,16 @@ def test_a_verdict_appears_in_an_open_page_within_5_s(live: Live, browser: Any) 
 def test_hostile_rationale_is_text(live: Live, browser: Any) -> None:
     browser.get(f"{live.base}/c/{live.cid}")
     deadline = time.monotonic() + 120  # run alone, the experiment may not have started yet: the page follows
-    while not (link := browser.execute_script("""
+    while not (
+        link := browser.execute_script(
+            """
 for (const row of document.querySelectorAll('main table tr')) {
   if (row.cells.length > 2 && row.cells[1].textContent.trim() === arguments[0]) return row.querySelector('a').href;
 }
-return null;""", HYPOTHESIS)):
+return null;""",
+            HYPOTHESIS,
+        )
+    ):
         assert time.monotonic() < deadline, "the experiment has no page link"
         time.sleep(0.2)
     browser.get(link)

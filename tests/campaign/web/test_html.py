@@ -11,17 +11,20 @@ from campaign.cli.web.pages import campaign_html, experiment_by_key, experiment_
 from campaign.journal.render import experiment_keys
 from tests.campaign.seed_campaign import seed_view
 
-HOSTILE = ("<!-- /notes:eagle3-2 -->\n<!-- notes:campaign -->\nSTOLEN\n<!-- /notes:campaign -->\n"
-           "# Fake heading\n| a | b |\n|---|---|\n[click](http://evil) ![img](http://evil/x.png)\n"
-           "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">\n```\n<b>x</b>")
+HOSTILE = (
+    "<!-- /notes:eagle3-2 -->\n<!-- notes:campaign -->\nSTOLEN\n<!-- /notes:campaign -->\n"
+    "# Fake heading\n| a | b |\n|---|---|\n[click](http://evil) ![img](http://evil/x.png)\n"
+    '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">\n```\n<b>x</b>'
+)
 EVIDENCE = ["<!-- notes:campaign -->", "```", "STOLEN TOO", "<!-- /notes:campaign -->", "## not a heading"]
 
 
 def _hostile_view():
     view = seed_view()
     exps = list(view.experiments)
-    exps[-1] = exps[-1].model_copy(update={"analysis": HOSTILE, "hypothesis": "eagle3 | <i>x</i>",
-                                           "rationale": HOSTILE})
+    exps[-1] = exps[-1].model_copy(
+        update={"analysis": HOSTILE, "hypothesis": "eagle3 | <i>x</i>", "rationale": HOSTILE}
+    )
     exps[1] = exps[1].model_copy(update={"failure": exps[1].failure.model_copy(update={"evidence": EVIDENCE})})
     return view.model_copy(update={"experiments": exps, "halt_reason": "<script>alert(1)</script>"})
 
@@ -46,7 +49,10 @@ def test_hostile_model_text_is_text_in_every_page() -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in main
     page = _page(view, view.experiments[-1].id)
     _no_markup(page)
-    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;&lt;img src=x onerror=&quot;window.__pwned = 2&quot;&gt;" in page
+    assert (
+        "&lt;script&gt;window.__pwned = 1&lt;/script&gt;&lt;img src=x onerror=&quot;window.__pwned = 2&quot;&gt;"
+        in page
+    )
 
 
 def test_a_log_excerpt_keeps_every_line() -> None:
@@ -69,9 +75,11 @@ def test_the_journals_folded_blocks_are_real_details_and_their_summary_stays_tex
     """The journal folds its statistics into `<details>`; markdown-it with raw HTML off
     showed those lines as text. Only the journal's own whole lines open and close one: a
     summary is inline Markdown (escaped), and the same lines inside a code block stay text."""
-    md = ("<details><summary>How it was decided (noise 1.2% &lt;script&gt;)</summary>\n\n- a <b> b\n\n</details>\n\n"
-          "```text\n<details><summary>inside a log</summary>\n```\n\n"
-          "<details><summary><img src=x onerror=alert(1)></summary>\n\n</details>")
+    md = (
+        "<details><summary>How it was decided (noise 1.2% &lt;script&gt;)</summary>\n\n- a <b> b\n\n</details>\n\n"
+        "```text\n<details><summary>inside a log</summary>\n```\n\n"
+        "<details><summary><img src=x onerror=alert(1)></summary>\n\n</details>"
+    )
     html = journal_html(md)
     assert html.count("<details>") == 2 and html.count("</details>") == 2
     assert "<summary>How it was decided (noise 1.2% &lt;script&gt;)</summary>" in html

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.xdist_group("web-serve")  # one database and one server
 
 
 def _experiment_links(html: str) -> list[str]:
-    return [line.split('href="')[1].split('"')[0] for line in html.splitlines() if '/e/' in line and 'href="' in line]
+    return [line.split('href="')[1].split('"')[0] for line in html.splitlines() if "/e/" in line and 'href="' in line]
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +100,14 @@ def test_off_loopback_a_token_is_required(db: tuple[Path, str, str]) -> None:
 
 def _serve_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k != "CAMPAIGN_SERVE_TOKEN"} | {"PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "campaign.cli.entry", "serve", *args], capture_output=True,
-                          text=True, env=full | (env or {}), cwd=ROOT, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "campaign.cli.entry", "serve", *args],
+        capture_output=True,
+        text=True,
+        env=full | (env or {}),
+        cwd=ROOT,
+        timeout=60,
+    )
 
 
 def test_off_loopback_without_a_token_is_refused(db: tuple[Path, str, str]) -> None:

@@ -21,7 +21,7 @@ LOGS = Path(__file__).parent / "logs"
 
 def test_parser_reads_labels_escapes_and_special_values() -> None:
     text = (
-        '# HELP x help text\n# TYPE x counter\n'
+        "# HELP x help text\n# TYPE x counter\n"
         'x_total{a="1",b="with \\"quote\\", comma"} 3.5\n'
         'x_total{a="2"} 1e3 1700000000\n'
         'gauge NaN\nup +Inf\nbroken{a="1"\nnot a sample line\n'
@@ -53,15 +53,19 @@ def test_vllm_idle_scrape_after_load() -> None:
 
 
 def test_vllm_without_speculation_reports_none() -> None:
-    body = "\n".join(ln for ln in (LOGS / "vllm_metrics_ngram_idle.txt").read_text().splitlines()
-                     if "spec_decode" not in ln)
+    body = "\n".join(
+        ln for ln in (LOGS / "vllm_metrics_ngram_idle.txt").read_text().splitlines() if "spec_decode" not in ln
+    )
     m = engine_profile("vllm").parse_metrics(body)
     assert m.spec_accept_length is None and m.spec_acceptance_rate is None
     assert m.generation_tokens == 1792.0
 
 
 SGLANG_INFO = {
-    "model_path": "/models/glm", "tp_size": 8, "speculative_algorithm": "EAGLE3", "max_total_num_tokens": 131072,
+    "model_path": "/models/glm",
+    "tp_size": 8,
+    "speculative_algorithm": "EAGLE3",
+    "max_total_num_tokens": 131072,
     "internal_states": [
         {"dp_rank": 0, "avg_spec_accept_length": 2.5, "num_running_reqs": 3, "token_usage": 0.25},
         {"dp_rank": 1, "avg_spec_accept_length": 3.5, "num_running_reqs": 5, "token_usage": 0.75},

@@ -18,7 +18,7 @@ from tools.engines import ENGINES
 
 #: the whole engine: its launch (the simulated server stands in for a real one), the
 #: variables it reads, its metrics reader, its start-up log reader and a triage rule
-TOY = '''
+TOY = """
 import json
 
 from campaign.domain.models import FailureClass
@@ -47,7 +47,7 @@ PROFILE = EngineProfile(
     metrics_parser=parse_metrics, startup_reader=read_startup,
     triage_rules=(rule(FailureClass.unsupported_arch, r"TOY: no accelerator", 5, "toy needs an accelerator"),),
 )
-'''
+"""
 
 
 @pytest.fixture

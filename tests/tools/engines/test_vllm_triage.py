@@ -18,10 +18,13 @@ def log(name: str) -> list[str]:
     return (LOGS / name).read_text().splitlines()
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("vllm_bad_flag_value.log", "error: argument --max-num-seqs: invalid int value: 'abc'"),
-    ("vllm_unknown_flag.log", "error: unrecognized arguments: --no-such-flag"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("vllm_bad_flag_value.log", "error: argument --max-num-seqs: invalid int value: 'abc'"),
+        ("vllm_unknown_flag.log", "error: unrecognized arguments: --no-such-flag"),
+    ],
+)
 def test_argparse_errors_are_bad_flags(name: str, expected: str) -> None:
     failure = VLLM.classify(2, log(name))
     assert failure.failure_class is FailureClass.bad_flag
@@ -36,11 +39,14 @@ def test_too_small_kv_cache_is_oom_with_the_engine_line() -> None:
     assert "KV cache" in failure.summary
 
 
-@pytest.mark.parametrize("name, label, line", [
-    ("vllm_max_model_len.log", "max-model-len above", "User-specified max_model_len (8192) is greater than"),
-    ("vllm_bad_spec_method.log", "speculative config rejected", "validation error for SpeculativeConfig"),
-    ("vllm_missing_model.log", "model not found", "Repo id must be in the form"),
-])
+@pytest.mark.parametrize(
+    "name, label, line",
+    [
+        ("vllm_max_model_len.log", "max-model-len above", "User-specified max_model_len (8192) is greater than"),
+        ("vllm_bad_spec_method.log", "speculative config rejected", "validation error for SpeculativeConfig"),
+        ("vllm_missing_model.log", "model not found", "Repo id must be in the form"),
+    ],
+)
 def test_config_rejections_exit_with_the_clear_line(name: str, label: str, line: str) -> None:
     failure = VLLM.classify(1, log(name))
     assert failure.failure_class is FailureClass.exited

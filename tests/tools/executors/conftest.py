@@ -86,8 +86,12 @@ def start_cluster() -> str | None:
             done = _subprocess.run(["bash", str(_CLUSTER_UP)], capture_output=True, text=True, timeout=300)
             why = None if done.returncode == 0 else f"{_CLUSTER_UP.name} failed: {done.stderr.strip()[-300:]}"
             if why is None and was_down:  # what this session started, it stops
-                _atexit.register(_subprocess.run, ["bash", str(_CLUSTER_UP.with_name("cluster_down.sh"))],
-                                 capture_output=True, timeout=120)
+                _atexit.register(
+                    _subprocess.run,
+                    ["bash", str(_CLUSTER_UP.with_name("cluster_down.sh"))],
+                    capture_output=True,
+                    timeout=120,
+                )
         _started["why"] = why
     return _started["why"]
 
@@ -98,8 +102,10 @@ def load_cluster_env() -> dict[str, str]:
     if not _os.path.exists(CLUSTER_ENV_FILE):
         why = start_cluster()
         if not _os.path.exists(CLUSTER_ENV_FILE):
-            missing(f"cluster not up: no {CLUSTER_ENV_FILE}, and this session cannot start it "
-                    f"({why or 'no env file written'}; {_CLUSTER_HINT})")
+            missing(
+                f"cluster not up: no {CLUSTER_ENV_FILE}, and this session cannot start it "
+                f"({why or 'no env file written'}; {_CLUSTER_HINT})"
+            )
     with open(CLUSTER_ENV_FILE) as f:
         pairs = (ln.strip().split("=", 1) for ln in f if "=" in ln and not ln.lstrip().startswith("#"))
         return {k: v for k, v in pairs}
@@ -108,11 +114,18 @@ def load_cluster_env() -> dict[str, str]:
 def make_ssh(tmp_path: Path) -> SshExecutor:
     env = load_cluster_env()
     ex = SshExecutor(
-        env["CAMPAIGN_CLUSTER_SSH_HOST"], user=env["CAMPAIGN_CLUSTER_SSH_USER"],
-        port=int(env["CAMPAIGN_CLUSTER_SSH_PORT"]), identity_file=env["CAMPAIGN_CLUSTER_SSH_KEY"],
-        ssh_options=["-o", f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}",
-                     "-o", "StrictHostKeyChecking=yes"],
-        workdir=f"{env['CAMPAIGN_CLUSTER_SHARED_DIR']}/ssh-node-{tmp_path.name}-{_os.getpid()}")
+        env["CAMPAIGN_CLUSTER_SSH_HOST"],
+        user=env["CAMPAIGN_CLUSTER_SSH_USER"],
+        port=int(env["CAMPAIGN_CLUSTER_SSH_PORT"]),
+        identity_file=env["CAMPAIGN_CLUSTER_SSH_KEY"],
+        ssh_options=[
+            "-o",
+            f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+        ],
+        workdir=f"{env['CAMPAIGN_CLUSTER_SHARED_DIR']}/ssh-node-{tmp_path.name}-{_os.getpid()}",
+    )
     try:
         ex.connect()
     except Exception as exc:  # the env file is stale: the daemons are gone
@@ -126,12 +139,19 @@ def make_ssh(tmp_path: Path) -> SshExecutor:
 def make_slurm(tmp_path: Path) -> SlurmExecutor:
     env = load_cluster_env()
     conf = env["SLURM_CONF"]
-    probe = _subprocess.run(["sinfo", "-h", "-o", "%T"], env={**_os.environ, "SLURM_CONF": conf},
-                            capture_output=True, text=True, timeout=30)
+    probe = _subprocess.run(
+        ["sinfo", "-h", "-o", "%T"], env={**_os.environ, "SLURM_CONF": conf}, capture_output=True, text=True, timeout=30
+    )
     if probe.returncode != 0 and start_cluster() is not None:
         missing(f"cluster env file present but slurmctld does not answer; {_CLUSTER_HINT}")
-    return SlurmExecutor(partition=env["CAMPAIGN_CLUSTER_SLURM_PARTITION"], gres="gpu:1", slurm_conf=conf,
-                         time_limit="00:10:00", exclusive=False, workdir=str(tmp_path / "slurm-node"))
+    return SlurmExecutor(
+        partition=env["CAMPAIGN_CLUSTER_SLURM_PARTITION"],
+        gres="gpu:1",
+        slurm_conf=conf,
+        time_limit="00:10:00",
+        exclusive=False,
+        workdir=str(tmp_path / "slurm-node"),
+    )
 
 
 EXECUTOR_FACTORIES.update({"ssh": make_ssh, "slurm": make_slurm})
@@ -139,8 +159,7 @@ EXECUTOR_MARKS.update({"ssh": [pytest.mark.cluster], "slurm": [pytest.mark.clust
 
 
 # One contract suite over every executor kind in the registry (local, ssh, slurm).
-@pytest.fixture(params=[pytest.param(name, marks=EXECUTOR_MARKS.get(name, []), id=name)
-                        for name in EXECUTOR_FACTORIES])
+@pytest.fixture(params=[pytest.param(name, marks=EXECUTOR_MARKS.get(name, []), id=name) for name in EXECUTOR_FACTORIES])
 def executor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Executor]:
     ex = EXECUTOR_FACTORIES[request.param](tmp_path)
     yield ex

@@ -21,7 +21,7 @@ from campaign.domain.server_env import DEFAULT_BASE_ENV
 from tools.executors.base import Executor
 from tools.executors.local import TOKEN_ENV
 
-TREE_SCRIPT = '''
+TREE_SCRIPT = """
 import os, signal, subprocess, sys, time
 role = sys.argv[1]
 if role == "leader":
@@ -35,24 +35,24 @@ else:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(f"GRANDCHILD {os.getpid()}", flush=True)
 time.sleep(600)
-'''
+"""
 
-STREAM_SCRIPT = '''
+STREAM_SCRIPT = """
 import os, sys, time
 for i in range(1, 6):
     print(f"line {i} {os.environ.get('CONTRACT_VAR', 'unset')}", flush=True)
     time.sleep(0.2)
 print("to stderr", file=sys.stderr, flush=True)
 time.sleep(600)
-'''
+"""
 
-CRASH_SCRIPT = '''
+CRASH_SCRIPT = """
 import sys, time
 print("loading weights", flush=True)
 time.sleep(0.3)
 print("RuntimeError: boom", file=sys.stderr, flush=True)
 sys.exit(3)
-'''
+"""
 
 
 def upload(executor: Executor, tmp_path: Path, node_dir: str, name: str, text: str) -> str:
@@ -83,7 +83,9 @@ def alive_on_node(executor: Executor, pid: int) -> bool:
     return res.returncode == 0 and bool(stat) and not stat.startswith("Z")
 
 
-def start_tree(executor: Executor, tmp_path: Path, node_dir: str, started: list[ProcessHandle]) -> tuple[ProcessHandle, dict[str, int]]:
+def start_tree(
+    executor: Executor, tmp_path: Path, node_dir: str, started: list[ProcessHandle]
+) -> tuple[ProcessHandle, dict[str, int]]:
     script = upload(executor, tmp_path, node_dir, "tree.py", TREE_SCRIPT)
     handle = executor.start(["python3", script, "leader"], log_path=f"{node_dir}/tree.log")
     started.append(handle)
@@ -119,8 +121,9 @@ def test_run_missing_program_is_127(executor: Executor) -> None:
 
 
 # -- start, logs ---------------------------------------------------------------------
-def test_start_streams_log_by_offset(executor: Executor, tmp_path: Path, node_dir: str,
-                                     started: list[ProcessHandle]) -> None:
+def test_start_streams_log_by_offset(
+    executor: Executor, tmp_path: Path, node_dir: str, started: list[ProcessHandle]
+) -> None:
     script = upload(executor, tmp_path, node_dir, "stream.py", STREAM_SCRIPT)
     handle = executor.start(["python3", script], log_path=f"{node_dir}/stream.log", env={"CONTRACT_VAR": "v1"})
     started.append(handle)
@@ -153,8 +156,9 @@ def test_log_is_appended_not_truncated(executor: Executor, node_dir: str, starte
 
 
 # -- exit and stop -------------------------------------------------------------------
-def test_crash_exit_status_seen_by_poll(executor: Executor, tmp_path: Path, node_dir: str,
-                                        started: list[ProcessHandle]) -> None:
+def test_crash_exit_status_seen_by_poll(
+    executor: Executor, tmp_path: Path, node_dir: str, started: list[ProcessHandle]
+) -> None:
     script = upload(executor, tmp_path, node_dir, "crash.py", CRASH_SCRIPT)
     handle = executor.start(["python3", script], log_path=f"{node_dir}/crash.log")
     started.append(handle)
@@ -164,8 +168,9 @@ def test_crash_exit_status_seen_by_poll(executor: Executor, tmp_path: Path, node
     assert executor.stop(handle, grace_s=1.0) == 3  # stopping an ended process reports its status
 
 
-def test_stop_kills_whole_group_including_term_ignoring_members(executor: Executor, tmp_path: Path, node_dir: str,
-                                                                started: list[ProcessHandle]) -> None:
+def test_stop_kills_whole_group_including_term_ignoring_members(
+    executor: Executor, tmp_path: Path, node_dir: str, started: list[ProcessHandle]
+) -> None:
     handle, pids = start_tree(executor, tmp_path, node_dir, started)
     assert all(alive_on_node(executor, pid) for pid in pids.values())
     t0 = time.monotonic()
@@ -176,8 +181,9 @@ def test_stop_kills_whole_group_including_term_ignoring_members(executor: Execut
     executor.stop(handle, grace_s=1.0)  # idempotent
 
 
-def test_kill9_of_leader_then_stop_leaves_no_member(executor: Executor, tmp_path: Path, node_dir: str,
-                                                    started: list[ProcessHandle]) -> None:
+def test_kill9_of_leader_then_stop_leaves_no_member(
+    executor: Executor, tmp_path: Path, node_dir: str, started: list[ProcessHandle]
+) -> None:
     handle, pids = start_tree(executor, tmp_path, node_dir, started)
     assert executor.run(["kill", "-9", str(pids["LEADER"])]).returncode == 0
     wait_for(lambda: executor.poll(handle) is not None)
@@ -248,8 +254,11 @@ SHELL_OWN = {"PWD", "SHLVL", "_"}
 def controller_secrets(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Secrets in the controller's environment, set before the executor is made (the
     Slurm executor snapshots the environment it submits with)."""
-    values = {"CONTRACT_HF_TOKEN": "hf_" + secrets.token_hex(16), "OPENAI_API_KEY": "sk-" + secrets.token_hex(16),
-              "CONTRACT_UNLISTED": "controller-only-" + secrets.token_hex(8)}
+    values = {
+        "CONTRACT_HF_TOKEN": "hf_" + secrets.token_hex(16),
+        "OPENAI_API_KEY": "sk-" + secrets.token_hex(16),
+        "CONTRACT_UNLISTED": "controller-only-" + secrets.token_hex(8),
+    }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     return values
@@ -257,8 +266,7 @@ def controller_secrets(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 def _process_lists(executor: Executor) -> str:
     """Every command line on the node and here (the ssh client's argv is here)."""
-    here = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True, timeout=30,
-                          check=True).stdout
+    here = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True, timeout=30, check=True).stdout
     node = executor.run(["ps", "-eww", "-o", "args="], timeout=30)
     assert node.returncode == 0, node.stderr
     return here + node.stdout
@@ -284,8 +292,9 @@ def _files_holding(executor: Executor, node_dirs: list[str], tmp_path: Path, val
     return found
 
 
-def test_launch_env_reaches_only_the_server(controller_secrets: dict[str, str], executor: Executor,
-                                            tmp_path: Path, node_dir: str, started: list[ProcessHandle]) -> None:
+def test_launch_env_reaches_only_the_server(
+    controller_secrets: dict[str, str], executor: Executor, tmp_path: Path, node_dir: str, started: list[ProcessHandle]
+) -> None:
     """A secret referenced as ${NAME} reaches the server's environment and nothing
     else (no command line while it runs, no file left on the node); a controller
     secret it does not reference, and any variable off the base list, never reach it."""
@@ -302,8 +311,11 @@ def test_launch_env_reaches_only_the_server(controller_secrets: dict[str, str], 
     assert environ.get("HF_TOKEN") == secret and environ.get("CONTRACT_VAR") == "plain value", sorted(environ)
     assert "PATH" in environ and "HOME" in environ
     assert api_key not in "\0".join(environ.values()), "an unreferenced controller secret reached the server"
-    unlisted = sorted(k for k in environ if k not in env and not server_env.matches(k, DEFAULT_BASE_ENV)
-                      and k not in {TOKEN_ENV, *SHELL_OWN})
+    unlisted = sorted(
+        k
+        for k in environ
+        if k not in env and not server_env.matches(k, DEFAULT_BASE_ENV) and k not in {TOKEN_ENV, *SHELL_OWN}
+    )
     assert not unlisted, f"variables off the base list reached the server: {unlisted}"
 
     executor.stop(handle, grace_s=1.0)
@@ -312,11 +324,11 @@ def test_launch_env_reaches_only_the_server(controller_secrets: dict[str, str], 
     assert not leaks, f"secrets left on the node: {leaks}"
 
 
-def test_base_env_selects_what_the_server_inherits(executor: Executor, tmp_path: Path, node_dir: str,
-                                                   started: list[ProcessHandle]) -> None:
+def test_base_env_selects_what_the_server_inherits(
+    executor: Executor, tmp_path: Path, node_dir: str, started: list[ProcessHandle]
+) -> None:
     """`base_env` replaces the default list: here only PATH is inherited."""
-    handle = executor.start(SERVER, log_path=f"{node_dir}/server.log", env={"ONLY": "1"},
-                            base_env=["PATH"])
+    handle = executor.start(SERVER, log_path=f"{node_dir}/server.log", env={"ONLY": "1"}, base_env=["PATH"])
     started.append(handle)
     text = wait_for(lambda: "PID" in (t := log_text(executor, handle)) and t)
     environ = _node_environ(executor, int(text.split("PID", 1)[1].split()[0]))

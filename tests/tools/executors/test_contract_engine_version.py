@@ -29,15 +29,21 @@ def install(executor: Executor, tmp_path: Path, node_dir: str, version: str) -> 
 
 def runtime(executor: Executor, node_dir: str, command: str) -> NodeRuntime:
     profile = engine_profile("vllm").model_copy(update={"package": "engx"})
-    return NodeRuntime("n", executor, model="m", fmt={"python": "python3"}, workdir=node_dir,
-                       profile=profile, command=command)
+    return NodeRuntime(
+        "n", executor, model="m", fmt={"python": "python3"}, workdir=node_dir, profile=profile, command=command
+    )
 
 
 def test_fingerprint_reads_the_engines_installed_version_and_sees_an_upgrade(
-        executor: Executor, tmp_path: Path, node_dir: str) -> None:
+    executor: Executor, tmp_path: Path, node_dir: str
+) -> None:
     site = install(executor, tmp_path, node_dir, "1.4.2")
-    node = runtime(executor, node_dir, f"env PYTHONPATH={site} HF_TOKEN=hf_not_for_the_probe "
-                                       "{python} -u -m engx.entrypoints.api_server --port {port} {flags}")
+    node = runtime(
+        executor,
+        node_dir,
+        f"env PYTHONPATH={site} HF_TOKEN=hf_not_for_the_probe "
+        "{python} -u -m engx.entrypoints.api_server --port {port} {flags}",
+    )
     before = node.fingerprint()
     assert (before.engine, before.engine_version) == ("vllm", "1.4.2")
     install(executor, tmp_path, node_dir, "1.5.0rc1")
@@ -47,7 +53,6 @@ def test_fingerprint_reads_the_engines_installed_version_and_sees_an_upgrade(
     assert changed == {"engine_version"}
 
 
-def test_a_command_without_a_findable_interpreter_leaves_the_version_unknown(
-        executor: Executor, node_dir: str) -> None:
+def test_a_command_without_a_findable_interpreter_leaves_the_version_unknown(executor: Executor, node_dir: str) -> None:
     fp = runtime(executor, node_dir, "/opt/start-engine.sh --port {port} {flags}").fingerprint()
     assert (fp.engine, fp.engine_version) == ("vllm", "")

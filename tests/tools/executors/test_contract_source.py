@@ -22,9 +22,11 @@ GOOD = """diff --git a/kernels/attn.py b/kernels/attn.py
  SPLIT = 1
 """
 STRIPPED = "--- kernels/setup.py\n+++ kernels/setup.py\n@@ -1 +1 @@\n-root = 1\n+root = 2\n"
-MAKE_REPO = ("mkdir -p repo/kernels && cd repo && printf 'BLOCK = 16\\nSPLIT = 1\\n' > kernels/attn.py && "
-             "printf 'root = 1\\n' > setup.py && printf 'kern = 1\\n' > kernels/setup.py && git init -q && "
-             "git add . && git -c user.name=n -c user.email=n@n commit -qm init")
+MAKE_REPO = (
+    "mkdir -p repo/kernels && cd repo && printf 'BLOCK = 16\\nSPLIT = 1\\n' > kernels/attn.py && "
+    "printf 'root = 1\\n' > setup.py && printf 'kern = 1\\n' > kernels/setup.py && git init -q && "
+    "git add . && git -c user.name=n -c user.email=n@n commit -qm init"
+)
 STATE = "cd repo && git rev-parse HEAD && git status --porcelain --ignored && cat kernels/attn.py setup.py | sha256sum"
 
 

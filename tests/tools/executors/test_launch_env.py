@@ -20,8 +20,14 @@ from tools.executors.remote_shell import (
     write_private,
 )
 
-PROBE = ["sh", "-c", ('if [ -e "$SPEC" ]; then echo spec-present; else echo spec-gone; fi; '
-                      'echo "V=$V HOME=${HOME:-unset} KEY=${OPENAI_API_KEY:-unset} NODE=${NODE_ONLY:-unset}"')]
+PROBE = [
+    "sh",
+    "-c",
+    (
+        'if [ -e "$SPEC" ]; then echo spec-present; else echo spec-gone; fi; '
+        'echo "V=$V HOME=${HOME:-unset} KEY=${OPENAI_API_KEY:-unset} NODE=${NODE_ONLY:-unset}"'
+    ),
+]
 
 
 def _run_watcher(tmp_path: Path, spec: str, env: dict[str, str]) -> tuple[str, str]:

@@ -16,7 +16,7 @@ from tools.executors.local import UNKNOWN_STATUS, LocalExecutor
 
 REPO = Path(__file__).resolve().parents[3]
 
-CONTROLLER = '''
+CONTROLLER = """
 import json, os, sys
 sys.path.insert(0, {repo!r})
 from tools.executors.local import LocalExecutor
@@ -24,7 +24,7 @@ ex = LocalExecutor()
 h = ex.start(["sh", "-c", "sleep 300 & sleep 300"], log_path={log!r})
 print(h.model_dump_json(), flush=True)
 os.kill(os.getpid(), 9)  # the controller dies without cleaning up
-'''
+"""
 
 
 def _wait(predicate, timeout: float = 10.0) -> None:
@@ -51,8 +51,13 @@ def test_fresh_executor_stops_group_left_by_a_dead_controller(tmp_path: Path) ->
 def test_stop_never_kills_a_stranger_with_a_recycled_pid(tmp_path: Path) -> None:
     stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        forged = ProcessHandle(executor="local", pid=stranger.pid, pgid=stranger.pid,
-                               log_path=str(tmp_path / "old.log"), started_at=time.time() - 3600)
+        forged = ProcessHandle(
+            executor="local",
+            pid=stranger.pid,
+            pgid=stranger.pid,
+            log_path=str(tmp_path / "old.log"),
+            started_at=time.time() - 3600,
+        )
         LocalExecutor().stop(forged, grace_s=0.5)
         assert stranger.poll() is None
         assert LocalExecutor().poll(forged) == UNKNOWN_STATUS  # not ours: not reported running
@@ -67,8 +72,9 @@ def test_start_time_identifies_a_tokenless_leader(tmp_path: Path) -> None:
     before = time.time()
     proc = subprocess.Popen(["env", "-i", "sleep", "300"], start_new_session=True)
     try:
-        handle = ProcessHandle(executor="local", pid=proc.pid, pgid=proc.pid,
-                               log_path=str(tmp_path / "x.log"), started_at=before)
+        handle = ProcessHandle(
+            executor="local", pid=proc.pid, pgid=proc.pid, log_path=str(tmp_path / "x.log"), started_at=before
+        )
         LocalExecutor().stop(handle, grace_s=2.0)
         _wait(lambda: proc.poll() is not None)
         assert proc.returncode == -signal.SIGTERM

@@ -29,26 +29,45 @@ def _ssh(tmp_path: Path, workdir: str | None) -> SshExecutor:
     made.close()
     env = load_cluster_env()
     kw = {} if workdir is None else {"workdir": workdir}
-    return SshExecutor(env["CAMPAIGN_CLUSTER_SSH_HOST"], user=env["CAMPAIGN_CLUSTER_SSH_USER"],
-                       port=int(env["CAMPAIGN_CLUSTER_SSH_PORT"]), identity_file=env["CAMPAIGN_CLUSTER_SSH_KEY"],
-                       ssh_options=["-o", f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}",
-                                    "-o", "StrictHostKeyChecking=yes"], **kw)
+    return SshExecutor(
+        env["CAMPAIGN_CLUSTER_SSH_HOST"],
+        user=env["CAMPAIGN_CLUSTER_SSH_USER"],
+        port=int(env["CAMPAIGN_CLUSTER_SSH_PORT"]),
+        identity_file=env["CAMPAIGN_CLUSTER_SSH_KEY"],
+        ssh_options=[
+            "-o",
+            f"UserKnownHostsFile={env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+        ],
+        **kw,
+    )
 
 
 def _shared(tmp_path: Path, name: str) -> Path:
     return Path(load_cluster_env()["CAMPAIGN_CLUSTER_SHARED_DIR"]) / f"{name}-{tmp_path.name}-{os.getpid()}"
 
 
-@pytest.mark.parametrize(("owner", "mode", "says"), [
-    ("other", 0o777, "belongs to another user"), ("node user", 0o777, "is writable by others (mode 777)"),
-])
+@pytest.mark.parametrize(
+    ("owner", "mode", "says"),
+    [
+        ("other", 0o777, "belongs to another user"),
+        ("node user", 0o777, "is writable by others (mode 777)"),
+    ],
+)
 def test_ssh_refuses_a_workdir_that_is_not_its_own(tmp_path: Path, owner: str, mode: int, says: str) -> None:
     planted = _shared(tmp_path, "planted")
     planted.mkdir()
     (planted / "logs").mkdir()
     if owner == "node user":
-        uid = int(subprocess.run(["id", "-u", load_cluster_env()["CAMPAIGN_CLUSTER_SSH_USER"]],
-                                 capture_output=True, text=True, check=True).stdout)
+        uid = int(
+            subprocess.run(
+                ["id", "-u", load_cluster_env()["CAMPAIGN_CLUSTER_SSH_USER"]],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
         os.chown(planted, uid, -1)
     planted.chmod(mode)
     ex = _ssh(tmp_path, str(planted))
@@ -81,13 +100,23 @@ def test_slurm_refuses_a_shared_workdir_and_makes_its_own_private(tmp_path: Path
         planted.mkdir()
         os.chown(planted, owner, -1)
         planted.chmod(0o777)
-        ex = SlurmExecutor(partition=env["CAMPAIGN_CLUSTER_SLURM_PARTITION"], slurm_conf=env["SLURM_CONF"],
-                           gres="gpu:1", exclusive=False, workdir=str(planted))
+        ex = SlurmExecutor(
+            partition=env["CAMPAIGN_CLUSTER_SLURM_PARTITION"],
+            slurm_conf=env["SLURM_CONF"],
+            gres="gpu:1",
+            exclusive=False,
+            workdir=str(planted),
+        )
         with pytest.raises(UserError, match=re.escape(f"slurm: node workdir {planted} {says}")):
             ex.start(["sleep", "5"], log_path="cand.log")
         assert list(planted.iterdir()) == []
-    fresh = SlurmExecutor(partition=env["CAMPAIGN_CLUSTER_SLURM_PARTITION"], slurm_conf=env["SLURM_CONF"],
-                          gres="gpu:1", exclusive=False, workdir=str(tmp_path / "mine"))
+    fresh = SlurmExecutor(
+        partition=env["CAMPAIGN_CLUSTER_SLURM_PARTITION"],
+        slurm_conf=env["SLURM_CONF"],
+        gres="gpu:1",
+        exclusive=False,
+        workdir=str(tmp_path / "mine"),
+    )
     assert stat.S_IMODE(os.stat(fresh.workdir).st_mode) == 0o700
 
 

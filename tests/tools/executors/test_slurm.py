@@ -19,8 +19,13 @@ pytestmark = pytest.mark.cluster
 def slurm(tmp_path: Path, **kw) -> SlurmExecutor:
     make_slurm(tmp_path)  # skips when the cluster is not up
     env = load_cluster_env()
-    return SlurmExecutor(partition=env["CAMPAIGN_CLUSTER_SLURM_PARTITION"], slurm_conf=env["SLURM_CONF"],
-                         workdir=str(tmp_path / "node"), time_limit="00:10:00", **kw)
+    return SlurmExecutor(
+        partition=env["CAMPAIGN_CLUSTER_SLURM_PARTITION"],
+        slurm_conf=env["SLURM_CONF"],
+        workdir=str(tmp_path / "node"),
+        time_limit="00:10:00",
+        **kw,
+    )
 
 
 def squeue(*args: str) -> str:
@@ -117,14 +122,15 @@ def test_scontrol_parsing_and_status_rules() -> None:
     assert status_from_job({"JobState": "COMPLETED", "ExitCode": "0:0"}) == 0
 
 
-def test_the_stop_step_runs_without_the_controllers_credentials(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_stop_step_runs_without_the_controllers_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`srun --overlap kill` inherits its caller's environment: the `kill` it runs (a
     wrapper first on PATH that records its environment) sees no controller secret."""
     seen = tmp_path / "kill-env"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "kill").write_text(f"#!/bin/sh\nenv > {seen}\nexec /bin/kill \"$@\"\n")
+    (bin_dir / "kill").write_text(f'#!/bin/sh\nenv > {seen}\nexec /bin/kill "$@"\n')
     (bin_dir / "kill").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-controller-" + "k" * 20)

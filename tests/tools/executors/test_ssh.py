@@ -79,9 +79,16 @@ h = ex.start(["sleep", "300"], log_path="orphan.log")
 print(json.dumps({{"handle": h.model_dump(), "control": ex.control_path}}), flush=True)
 os.kill(os.getpid(), 9)
 """
-    proc = subprocess.run([sys.executable, "-c", controller], capture_output=True, text=True, timeout=60,
-                          env={"CAMPAIGN_CLUSTER_ENV": str(Path(env["CAMPAIGN_CLUSTER_SSH_KEY"]).parents[1] / "env"),
-                               "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", controller],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "CAMPAIGN_CLUSTER_ENV": str(Path(env["CAMPAIGN_CLUSTER_SSH_KEY"]).parents[1] / "env"),
+            "PATH": "/usr/bin:/bin",
+        },
+    )
     assert proc.returncode == -9, proc.stderr
     record = json.loads(proc.stdout.splitlines()[-1])
     handle = ProcessHandle.model_validate(record["handle"])
@@ -150,9 +157,11 @@ def test_directory_round_trip(ssh: SshExecutor, tmp_path: Path) -> None:
 def test_ssh_config_alias_is_honoured(tmp_path: Path) -> None:
     env = load_cluster_env()
     config = tmp_path / "ssh_config"
-    config.write_text(f"Host ci-node\n  HostName 127.0.0.1\n  Port {env['CAMPAIGN_CLUSTER_SSH_PORT']}\n"
-                      f"  User {env['CAMPAIGN_CLUSTER_SSH_USER']}\n  IdentityFile {env['CAMPAIGN_CLUSTER_SSH_KEY']}\n"
-                      f"  UserKnownHostsFile {env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}\n")
+    config.write_text(
+        f"Host ci-node\n  HostName 127.0.0.1\n  Port {env['CAMPAIGN_CLUSTER_SSH_PORT']}\n"
+        f"  User {env['CAMPAIGN_CLUSTER_SSH_USER']}\n  IdentityFile {env['CAMPAIGN_CLUSTER_SSH_KEY']}\n"
+        f"  UserKnownHostsFile {env['CAMPAIGN_CLUSTER_SSH_KNOWN_HOSTS']}\n"
+    )
     workdir = f"{env['CAMPAIGN_CLUSTER_SHARED_DIR']}/alias-{tmp_path.name}-{os.getpid()}"
     with SshExecutor("ci-node", ssh_options=["-F", str(config)], workdir=workdir) as ex:
         assert ex.host == "127.0.0.1"

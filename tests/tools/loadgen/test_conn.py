@@ -29,7 +29,9 @@ def completion_events(tokens: int) -> bytes:
 
 
 def chunked(body: bytes, size: int = 40, trailer: bytes = b"") -> bytes:
-    frames = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + size]), body[i:i + size]) for i in range(0, len(body), size))
+    frames = b"".join(
+        b"%x\r\n%s\r\n" % (len(body[i : i + size]), body[i : i + size]) for i in range(0, len(body), size)
+    )
     return frames + b"0\r\n" + trailer + b"\r\n"
 
 
@@ -38,7 +40,7 @@ def ok_head(extra: bytes = b"") -> bytes:
 
 
 def split(data: bytes, piece: int) -> list[bytes]:
-    return [data[i:i + piece] for i in range(0, len(data), piece)]
+    return [data[i : i + piece] for i in range(0, len(data), piece)]
 
 
 async def serve(respond: Responder, body: Callable[[str, dict], Awaitable[object]], gap_s: float = 0.0) -> object:

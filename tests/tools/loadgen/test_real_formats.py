@@ -105,17 +105,37 @@ def test_sglang_bench_serving_jsonl_gives_the_printed_figures() -> None:
     assert 0 < c1.ttft_ms.p50 <= c1.ttft_ms.p90 <= c1.ttft_ms.p99
 
 
-@pytest.mark.parametrize(("name", "printed_files"), [
-    ("vllm-0.32.0-bench-serve-rate20.json", ["vllm-0.32.0-bench-serve-rate20.stdout"]),
-    ("sglang-0.5.5-bench-serving-c4-c1.jsonl", ["sglang-0.5.5-bench-serving-c4.stdout", "sglang-0.5.5-bench-serving-c1.stdout"]),
-])
+@pytest.mark.parametrize(
+    ("name", "printed_files"),
+    [
+        ("vllm-0.32.0-bench-serve-rate20.json", ["vllm-0.32.0-bench-serve-rate20.stdout"]),
+        (
+            "sglang-0.5.5-bench-serving-c4-c1.jsonl",
+            ["sglang-0.5.5-bench-serving-c4.stdout", "sglang-0.5.5-bench-serving-c1.stdout"],
+        ),
+    ],
+)
 def test_campaign_bench_import_cli_on_real_files(tmp_path: Path, name: str, printed_files: list[str]) -> None:
     """The CLI end to end: `campaign bench --import FILE --json OUT` exits 0 and OUT carries the printed figures."""
     root = Path(__file__).resolve().parents[3]
     out = tmp_path / "sweep.json"
-    run = subprocess.run([sys.executable, "-c", "from campaign.cli.main import main; main()", "bench", "--import",
-                          str(HERE / name), "--json", str(out)],
-                         check=False, cwd=root, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from campaign.cli.main import main; main()",
+            "bench",
+            "--import",
+            str(HERE / name),
+            "--json",
+            str(out),
+        ],
+        check=False,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     levels = [LevelResult.model_validate(lv) for lv in json.loads(out.read_text())["levels"]]
     assert len(levels) == len(printed_files)

@@ -50,8 +50,19 @@ def test_kernel_arrival_is_when_the_bytes_arrived_not_when_they_were_read() -> N
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "reference_server.py"), "--port", "0", "--first-token-ms", "40", "--interval-ms", "5"],
-        stdout=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            str(ROOT / "bench" / "reference_server.py"),
+            "--port",
+            "0",
+            "--first-token-ms",
+            "40",
+            "--interval-ms",
+            "5",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     line = proc.stdout.readline() if proc.stdout else ""
     assert line.startswith("LISTENING"), line
@@ -64,14 +75,21 @@ def test_streams_follow_the_schedule_and_records_bracket_the_first_token(url: st
     with httpx.Client(trust_env=False) as client:
         client.post(url + "/reset")
         for path, key in (("/v1/completions", '"text"'), ("/v1/chat/completions", '"content"')):
-            body = {"model": "reference-model", "max_tokens": 6, "stream": True, "prompt": "a b c",
-                    "messages": [{"role": "user", "content": "a b c"}]}
+            body = {
+                "model": "reference-model",
+                "max_tokens": 6,
+                "stream": True,
+                "prompt": "a b c",
+                "messages": [{"role": "user", "content": "a b c"}],
+            }
             sent = time.perf_counter()
             with client.stream("POST", url + path, json=body) as resp:
                 text = "".join(resp.iter_text())
             elapsed = time.perf_counter() - sent
             assert resp.status_code == 200 and text.count(key) == 6 and text.endswith("data: [DONE]\n\n")
-            assert '"completion_tokens": 6' in text and 0.04 + 5 * 0.005 <= elapsed < 5  # the schedule's floor; a loaded machine adds
+            assert (
+                '"completion_tokens": 6' in text and 0.04 + 5 * 0.005 <= elapsed < 5
+            )  # the schedule's floor; a loaded machine adds
         records = client.get(url + "/records").json()
         assert len(records["arrivals"]) == len(records["reads"]) == len(records["first_tokens"]) == 2
         for arrived, read, first in zip(records["arrivals"], records["reads"], records["first_tokens"]):

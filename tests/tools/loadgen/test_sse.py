@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from tools.loadgen.stream import SseTimer, _decoded_content
 
 TEXTS = st.one_of(
-    st.just(""), st.none(), st.text(max_size=12),
-    st.sampled_from(['"', '\\', '"text": "x"', '"content":"y"', "\u00e9", "\n", '"usage": {"a": 1}']),
+    st.just(""),
+    st.none(),
+    st.text(max_size=12),
+    st.sampled_from(['"', "\\", '"text": "x"', '"content":"y"', "\u00e9", "\n", '"usage": {"a": 1}']),
 )
 
 
@@ -21,19 +23,30 @@ def events(draw: st.DrawFn, chat: bool) -> dict:
     kind = draw(st.sampled_from(["content", "content", "empty_choices", "role_only", "logprobs"]))
     text = draw(TEXTS)
     if chat:
-        delta: dict = {"role": "assistant"} if kind == "role_only" else {draw(st.sampled_from(["content", "reasoning_content"])): text}
+        delta: dict = (
+            {"role": "assistant"}
+            if kind == "role_only"
+            else {draw(st.sampled_from(["content", "reasoning_content"])): text}
+        )
         choice: dict = {"index": 0, "delta": delta}
         if kind == "logprobs":
             choice["logprobs"] = {"content": [{"token": "a", "logprob": -0.1}]}
     else:
-        choice = {"index": 0, "text": text, "logprobs": {"tokens": ["a"], "text_offset": [0]} if kind == "logprobs" else None}
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": {"tokens": ["a"], "text_offset": [0]} if kind == "logprobs" else None,
+        }
     usage = draw(st.one_of(st.none(), st.just({"prompt_tokens": 2, "completion_tokens": 9})))
     return {"id": "x", "choices": [] if kind == "empty_choices" else [choice], "usage": usage}
 
 
 def stream(evts: list[dict], compact: bool) -> bytes:
     separators = (",", ":") if compact else (", ", ": ")
-    return b"".join(b"data: " + json.dumps(e, separators=separators).encode() + b"\n\n" for e in evts) + b"data: [DONE]\n\n"
+    return (
+        b"".join(b"data: " + json.dumps(e, separators=separators).encode() + b"\n\n" for e in evts)
+        + b"data: [DONE]\n\n"
+    )
 
 
 @pytest.mark.parametrize("chat", [False, True])
@@ -44,7 +57,7 @@ def test_counts_match_a_full_decode(chat: bool, data: st.DataObject, compact: bo
     raw = stream(evts, compact)
     timer = SseTimer(chat, 0.0)
     for i in range(0, len(raw), piece):  # arbitrary splits, one read time per piece
-        timer.feed(raw[i:i + piece], float(i))
+        timer.feed(raw[i : i + piece], float(i))
     expected = sum(_decoded_content(e, chat) for e in evts)
     assert timer.done and timer.chunks == expected
     assert len(timer.itl) == max(0, expected - 1)

@@ -11,13 +11,25 @@ from tools.loadgen.stats import RequestOutcome, percentile, requests_for_level, 
 
 @pytest.mark.parametrize(
     ("expr", "c", "expected"),
-    [("2*C", 5, 10), ("max(4, C)", 2, 4), ("max(4, C)", 9, 9), (16, 3, 16), ("16", 3, 16), ("C/3", 4, 2), ("ceil(C*1.5)", 3, 5), ("min(C, 2) + 1", 7, 3)],
+    [
+        ("2*C", 5, 10),
+        ("max(4, C)", 2, 4),
+        ("max(4, C)", 9, 9),
+        (16, 3, 16),
+        ("16", 3, 16),
+        ("C/3", 4, 2),
+        ("ceil(C*1.5)", 3, 5),
+        ("min(C, 2) + 1", 7, 3),
+    ],
 )
 def test_requests_per_level_expressions(expr: str | int, c: int, expected: int) -> None:
     assert requests_for_level(expr, c) == expected
 
 
-@pytest.mark.parametrize("expr", ["__import__('os').system('true')", "C.real", "open('x')", "0", "C - C", "2**99", "D*2", "[1]", "max(C, key=1)"])
+@pytest.mark.parametrize(
+    "expr",
+    ["__import__('os').system('true')", "C.real", "open('x')", "0", "C - C", "2**99", "D*2", "[1]", "max(C, key=1)"],
+)
 def test_unsafe_or_bad_expressions_are_user_errors(expr: str) -> None:
     with pytest.raises(UserError, match="requests_per_level"):
         requests_for_level(expr, 4)
@@ -31,7 +43,9 @@ def test_percentile_matches_numpy_linear(pct: int) -> None:
 
 
 def test_level_formulas_match_bench_serving() -> None:
-    good = RequestOutcome(ok=True, ttft_s=0.1, e2e_s=1.0, itl_s=[0.3, 0.3, 0.3], output_tokens=10, input_tokens=5, usage=True)
+    good = RequestOutcome(
+        ok=True, ttft_s=0.1, e2e_s=1.0, itl_s=[0.3, 0.3, 0.3], output_tokens=10, input_tokens=5, usage=True
+    )
     one_token = RequestOutcome(ok=True, ttft_s=0.2, e2e_s=0.2, output_tokens=1, usage=True)
     bad = RequestOutcome(ok=False, error="HTTP 500: boom")
     lv = summarize_level(4, [good, one_token, bad, bad], duration_s=2.0, time_scale=3.0)
@@ -44,4 +58,7 @@ def test_level_formulas_match_bench_serving() -> None:
     assert lv.itl_ms.p50 == pytest.approx(900.0)
     assert lv.e2e_ms.p99 == pytest.approx(float(np.percentile([0.2, 1.0], 99)) * 3000)
     assert lv.token_source == "usage"
-    assert summarize_level(1, [RequestOutcome(ok=True, ttft_s=0.1, e2e_s=0.2, output_tokens=3)], 1.0, 1.0).token_source == "chunks"
+    assert (
+        summarize_level(1, [RequestOutcome(ok=True, ttft_s=0.1, e2e_s=0.2, output_tokens=3)], 1.0, 1.0).token_source
+        == "chunks"
+    )

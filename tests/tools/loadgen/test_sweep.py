@@ -111,7 +111,14 @@ def with_server(app: web.Application, body: Callable[[str], Awaitable[object]]) 
 
 
 def workload(**kw: object) -> WorkloadSpec:
-    base = {"name": "t", "concurrency": [1], "output_tokens": 8, "requests_per_level": 2, "warmup_requests": 0, "prompt_tokens": 16}
+    base = {
+        "name": "t",
+        "concurrency": [1],
+        "output_tokens": 8,
+        "requests_per_level": 2,
+        "warmup_requests": 0,
+        "prompt_tokens": 16,
+    }
     return WorkloadSpec(**(base | kw))
 
 
@@ -272,7 +279,9 @@ def test_a_diverse_sweep_longer_than_the_default_pool_still_repeats_no_prompt() 
     """512 generated prompts cover the default sweep (509 requests); a user's "2*C" up to
     C=250 sends hundreds more, and the last levels would re-serve the first ones."""
     app = make_app(first_token_s=0.001, interval_s=0.001)
-    spec = workload(prompts="diverse", concurrency=[50, 250], requests_per_level="2*C", output_tokens=1, warmup_requests=2)
+    spec = workload(
+        prompts="diverse", concurrency=[50, 250], requests_per_level="2*C", output_tokens=1, warmup_requests=2
+    )
     with_server(app, lambda url: run_sweep(url, spec))
     sent = _prompts_sent(app)
     assert len(sent) == 2 + 100 + 2 + 500 and len(set(sent)) == len(sent)

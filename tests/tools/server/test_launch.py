@@ -22,7 +22,7 @@ from tools.server.ledger import ProcessLedger
 
 REPO = Path(__file__).resolve().parents[3]
 
-FAKE_SERVER = r'''
+FAKE_SERVER = r"""
 import json, os, subprocess, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 port, mode, model, delay = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
@@ -76,7 +76,7 @@ if mode == "dies":
         os._exit(0)
     threading.Thread(target=die, daemon=True).start()
 srv.serve_forever()
-'''
+"""
 
 
 @pytest.fixture
@@ -93,12 +93,29 @@ def script(tmp_path: Path) -> Path:
     return path
 
 
-def request(executor: LocalExecutor, script: Path, tmp_path: Path, mode: str, *, model: str = "tiny",
-            delay: float = 0.5, expect: str | None = "tiny", timeout: float = 20.0, **kw) -> LaunchRequest:
+def request(
+    executor: LocalExecutor,
+    script: Path,
+    tmp_path: Path,
+    mode: str,
+    *,
+    model: str = "tiny",
+    delay: float = 0.5,
+    expect: str | None = "tiny",
+    timeout: float = 20.0,
+    **kw,
+) -> LaunchRequest:
     port = executor.free_port()
-    return LaunchRequest(argv=[sys.executable, str(script), str(port), mode, model, str(delay)],
-                         log_path=str(tmp_path / f"{mode}.log"), port=port, expect_model=expect,
-                         startup_timeout_s=timeout, poll_interval_s=0.1, stop_grace_s=1.0, **kw)
+    return LaunchRequest(
+        argv=[sys.executable, str(script), str(port), mode, model, str(delay)],
+        log_path=str(tmp_path / f"{mode}.log"),
+        port=port,
+        expect_model=expect,
+        startup_timeout_s=timeout,
+        poll_interval_s=0.1,
+        stop_grace_s=1.0,
+        **kw,
+    )
 
 
 def group_gone(pgid: int | None) -> bool:
@@ -126,10 +143,13 @@ def test_launch_waits_for_health_and_stops_the_group(executor, script, tmp_path)
     assert server.stop() is not None  # idempotent, keeps the status
 
 
-@pytest.mark.parametrize(("mode", "expected", "code"), [
-    ("crash", FailureClass.oom, 1),
-    ("badflag", FailureClass.bad_flag, 2),
-])
+@pytest.mark.parametrize(
+    ("mode", "expected", "code"),
+    [
+        ("crash", FailureClass.oom, 1),
+        ("badflag", FailureClass.bad_flag, 2),
+    ],
+)
 def test_early_exit_is_classified(executor, script, tmp_path, mode, expected, code) -> None:
     with pytest.raises(LaunchFailed) as info:
         ServerLauncher(executor).launch(request(executor, script, tmp_path, mode))
@@ -209,7 +229,7 @@ def test_ledger_tracks_running_servers(executor, script, tmp_path) -> None:
     assert ledger.live() == []
 
 
-CONTROLLER = '''
+CONTROLLER = """
 import os, sys
 sys.path.insert(0, {repo!r})
 from tools.executors.local import LocalExecutor
@@ -222,7 +242,7 @@ server = launcher.launch(req)
 print("UP", flush=True)
 if {die!r}:
     os.kill(os.getpid(), 9)
-'''
+"""
 
 
 def _controller(tmp_path: Path, req: LaunchRequest, die: bool) -> subprocess.Popen[str]:

@@ -54,9 +54,14 @@ def test_intent_with_token_is_written_before_the_spawn(tmp_path: Path) -> None:
     ledger = ProcessLedger(tmp_path / "ledger.jsonl")
     ex = _Spy(ledger)
     port = ex.free_port()
-    req = LaunchRequest(argv=[sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-                        log_path=str(tmp_path / "s.log"), port=port, health_path="/", poll_interval_s=0.1,
-                        startup_timeout_s=30)
+    req = LaunchRequest(
+        argv=[sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        log_path=str(tmp_path / "s.log"),
+        port=port,
+        health_path="/",
+        poll_interval_s=0.1,
+        startup_timeout_s=30,
+    )
     with ServerLauncher(ex, ledger=ledger).launch(req) as server:
         intents, env = ex.seen
         assert len(intents) == 1 and env[LAUNCH_TOKEN_ENV] == intents[0]
@@ -66,9 +71,15 @@ def test_intent_with_token_is_written_before_the_spawn(tmp_path: Path) -> None:
 
 def test_server_spawned_before_its_pid_is_ledgered_is_reaped_by_token(tmp_path: Path) -> None:
     ledger_path = tmp_path / "ledger.jsonl"
-    res = subprocess.run([sys.executable, "-c", CHILD, str(ledger_path), str(tmp_path / "s.log")], cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(ROOT), KILL_ENV: "launch:spawned"},
-                         capture_output=True, text=True, timeout=60, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", CHILD, str(ledger_path), str(tmp_path / "s.log")],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), KILL_ENV: "launch:spawned"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert res.returncode == -signal.SIGKILL, res.stderr[-1500:]
     ledger = ProcessLedger(ledger_path)
     assert ledger.live() == [] and len(ledger.intents()) == 1  # the controller died before the pid
@@ -90,7 +101,14 @@ def test_server_spawned_before_its_pid_is_ledgered_is_reaped_by_token(tmp_path: 
 def test_an_intent_whose_spawn_never_happened_is_dropped(tmp_path: Path) -> None:
     ledger = ProcessLedger(tmp_path / "ledger.jsonl")
     ledger.intend("0" * 32, executor="local", host="127.0.0.1", log_path=str(tmp_path / "s.log"))
-    ledger._append({"op": "intent", "key": "intent|x", "token": "x", "handle": {"executor": "local"},
-                    "owner": {"pid": 1, "started": "not-init"}})  # an owner that is gone
+    ledger._append(
+        {
+            "op": "intent",
+            "key": "intent|x",
+            "token": "x",
+            "handle": {"executor": "local"},
+            "owner": {"pid": 1, "started": "not-init"},
+        }
+    )  # an owner that is gone
     assert ledger.reap(lambda _h: LocalExecutor(), grace_s=1) == []
     assert ledger.intents() == []

@@ -15,8 +15,7 @@ from tests.tools.executors.conftest import EXECUTOR_FACTORIES, EXECUTOR_MARKS
 from tools.executors.base import LAUNCH_TOKEN_ENV, Executor
 
 
-@pytest.fixture(params=[pytest.param(name, marks=EXECUTOR_MARKS.get(name, []), id=name)
-                        for name in EXECUTOR_FACTORIES])
+@pytest.fixture(params=[pytest.param(name, marks=EXECUTOR_MARKS.get(name, []), id=name) for name in EXECUTOR_FACTORIES])
 def executor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Executor]:
     ex = EXECUTOR_FACTORIES[request.param](tmp_path)
     yield ex

@@ -90,23 +90,26 @@ VLLM_REQUESTED_SHUTDOWN = """\
 PLAIN_EXIT = "\n".join([f"[worker] step {i}" for i in range(30)] + ["Killed"])
 
 
-@pytest.mark.parametrize(("log", "exit_code", "expected"), [
-    (SGLANG_OOM, 1, FC.oom),
-    (EP_ASSERT_THEN_OOM, 1, FC.assertion),
-    (OOM_THEN_ASSERT, 1, FC.oom),
-    (FLASHINFER_SM120, 1, FC.jit_error),
-    (SYMM_MEM, 1, FC.unsupported_arch),
-    (NO_KERNEL_IMAGE, 1, FC.unsupported_arch),
-    (NCCL_TREE_GRAPH, 1, FC.cuda_graph_incompatible),
-    (NCCL_PLAIN, 1, FC.nccl_error),
-    (ARGPARSE, 2, FC.bad_flag),
-    (ARGPARSE_VALUE, 2, FC.bad_flag),
-    (PORT, 1, FC.port_in_use),
-    (VLLM_KV, 1, FC.oom),
-    (VLLM_DEAD, 0, FC.engine_dead),
-    (VLLM_REQUESTED_SHUTDOWN, 0, FC.exited),
-    (PLAIN_EXIT, 137, FC.exited),
-])
+@pytest.mark.parametrize(
+    ("log", "exit_code", "expected"),
+    [
+        (SGLANG_OOM, 1, FC.oom),
+        (EP_ASSERT_THEN_OOM, 1, FC.assertion),
+        (OOM_THEN_ASSERT, 1, FC.oom),
+        (FLASHINFER_SM120, 1, FC.jit_error),
+        (SYMM_MEM, 1, FC.unsupported_arch),
+        (NO_KERNEL_IMAGE, 1, FC.unsupported_arch),
+        (NCCL_TREE_GRAPH, 1, FC.cuda_graph_incompatible),
+        (NCCL_PLAIN, 1, FC.nccl_error),
+        (ARGPARSE, 2, FC.bad_flag),
+        (ARGPARSE_VALUE, 2, FC.bad_flag),
+        (PORT, 1, FC.port_in_use),
+        (VLLM_KV, 1, FC.oom),
+        (VLLM_DEAD, 0, FC.engine_dead),
+        (VLLM_REQUESTED_SHUTDOWN, 0, FC.exited),
+        (PLAIN_EXIT, 137, FC.exited),
+    ],
+)
 def test_rule_table(log: str, exit_code: int, expected: FailureClass) -> None:
     failure = classify(exit_code, log.splitlines())
     assert failure.failure_class == expected, failure.summary
@@ -174,8 +177,10 @@ def test_evidence_is_bounded_on_huge_logs() -> None:
 def test_capture_that_runs_out_of_memory_is_oom_not_graph_incompatibility():
     from tools.server.triage import classify
 
-    lines = ["[TP0] Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 3.53 GiB.",
-             "[TP0] 1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)"]
+    lines = [
+        "[TP0] Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 3.53 GiB.",
+        "[TP0] 1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+    ]
     assert classify(1, lines).failure_class.value == "oom"
     nccl = ["[TP0] Exception: Capture cuda graph failed: NCCL error: invalid usage"]
     assert classify(1, nccl).failure_class.value == "cuda_graph_incompatible"
@@ -184,12 +189,16 @@ def test_capture_that_runs_out_of_memory_is_oom_not_graph_incompatibility():
 def test_vllm_usage_text_is_not_a_jit_error_and_a_worker_shutdown_is_not_a_requested_one():
     from tools.server.triage import classify
 
-    usage = ["usage: api_server.py [-h] [--jit-monitor-mode {error,warn}] [--max-num-seqs MAX_NUM_SEQS]",
-             "api_server.py: error: argument --max-num-seqs: invalid int value: 'many'"]
+    usage = [
+        "usage: api_server.py [-h] [--jit-monitor-mode {error,warn}] [--max-num-seqs MAX_NUM_SEQS]",
+        "api_server.py: error: argument --max-num-seqs: invalid int value: 'many'",
+    ]
     f = classify(2, usage)
     assert f.failure_class.value == "bad_flag" and "jit" not in f.summary.lower()
-    crash = ["(EngineCore_DP0) [shutdown] Executor: worker died unexpectedly",
-             "ERROR vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."]
+    crash = [
+        "(EngineCore_DP0) [shutdown] Executor: worker died unexpectedly",
+        "ERROR vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+    ]
     assert classify(0, crash, phase="load").failure_class.value == "engine_dead"
     asked = ["[shutdown] API server: stopping engine client", "EngineDeadError: EngineCore encountered an issue."]
     assert classify(0, asked, phase="load").failure_class.value == "exited"
@@ -202,15 +211,21 @@ def test_the_first_root_cause_decides_and_its_consequences_do_not() -> None:
     from tools.engines import engine_profile
 
     sglang = engine_profile("sglang")
-    cc = ["[2025-09-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
-          "ValueError: Unsupported compute capability: 12.0",
-          "[2025-09-01 10:00:01] Received sigquit from a child process. It usually means the child failed."]
+    cc = [
+        "[2025-09-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "ValueError: Unsupported compute capability: 12.0",
+        "[2025-09-01 10:00:01] Received sigquit from a child process. It usually means the child failed.",
+    ]
     assert sglang.classify(1, cc).failure_class == FC.unsupported_arch
-    watchdog = ["[2025-10-29 11:25:58 TP3] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
-                "[2025-10-29 11:26:03] Rank 0 scheduler is dead. Please check if there are relevant logs."]
+    watchdog = [
+        "[2025-10-29 11:25:58 TP3] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+        "[2025-10-29 11:26:03] Rank 0 scheduler is dead. Please check if there are relevant logs.",
+    ]
     assert sglang.classify(1, watchdog).failure_class == FC.hang
-    rpc_then_oom = ["ERROR [core.py:502] TimeoutError: RPC call to execute_model timed out.",
-                    "(Worker_TP1) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    rpc_then_oom = [
+        "ERROR [core.py:502] TimeoutError: RPC call to execute_model timed out.",
+        "(Worker_TP1) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ]
     assert classify(1, rpc_then_oom).failure_class == FC.oom
 
 
@@ -218,19 +233,24 @@ def test_warnings_that_do_not_stop_the_server_are_not_signatures() -> None:
     from tools.engines import engine_profile
     from tools.server.triage import is_unmatched
 
-    lines = ["WARNING FlashInfer top-p/top-k sampling unavailable: unsupported compute capability 7.5; falling back",
-             "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845"]
+    lines = [
+        "WARNING FlashInfer top-p/top-k sampling unavailable: unsupported compute capability 7.5; falling back",
+        "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845",
+    ]
     assert is_unmatched(engine_profile("sglang").classify(1, lines))
 
 
-@pytest.mark.parametrize("line", [
-    "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
-    "ModuleNotFoundError: No module named 'vllm'",
-    "Exception: flashinfer_python with minimum required version 0.2.5 is not installed. Please uninstall the old version",
-    "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
-    "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-6604c5e0)",
-    "ImportError: /usr/lib/python3/flash_attn_2_cuda.so: undefined symbol: _ZN3c105ErrorC2E",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+        "ModuleNotFoundError: No module named 'vllm'",
+        "Exception: flashinfer_python with minimum required version 0.2.5 is not installed. Please uninstall the old version",
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-6604c5e0)",
+        "ImportError: /usr/lib/python3/flash_attn_2_cuda.so: undefined symbol: _ZN3c105ErrorC2E",
+    ],
+)
 def test_what_the_node_lacks_is_environment_and_outranks_what_it_causes(line: str) -> None:
     lines = [line, "ValueError: Model architectures ['LlavaForConditionalGeneration'] are not supported for now."]
     failure = classify(1, lines)
@@ -239,7 +259,9 @@ def test_what_the_node_lacks_is_environment_and_outranks_what_it_causes(line: st
 
 def test_a_warning_about_a_missing_library_does_not_decide() -> None:
     """vLLM warns when its custom ops do not load and goes on; the OOM that stops it decides."""
-    lines = ["WARNING 06-09 10:00:00 [_custom_ops.py:21] Failed to import from vllm._C with "
-             "ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')",
-             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    lines = [
+        "WARNING 06-09 10:00:00 [_custom_ops.py:21] Failed to import from vllm._C with "
+        "ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ]
     assert classify(1, lines).failure_class == FC.oom

@@ -38,10 +38,20 @@ def test_corpus_is_real_logs_with_their_source() -> None:
         assert log.expected != FailureClass.exited or log.name.split("-")[1] in {"config", "model", "tokenizer"}
     # every category of the issue is represented
     classes = {log.expected for log in logs}
-    assert {FailureClass.oom, FailureClass.unsupported_arch, FailureClass.jit_error, FailureClass.nccl_error,
-            FailureClass.cuda_graph_incompatible, FailureClass.kernel_fault, FailureClass.assertion,
-            FailureClass.bad_flag, FailureClass.port_in_use, FailureClass.engine_dead, FailureClass.hang,
-            FailureClass.exited} <= classes
+    assert {
+        FailureClass.oom,
+        FailureClass.unsupported_arch,
+        FailureClass.jit_error,
+        FailureClass.nccl_error,
+        FailureClass.cuda_graph_incompatible,
+        FailureClass.kernel_fault,
+        FailureClass.assertion,
+        FailureClass.bad_flag,
+        FailureClass.port_in_use,
+        FailureClass.engine_dead,
+        FailureClass.hang,
+        FailureClass.exited,
+    } <= classes
 
 
 def test_rules_classify_the_corpus_without_a_wrong_class() -> None:
@@ -81,15 +91,23 @@ def _write(tmp: Path, name: str, header: str, body: str) -> Path:
 
 
 def test_a_wrong_class_fails_the_bench(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _write(tmp_path, "vllm-x.log", "# source: https://github.com/vllm-project/vllm/issues/1\n# engine: vllm\n"
-           "# class: nccl_error\n", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    _write(
+        tmp_path,
+        "vllm-x.log",
+        "# source: https://github.com/vllm-project/vllm/issues/1\n# engine: vllm\n# class: nccl_error\n",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+    )
     assert main(["--corpus", str(tmp_path), "--list"]) == 1
     assert "wrong   vllm-x.log: expected nccl_error, got oom" in capsys.readouterr().out
 
 
 def test_a_bad_header_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _write(tmp_path, "vllm-y.log", "# source: https://github.com/vllm-project/vllm/issues/2\n# engine: vllm\n"
-           "# class: crashed\n", "boom\n")
+    _write(
+        tmp_path,
+        "vllm-y.log",
+        "# source: https://github.com/vllm-project/vllm/issues/2\n# engine: vllm\n# class: crashed\n",
+        "boom\n",
+    )
     assert main(["--corpus", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "vllm-y.log: class 'crashed' is not a FailureClass" in err
@@ -103,10 +121,18 @@ def test_header_lines_inside_the_log_stay_log_lines() -> None:
 
 
 def test_llm_is_asked_about_unknowns_only_and_counted_apart(tmp_path: Path) -> None:
-    _write(tmp_path, "vllm-known.log", "# source: https://github.com/vllm-project/vllm/issues/4\n# engine: vllm\n"
-           "# class: oom\n", "torch.OutOfMemoryError: CUDA out of memory.\n")
-    _write(tmp_path, "sglang-odd.log", "# source: https://github.com/sgl-project/sglang/issues/5\n# engine: sglang\n"
-           "# class: hang\n", "[2025-01-01 00:00:00] decode out of sync for 900 s, nothing scheduled\n")
+    _write(
+        tmp_path,
+        "vllm-known.log",
+        "# source: https://github.com/vllm-project/vllm/issues/4\n# engine: vllm\n# class: oom\n",
+        "torch.OutOfMemoryError: CUDA out of memory.\n",
+    )
+    _write(
+        tmp_path,
+        "sglang-odd.log",
+        "# source: https://github.com/sgl-project/sglang/issues/5\n# engine: sglang\n# class: hang\n",
+        "[2025-01-01 00:00:00] decode out of sync for 900 s, nothing scheduled\n",
+    )
     with FakeOpenAI() as server:
         server.script(answer({"failure_class": "hang"}))
         results = score(load_corpus(tmp_path), llm_triage(server.url, "fake-model"))

@@ -64,12 +64,25 @@ def launch(tmp_path):
     def _launch(*args: str, env: dict | None = None, time_scale: float = 200.0, cuda: str = "12.8") -> Node:
         port = free_port()
         log_path = tmp_path / f"node-{port}.log"
-        argv = [sys.executable, "-m", "tools.simnode", "--port", str(port), "--time-scale", str(time_scale),
-                "--cuda", cuda, "--seed", "7", *args]
+        argv = [
+            sys.executable,
+            "-m",
+            "tools.simnode",
+            "--port",
+            str(port),
+            "--time-scale",
+            str(time_scale),
+            "--cuda",
+            cuda,
+            "--seed",
+            "7",
+            *args,
+        ]
         full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
         with open(log_path, "w") as out:
-            proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=full_env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
+            )
         node = Node(proc, f"http://127.0.0.1:{port}", log_path, time.monotonic())
         nodes.append(node)
         return node

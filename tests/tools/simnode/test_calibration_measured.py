@@ -34,9 +34,16 @@ def _sweep(node, workload: WorkloadSpec):
     return asyncio.run(run_sweep(node.url, workload, request_timeout_s=120))
 
 
-@pytest.mark.parametrize("flags,cuda,target", [
-    (BASE512, "12.8", 82.0), (BASE128, "12.8", 89.5), (EAGLE, "12.8", 54.1), (EAGLE, "13.0", 96.1),
-], ids=["baseline-512", "graph-128", "eagle3-cuda12.8", "eagle3-cuda13"])
+@pytest.mark.parametrize(
+    "flags,cuda,target",
+    [
+        (BASE512, "12.8", 82.0),
+        (BASE128, "12.8", 89.5),
+        (EAGLE, "12.8", 54.1),
+        (EAGLE, "13.0", 96.1),
+    ],
+    ids=["baseline-512", "graph-128", "eagle3-cuda12.8", "eagle3-cuda13"],
+)
 def test_single_stream_measured(launch, flags, cuda, target):
     node = launch(*_argv(flags), cuda=cuda, time_scale=10.0)
     assert node.wait_healthy()
@@ -60,8 +67,12 @@ def test_parallel_sweep_measured(launch, flags, targets):
         # a fresh prompt set per level: prompts of earlier levels would hit the radix cache
         # and make prefill cheaper than the calibration (which has no cache hits) assumes
         node, per_level = (slow, "max(8, 4*C)") if c <= 30 else (fast, "2*C")
-        res = _sweep(node, WorkloadSpec(name="parallel", concurrency=[c], prompts="diverse", seed=1000 + c,
-                                        requests_per_level=per_level))
+        res = _sweep(
+            node,
+            WorkloadSpec(
+                name="parallel", concurrency=[c], prompts="diverse", seed=1000 + c, requests_per_level=per_level
+            ),
+        )
         level = res.level(c)
         assert level is not None and level.errors == 0
         assert level.output_tokens_per_s == pytest.approx(target, rel=0.12), f"C={c}: {level.output_tokens_per_s:.1f}"

@@ -12,13 +12,17 @@ import pytest
 BASE = ("--cuda-graph-max-bs", "128", "--mem-fraction-static", "0.88")
 
 
-@pytest.mark.parametrize("args,env,needle", [
-    (("--enable-flashinfer-allreduce-fusion",), {}, "unsupported arch sm_120"),
-    (("--enable-torch-symm-mem",), {}, "not in torch symmetric memory's arch table"),
-    ((), {"NCCL_ALGO": "Tree"}, "incompatible with CUDA graphs"),
-    (("--mem-fraction-static", "0.98"), {}, "CUDA out of memory"),
-    (("--cuda-graph-max-bs", "2048"), {}, "Capture cuda graph failed"),
-], ids=["flashinfer-fusion", "symm-mem", "nccl-tree", "mem-fraction", "graph-too-big"])
+@pytest.mark.parametrize(
+    "args,env,needle",
+    [
+        (("--enable-flashinfer-allreduce-fusion",), {}, "unsupported arch sm_120"),
+        (("--enable-torch-symm-mem",), {}, "not in torch symmetric memory's arch table"),
+        ((), {"NCCL_ALGO": "Tree"}, "incompatible with CUDA graphs"),
+        (("--mem-fraction-static", "0.98"), {}, "CUDA out of memory"),
+        (("--cuda-graph-max-bs", "2048"), {}, "Capture cuda graph failed"),
+    ],
+    ids=["flashinfer-fusion", "symm-mem", "nccl-tree", "mem-fraction", "graph-too-big"],
+)
 def test_start_failures_exit_fast_and_never_healthy(launch, args, env, needle):
     node = launch(*BASE, *args, env=env, time_scale=50.0)
     assert node.wait_healthy(timeout=20) is False
@@ -41,11 +45,15 @@ def test_capture_failures_happen_at_graph_capture(launch):
     assert not any("NCCL" in ln for ln in log[:begin] if "server_args" not in ln)
 
 
-@pytest.mark.parametrize("args,env", [
-    (("--enable-flashinfer-allreduce-fusion",), {}),
-    (("--enable-torch-symm-mem",), {}),
-    ((), {"NCCL_ALGO": "Tree"}),
-], ids=["flashinfer-fusion", "symm-mem", "nccl-tree"])
+@pytest.mark.parametrize(
+    "args,env",
+    [
+        (("--enable-flashinfer-allreduce-fusion",), {}),
+        (("--enable-torch-symm-mem",), {}),
+        ((), {"NCCL_ALGO": "Tree"}),
+    ],
+    ids=["flashinfer-fusion", "symm-mem", "nccl-tree"],
+)
 def test_cuda13_removes_cuda_bound_failures(launch, args, env):
     node = launch(*BASE, *args, env=env, cuda="13.0")
     assert node.wait_healthy()
@@ -74,9 +82,12 @@ def test_expert_parallel_flashinfer_asserts_then_ooms_under_load(launch):
 
 
 def _greedy(url: str, prompts: list[str]) -> list[str]:
-    return [httpx.post(url + "/v1/completions", json={"prompt": p, "max_tokens": 40, "temperature": 0,
-                                                      "ignore_eos": True}).json()["choices"][0]["text"]
-            for p in prompts]
+    return [
+        httpx.post(
+            url + "/v1/completions", json={"prompt": p, "max_tokens": 40, "temperature": 0, "ignore_eos": True}
+        ).json()["choices"][0]["text"]
+        for p in prompts
+    ]
 
 
 def test_greedy_outputs_deterministic_and_broken_kernel_corrupts_some(launch):
@@ -91,8 +102,9 @@ def test_greedy_outputs_deterministic_and_broken_kernel_corrupts_some(launch):
     broken = _greedy(bad.url, prompts)
     differ = sum(x != y for x, y in zip(ref, broken))
     assert 1 <= differ < len(prompts)
-    sampled = httpx.post(a.url + "/v1/completions", json={"prompt": prompts[0], "max_tokens": 40,
-                                                          "temperature": 1.0, "ignore_eos": True}).json()
+    sampled = httpx.post(
+        a.url + "/v1/completions", json={"prompt": prompts[0], "max_tokens": 40, "temperature": 1.0, "ignore_eos": True}
+    ).json()
     assert sampled["choices"][0]["text"] != ref[0]
 
 

@@ -20,11 +20,18 @@ from tools.loadgen.sweep import run_sweep
 
 # a pinned launch seed: every launch draws its own speed offset (launchnoise.py), and the two
 # launches compared here must share theirs, or a 1.5% offset would pass for a stall's effect
-ARGV = ["--cuda-graph-max-bs", "128", "--mem-fraction-static", "0.88", "--stream-interval", "8",
-        "--launch-seed", "3"]
-WORKLOADS = [WorkloadSpec(name="single", concurrency=[1], prompts="fixed", output_tokens=128, requests_per_level=6),
-             WorkloadSpec(name="parallel", concurrency=[1, 10, 70], prompts="diverse", output_tokens=128,
-                          requests_per_level="max(6, 2*C)", warmup_requests=0)]
+ARGV = ["--cuda-graph-max-bs", "128", "--mem-fraction-static", "0.88", "--stream-interval", "8", "--launch-seed", "3"]
+WORKLOADS = [
+    WorkloadSpec(name="single", concurrency=[1], prompts="fixed", output_tokens=128, requests_per_level=6),
+    WorkloadSpec(
+        name="parallel",
+        concurrency=[1, 10, 70],
+        prompts="diverse",
+        output_tokens=128,
+        requests_per_level="max(6, 2*C)",
+        warmup_requests=0,
+    ),
+]
 
 
 def _figures(url: str) -> dict[tuple[str, int], float]:

@@ -14,8 +14,13 @@ from tools.simnode.textgen import DIVERSE_PREDICTABILITY, FIXED_PREDICTABILITY
 RTX = "rtx6000bw-pcie-8x"
 BASE512 = {"cuda-graph-max-bs": 512, "mem-fraction-static": 0.88}
 BASE128 = {"cuda-graph-max-bs": 128, "mem-fraction-static": 0.88}
-EAGLE = {**BASE128, "speculative-algorithm": "EAGLE3", "speculative-num-steps": 3,
-         "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 16}
+EAGLE = {
+    **BASE128,
+    "speculative-algorithm": "EAGLE3",
+    "speculative-num-steps": 3,
+    "speculative-eagle-topk": 4,
+    "speculative-num-draft-tokens": 16,
+}
 CONC = [1, 2, 5, 10, 30, 70, 100, 250]
 SWEEP_BASE = [92.6, 159.7, 292.5, 457.2, 711.0, 784.2, 761.6, 772.1]
 SWEEP_EAGLE = [77.5, 125.1, 183.2, 239.6, 299.5, 337.7, 338.8, 340.9]
@@ -25,13 +30,16 @@ def cfg(flags: dict, env: dict | None = None) -> EngineConfig:
     return EngineConfig.from_flags(flags, env)
 
 
-@pytest.mark.parametrize("flags,cuda,target", [
-    (BASE512, "12.8", 82.0),
-    (BASE128, "12.8", 89.5),
-    (EAGLE, "12.8", 54.1),
-    ({**BASE512, "enable-custom-all-reduce": True}, "12.8", 38.0),
-    (EAGLE, "13.0", 96.1),
-])
+@pytest.mark.parametrize(
+    "flags,cuda,target",
+    [
+        (BASE512, "12.8", 82.0),
+        (BASE128, "12.8", 89.5),
+        (EAGLE, "12.8", 54.1),
+        ({**BASE512, "enable-custom-all-reduce": True}, "12.8", 38.0),
+        (EAGLE, "13.0", 96.1),
+    ],
+)
 def test_single_stream_calibration(flags, cuda, target):
     got = expected_output_tps(cfg(flags), RTX, cuda, 1, "fixed", 256, 512)
     assert got == pytest.approx(target, rel=0.05)
@@ -98,15 +106,18 @@ def test_nccl_env_changes_collective_costs_only_through_physics():
     assert nop2p.graph_latency_s > ring.graph_latency_s
 
 
-@pytest.mark.parametrize("flags,env,phase,needle", [
-    ({"enable-flashinfer-allreduce-fusion": True}, {}, "jit", "unsupported arch sm_120"),
-    ({"enable-torch-symm-mem": True}, {}, "dist", "arch table"),
-    ({}, {"NCCL_ALGO": "Tree"}, "capture", "incompatible with CUDA graphs"),
-    ({"ep-size": 8, "moe-a2a-backend": "flashinfer"}, {}, "serve", "CUDA out of memory"),
-    ({"mem-fraction-static": 0.98}, {}, "capture", "CUDA out of memory"),
-    ({"cuda-graph-max-bs": 2048}, {}, "capture", "Capture cuda graph failed"),
-    ({}, {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, "dist", "invalid device ordinal"),
-])
+@pytest.mark.parametrize(
+    "flags,env,phase,needle",
+    [
+        ({"enable-flashinfer-allreduce-fusion": True}, {}, "jit", "unsupported arch sm_120"),
+        ({"enable-torch-symm-mem": True}, {}, "dist", "arch table"),
+        ({}, {"NCCL_ALGO": "Tree"}, "capture", "incompatible with CUDA graphs"),
+        ({"ep-size": 8, "moe-a2a-backend": "flashinfer"}, {}, "serve", "CUDA out of memory"),
+        ({"mem-fraction-static": 0.98}, {}, "capture", "CUDA out of memory"),
+        ({"cuda-graph-max-bs": 2048}, {}, "capture", "Capture cuda graph failed"),
+        ({}, {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, "dist", "invalid device ordinal"),
+    ],
+)
 def test_failure_rules_on_cuda_12_8(flags, env, phase, needle):
     c, prof, stack = cfg({**BASE128, **flags}, env), get_profile(RTX), get_stack("12.8")
     plan = plan_failure(c, prof, stack, memory_plan(c, prof))
@@ -114,11 +125,14 @@ def test_failure_rules_on_cuda_12_8(flags, env, phase, needle):
     assert needle in "\n".join(plan.lines)
 
 
-@pytest.mark.parametrize("flags,env", [
-    ({"enable-flashinfer-allreduce-fusion": True}, {}),
-    ({"enable-torch-symm-mem": True}, {}),
-    ({}, {"NCCL_ALGO": "Tree"}),
-])
+@pytest.mark.parametrize(
+    "flags,env",
+    [
+        ({"enable-flashinfer-allreduce-fusion": True}, {}),
+        ({"enable-torch-symm-mem": True}, {}),
+        ({}, {"NCCL_ALGO": "Tree"}),
+    ],
+)
 def test_cuda13_lifts_cuda_bound_failures_and_features_take_effect(flags, env):
     c, prof, stack = cfg({**BASE128, **flags}, env), get_profile(RTX), get_stack("13.0")
     assert plan_failure(c, prof, stack, memory_plan(c, prof)) is None

@@ -16,7 +16,7 @@ BASE = ("--cuda-graph-max-bs", "128", "--mem-fraction-static", "0.88")
 
 def sse_events(text: str) -> list[str]:
     assert text.endswith("\n\n")
-    return [block[len("data: "):] for block in text.strip().split("\n\n")]
+    return [block[len("data: ") :] for block in text.strip().split("\n\n")]
 
 
 def test_health_models_completions_chat_and_server_info(launch):
@@ -34,8 +34,14 @@ def test_health_models_completions_chat_and_server_info(launch):
     models = httpx.get(node.url + "/v1/models").json()
     assert models["data"][0]["id"] == "moonshotai/Kimi-K2-Instruct"
 
-    body = {"prompt": "tell me a story", "max_tokens": 12, "temperature": 0, "stream": True,
-            "ignore_eos": True, "stream_options": {"include_usage": True}}
+    body = {
+        "prompt": "tell me a story",
+        "max_tokens": 12,
+        "temperature": 0,
+        "stream": True,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+    }
     r = httpx.post(node.url + "/v1/completions", json=body)
     assert r.headers["content-type"].startswith("text/event-stream")
     events = sse_events(r.text)
@@ -50,16 +56,29 @@ def test_health_models_completions_chat_and_server_info(launch):
     assert plain["choices"][0]["text"] == streamed  # greedy: a function of the prompt
     assert plain["usage"]["prompt_tokens"] == 4
 
-    chat = httpx.post(node.url + "/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "temperature": 0, "stream": True}).text
+    chat = httpx.post(
+        node.url + "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "temperature": 0, "stream": True},
+    ).text
     chat_chunks = [json.loads(e) for e in sse_events(chat)[:-1]]
     assert chat_chunks[0]["object"] == "chat.completion.chunk"
     assert chat_chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     assert chat_chunks[-1]["choices"][0]["finish_reason"] == "length"
 
     info = httpx.get(node.url + "/get_server_info").json()
-    for key in ("engine", "model", "profile", "cuda", "time_scale", "flags", "env", "spec_accept_length",
-                "kv_capacity_tokens", "max_running_requests", "fingerprint"):
+    for key in (
+        "engine",
+        "model",
+        "profile",
+        "cuda",
+        "time_scale",
+        "flags",
+        "env",
+        "spec_accept_length",
+        "kv_capacity_tokens",
+        "max_running_requests",
+        "fingerprint",
+    ):
         assert key in info
     assert info["time_scale"] == 100.0 and info["flags"]["cuda_graph_max_bs"] == 128
     assert info["fingerprint"]["arch"] == "sm_120" and info["spec_accept_length"] is None
@@ -69,8 +88,11 @@ def test_health_models_completions_chat_and_server_info(launch):
 def test_stream_interval_groups_tokens_and_bad_requests_get_400(launch):
     node = launch(*BASE, "--stream-interval", "4", time_scale=5.0)
     assert node.wait_healthy(timeout=60)
-    r = httpx.post(node.url + "/v1/completions", json={"prompt": "x y", "max_tokens": 12, "temperature": 0,
-                                                       "stream": True, "ignore_eos": True}, timeout=30)
+    r = httpx.post(
+        node.url + "/v1/completions",
+        json={"prompt": "x y", "max_tokens": 12, "temperature": 0, "stream": True, "ignore_eos": True},
+        timeout=30,
+    )
     texts = [json.loads(e)["choices"][0]["text"] for e in sse_events(r.text)[:-1]]
     assert [len(t.split()) for t in texts] == [1, 4, 4, 3]
     bad = httpx.post(node.url + "/v1/completions", json={"prompt": "x", "max_tokens": 10**7})
@@ -78,9 +100,18 @@ def test_stream_interval_groups_tokens_and_bad_requests_get_400(launch):
 
 
 def test_env_and_flags_reported(launch):
-    node = launch(*BASE, "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
-                  "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16",
-                  env={"NCCL_MAX_NCHANNELS": "4"})
+    node = launch(
+        *BASE,
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "4",
+        "--speculative-num-draft-tokens",
+        "16",
+        env={"NCCL_MAX_NCHANNELS": "4"},
+    )
     assert node.wait_healthy()
     info = httpx.get(node.url + "/server_info").json()
     assert info["env"] == {"NCCL_MAX_NCHANNELS": "4"}
@@ -90,15 +121,25 @@ def test_env_and_flags_reported(launch):
 
 def test_unknown_flag_is_a_usage_error():
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "tools.simnode", "--port", "1", "--no-such-flag"], cwd=REPO,
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "tools.simnode", "--port", "1", "--no-such-flag"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 2 and "unrecognized arguments: --no-such-flag" in out.stderr
     assert time.monotonic() - t0 < 10
 
 
 def test_fingerprint_command():
-    out = subprocess.run([sys.executable, "-m", "tools.simnode", "fingerprint", "--profile", "rtx6000bw-pcie-8x",
-                          "--cuda", "13.0"], cwd=REPO, capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "tools.simnode", "fingerprint", "--profile", "rtx6000bw-pcie-8x", "--cuda", "13.0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     fp = json.loads(out.stdout)
     assert fp["gpu"] == "NVIDIA RTX PRO 6000 Blackwell Server Edition" and fp["gpu_count"] == 8
     assert fp["cuda"] == "13.0" and fp["interconnect"] == "pcie5" and fp["engine"] == "sglang-sim"

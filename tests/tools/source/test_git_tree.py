@@ -17,8 +17,12 @@ from tools.source.git_tree import GitTree
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def make_repo(tmp_path: Path) -> Path:
@@ -36,8 +40,11 @@ def make_repo(tmp_path: Path) -> Path:
 
 def snapshot(repo: Path) -> dict[str, str]:
     """Every byte of the checkout (not .git internals) plus HEAD, index and status."""
-    out = {str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
-           for p in sorted(repo.rglob("*")) if p.is_file() and ".git" not in p.relative_to(repo).parts}
+    out = {
+        str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
     out["HEAD"] = (repo / ".git/HEAD").read_text()
     out["index"] = hashlib.sha256((repo / ".git/index").read_bytes()).hexdigest()
     out["status"] = git(repo, "status", "--porcelain", "--ignored")
@@ -62,36 +69,77 @@ OTHER = GOOD.replace("+BLOCK = 32", "+BLOCK = 64")  # applies alone, conflicts a
 
 UNSAFE = {
     # `git apply` strips one component: this writes the root setup.py, not kernels/setup.py
-    "strip": ("--- kernels/setup.py\n+++ kernels/setup.py\n@@ -1 +1 @@\n-root = 1\n+root = 2\n",
-              "writes 'setup.py', outside the allowed paths"),
-    "symlink": (("diff --git a/kernels/pw b/kernels/pw\nnew file mode 120000\n--- /dev/null\n+++ b/kernels/pw\n"
-                "@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n"), "makes a symlink"),
-    "through-link": (("diff --git a/kernels/link b/kernels/link\n--- a/kernels/link\n+++ b/kernels/link\n"
-                     "@@ -1 +1 @@\n-attn.py\n\\ No newline at end of file\n+/etc/passwd\n"
-                     "\\ No newline at end of file\n"), "a symlink in the base tree"),
-    "executable": ("diff --git a/kernels/attn.py b/kernels/attn.py\nold mode 100644\nnew mode 100755\n",
-                   "makes an executable"),
-    "submodule": (("diff --git a/kernels/sub b/kernels/sub\nnew file mode 160000\nindex 0000000..1234567\n"
-                  "--- /dev/null\n+++ b/kernels/sub\n@@ -0,0 +1 @@\n+Subproject commit "
-                  "1234567890123456789012345678901234567890\n"), "adds a submodule"),
-    "git-path": (("diff --git a/kernels/.gitattributes b/kernels/.gitattributes\nnew file mode 100644\n"
-                 "--- /dev/null\n+++ b/kernels/.gitattributes\n@@ -0,0 +1 @@\n+* filter=evil\n"), "a .git* path"),
-    "binary": (("diff --git a/kernels/blob.bin b/kernels/blob.bin\nnew file mode 100644\nindex 0000000..e69de29\n"
-               "GIT binary patch\nliteral 3\nKcmZ>Y%K!iX0s#O4\n\nliteral 0\nHcmV?d00001\n\n"),
-               "binary patch"),
+    "strip": (
+        "--- kernels/setup.py\n+++ kernels/setup.py\n@@ -1 +1 @@\n-root = 1\n+root = 2\n",
+        "writes 'setup.py', outside the allowed paths",
+    ),
+    "symlink": (
+        (
+            "diff --git a/kernels/pw b/kernels/pw\nnew file mode 120000\n--- /dev/null\n+++ b/kernels/pw\n"
+            "@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n"
+        ),
+        "makes a symlink",
+    ),
+    "through-link": (
+        (
+            "diff --git a/kernels/link b/kernels/link\n--- a/kernels/link\n+++ b/kernels/link\n"
+            "@@ -1 +1 @@\n-attn.py\n\\ No newline at end of file\n+/etc/passwd\n"
+            "\\ No newline at end of file\n"
+        ),
+        "a symlink in the base tree",
+    ),
+    "executable": (
+        "diff --git a/kernels/attn.py b/kernels/attn.py\nold mode 100644\nnew mode 100755\n",
+        "makes an executable",
+    ),
+    "submodule": (
+        (
+            "diff --git a/kernels/sub b/kernels/sub\nnew file mode 160000\nindex 0000000..1234567\n"
+            "--- /dev/null\n+++ b/kernels/sub\n@@ -0,0 +1 @@\n+Subproject commit "
+            "1234567890123456789012345678901234567890\n"
+        ),
+        "adds a submodule",
+    ),
+    "git-path": (
+        (
+            "diff --git a/kernels/.gitattributes b/kernels/.gitattributes\nnew file mode 100644\n"
+            "--- /dev/null\n+++ b/kernels/.gitattributes\n@@ -0,0 +1 @@\n+* filter=evil\n"
+        ),
+        "a .git* path",
+    ),
+    "binary": (
+        (
+            "diff --git a/kernels/blob.bin b/kernels/blob.bin\nnew file mode 100644\nindex 0000000..e69de29\n"
+            "GIT binary patch\nliteral 3\nKcmZ>Y%K!iX0s#O4\n\nliteral 0\nHcmV?d00001\n\n"
+        ),
+        "binary patch",
+    ),
     # renames and copies: git's numstat names only the new side; both sides are judged
-    "rename-out": ("diff --git a/setup.py b/kernels/moved.py\nsimilarity index 100%\nrename from setup.py\n"
-                   "rename to kernels/moved.py\n", "deletes 'setup.py', outside the allowed paths"),
-    "copy-in": ("diff --git a/setup.py b/kernels/copied.py\nsimilarity index 100%\ncopy from setup.py\n"
-                "copy to kernels/copied.py\n", "copies from 'setup.py', outside the allowed paths"),
-    "rename-link": ("diff --git a/kernels/link b/kernels/link2\nsimilarity index 100%\nrename from kernels/link\n"
-                    "rename to kernels/link2\n", "symlink"),
-    "copy-exec": ("diff --git a/kernels/attn.py b/kernels/run.py\nold mode 100644\nnew mode 100755\n"
-                  "similarity index 100%\ncopy from kernels/attn.py\ncopy to kernels/run.py\n",
-                  "makes an executable: 'kernels/run.py'"),
-    "rename-exec": ("diff --git a/kernels/attn.py b/kernels/run.py\nold mode 100644\nnew mode 100755\n"
-                    "similarity index 100%\nrename from kernels/attn.py\nrename to kernels/run.py\n",
-                    "makes an executable: 'kernels/run.py'"),
+    "rename-out": (
+        "diff --git a/setup.py b/kernels/moved.py\nsimilarity index 100%\nrename from setup.py\n"
+        "rename to kernels/moved.py\n",
+        "deletes 'setup.py', outside the allowed paths",
+    ),
+    "copy-in": (
+        "diff --git a/setup.py b/kernels/copied.py\nsimilarity index 100%\ncopy from setup.py\n"
+        "copy to kernels/copied.py\n",
+        "copies from 'setup.py', outside the allowed paths",
+    ),
+    "rename-link": (
+        "diff --git a/kernels/link b/kernels/link2\nsimilarity index 100%\nrename from kernels/link\n"
+        "rename to kernels/link2\n",
+        "symlink",
+    ),
+    "copy-exec": (
+        "diff --git a/kernels/attn.py b/kernels/run.py\nold mode 100644\nnew mode 100755\n"
+        "similarity index 100%\ncopy from kernels/attn.py\ncopy to kernels/run.py\n",
+        "makes an executable: 'kernels/run.py'",
+    ),
+    "rename-exec": (
+        "diff --git a/kernels/attn.py b/kernels/run.py\nold mode 100644\nnew mode 100755\n"
+        "similarity index 100%\nrename from kernels/attn.py\nrename to kernels/run.py\n",
+        "makes an executable: 'kernels/run.py'",
+    ),
 }
 
 
@@ -109,8 +157,12 @@ def test_every_unsafe_shape_is_refused_with_its_reason(tree: GitTree, tmp_path: 
     assert problems and reason in problems[0], problems
     base = tree.resolve("HEAD")
     with pytest.raises(PatchFailed) as exc:
-        tree.commit(base, [write(tmp_path, f"{shape}.diff", text)], f"campaign/c1/{shape}",
-                    PatchRules(allowed_paths=["kernels/"]))
+        tree.commit(
+            base,
+            [write(tmp_path, f"{shape}.diff", text)],
+            f"campaign/c1/{shape}",
+            PatchRules(allowed_paths=["kernels/"]),
+        )
     assert exc.value.failure.failure_class == FailureClass.patch_refused
     assert reason in exc.value.failure.summary and exc.value.failure.phase == "patch"
     assert snapshot(repo) == before
@@ -121,11 +173,16 @@ def test_every_unsafe_shape_is_refused_with_its_reason(tree: GitTree, tmp_path: 
 def test_a_patch_over_the_size_limit_is_refused_with_its_size(tree: GitTree, tmp_path: Path) -> None:
     big = GOOD + "".join(f"+pad {i}\n" for i in range(200))  # the header's line count is wrong: git never reads it
     problems = tree.check(big, PatchRules(allowed_paths=["kernels/"], max_patch_bytes=1000))
-    assert problems == [f"is {len(big)} bytes, over the limit of 1000 (fix: a smaller patch, or raise "
-                        "server.source.max_patch_bytes)"]
+    assert problems == [
+        f"is {len(big)} bytes, over the limit of 1000 (fix: a smaller patch, or raise server.source.max_patch_bytes)"
+    ]
     with pytest.raises(PatchFailed, match=f"is {len(big)} bytes, over the limit of 1000") as exc:
-        tree.commit(tree.resolve("HEAD"), [write(tmp_path, "big.diff", big)], "campaign/c1/big",
-                    PatchRules(max_patch_bytes=1000))
+        tree.commit(
+            tree.resolve("HEAD"),
+            [write(tmp_path, "big.diff", big)],
+            "campaign/c1/big",
+            PatchRules(max_patch_bytes=1000),
+        )
     assert exc.value.failure.failure_class == FailureClass.patch_refused
     assert not list(Path(tree.workdir).glob("patches/*")), "the refused patch was copied to the node"
 
@@ -137,7 +194,8 @@ def test_an_allowed_shape_passes_when_the_playbook_says_so(tree: GitTree) -> Non
 
 
 def test_commit_is_a_branch_with_a_deterministic_sha_and_the_checkout_is_untouched(
-        tree: GitTree, tmp_path: Path) -> None:
+    tree: GitTree, tmp_path: Path
+) -> None:
     repo = Path(tree.repo)
     before = snapshot(repo)
     base = tree.resolve("HEAD")
@@ -200,9 +258,11 @@ def test_rename_and_copy_shapes_are_refused_on_remote_nodes(tmp_path: Path, kind
     ex = make_ssh(tmp_path) if kind == "ssh" else make_slurm(tmp_path)
     repo = f"{ex.workdir}/engine"
     try:
-        script = (f"mkdir -p {repo}/kernels && cd {repo} && printf 'root = 1\\n' > setup.py && "
-                  "printf 'BLOCK = 16\\nSPLIT = 1\\n' > kernels/attn.py && ln -s attn.py kernels/link && "
-                  "git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm init")
+        script = (
+            f"mkdir -p {repo}/kernels && cd {repo} && printf 'root = 1\\n' > setup.py && "
+            "printf 'BLOCK = 16\\nSPLIT = 1\\n' > kernels/attn.py && ln -s attn.py kernels/link && "
+            "git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm init"
+        )
         made = ex.run(["sh", "-c", script], timeout=60)
         assert made.returncode == 0, made.stderr
         tree = GitTree(ex, repo, f"{ex.workdir}/src")
