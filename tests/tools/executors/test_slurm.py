@@ -66,6 +66,12 @@ def test_finished_job_reports_its_status(tmp_path: Path) -> None:
 def test_gres_gpus_are_visible_in_the_job(tmp_path: Path, exclusive: bool, visible: str) -> None:
     """gpu:3 gives three devices; --exclusive gives the job the whole node, all eight."""
     ex = slurm(tmp_path, gres="gpu:3", exclusive=exclusive)
+    # which devices the job gets depends on none being held: the cluster tests run one at a
+    # time, but a job the previous test cancelled may still be completing (it keeps its GPU)
+    try:
+        wait_for(lambda: squeue("-o", "%i %T %j") == "", timeout=30)
+    except AssertionError:
+        raise AssertionError(f"another job holds the node: {squeue('-o', '%i %T %j')}") from None
     handle = ex.start(["sh", "-c", 'echo "CVD=$CUDA_VISIBLE_DEVICES"; sleep 300'], log_path="gres.log")
     try:
         line = wait_for(lambda: next((ln for ln in ex.tail(handle, 5) if ln.startswith("CVD=")), None))
