@@ -10,7 +10,7 @@ through the CLI in fresh processes.  A run tells the story when:
 - after the CUDA 13 resume: FlashInfer all-reduce fusion and torch symmetric memory WIN;
   EAGLE-3 DEAD END winning the fixed-prompt single stream and losing the sweep at every C.
 
-    python bench/demo_runs.py [--runs 5] [--workers 2] [--json FILE]
+    python bench/demo_runs.py [--runs 5] [--workers 2] [--offsets fresh] [--json FILE]
 
 Runs go `--workers` at a time (the simulated node measures on its own clock, so runs
 side by side do not change each other's figures).  Prints one Markdown row per run and
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -102,11 +103,17 @@ def _final_problems(a: dict[str, list[dict[str, Any]]]) -> tuple[list[str], str]
     return bad, figure
 
 
-def one_run(index: int, base: Path) -> dict[str, Any]:
+def one_run(index: int, base: Path, offsets: str | None = None) -> dict[str, Any]:
     cwd = base / f"run-{index}"
     cwd.mkdir(parents=True)
     t0 = time.monotonic()
-    run = _cli(cwd, "run", str(PLAYBOOK), "--db", "c.db", "-q")
+    playbook = PLAYBOOK
+    if offsets:  # the shipped playbook with only its launch_offsets line changed
+        playbook = cwd / PLAYBOOK.name
+        text, n = re.subn(r"(?m)^(\s+launch_offsets:) seeded\b", rf"\1 {offsets}", PLAYBOOK.read_text())
+        assert n == 1, "the playbook's node.launch_offsets line"
+        playbook.write_text(text)
+    run = _cli(cwd, "run", str(playbook), "--db", "c.db", "-q")
     row: dict[str, Any] = {"run": index, "gate_exit": run.returncode, "problems": []}
     status = _cli(cwd, "status", "--db", "c.db", "--json")
     cid = json.loads(status.stdout)[0]["id"] if status.returncode == 0 and status.stdout.strip() else None
@@ -146,9 +153,15 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--offsets",
+        choices=["seeded", "fresh"],
+        default=None,
+        help="override node.launch_offsets (fresh: every launch draws its own offset, as on a real node)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="demo-runs-") as tmp, ThreadPoolExecutor(args.workers) as pool:
-        rows = list(pool.map(lambda i: one_run(i, Path(tmp)), range(1, args.runs + 1)))
+        rows = list(pool.map(lambda i: one_run(i, Path(tmp), args.offsets), range(1, args.runs + 1)))
     print("| run | wall | experiments | EAGLE-3 single stream, CUDA 13 | the seeds' story |")
     print("|---:|---:|---:|---:|---|")
     for r in rows:
