@@ -36,10 +36,10 @@ __all__ = ["build_deps", "check_adapters", "ledger_path", "node_runtime_for", "r
 if TYPE_CHECKING:  # mypy holds both stores to the store port's contract: the SQLite store to all of it (the
     # journal's and the verdict's reads included), the read-only reader of `campaign journal` to the journal's
     from campaign.ports.store import JournalReader
-    from campaign.store.reader import JournalReader as ReadOnlyReader
+    from campaign.store.reader import ReadOnlyStore
 
     _STORE_PORT: type[LoopStore] = Store
-    _READER_PORT: type[JournalReader] = ReadOnlyReader
+    _READER_PORT: type[JournalReader] = ReadOnlyStore
 
 
 def check_adapters(pb: Playbook, source: str) -> None:

@@ -30,10 +30,10 @@ from campaign.store.records import CampaignRecord
 from campaign.store.snapshot import read_snapshot
 from campaign.store.view import build_view
 
-__all__ = ["JournalReader", "open_reader"]
+__all__ = ["ReadOnlyStore", "open_reader"]
 
 
-class JournalReader:
+class ReadOnlyStore:
     """`get_campaign`, `journal_changes` and `view`, as `campaign.store.Store` has them;
     `version` and `running` for the live web view."""
 
@@ -44,7 +44,7 @@ class JournalReader:
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> JournalReader:
+    def __enter__(self) -> ReadOnlyStore:
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -82,7 +82,7 @@ class JournalReader:
             return running_experiments(conn, campaign_id)
 
 
-def open_reader(path: Path | str, *, busy_timeout_ms: int = 10_000) -> JournalReader | None:
+def open_reader(path: Path | str, *, busy_timeout_ms: int = 10_000) -> ReadOnlyStore | None:
     """A reader on `path`, or None (see the module docstring): the caller opens a `Store`."""
     conn = open_current(path, timeout_s=busy_timeout_ms / 1000)
-    return None if conn is None else JournalReader(conn)
+    return None if conn is None else ReadOnlyStore(conn)

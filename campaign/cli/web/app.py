@@ -35,7 +35,7 @@ from campaign.journal.format import fmt_time
 from campaign.journal.render import experiment_keys
 from campaign.store.progress import RunningExperiment
 from campaign.store.quick import campaign_list
-from campaign.store.reader import JournalReader, open_reader
+from campaign.store.reader import ReadOnlyStore, open_reader
 
 __all__ = ["make_app"]
 
@@ -80,7 +80,7 @@ class _Site:
         return response
 
     @contextmanager
-    def reader(self) -> Iterator[JournalReader]:
+    def reader(self) -> Iterator[ReadOnlyStore]:
         reader = open_reader(self.db)
         if reader is None:
             raise HTTPException(
