@@ -10,7 +10,7 @@ through the CLI in fresh processes.  A run tells the story when:
 - after the CUDA 13 resume: FlashInfer all-reduce fusion and torch symmetric memory WIN;
   EAGLE-3 DEAD END winning the fixed-prompt single stream and losing the sweep at every C.
 
-    python bench/demo_runs.py [--runs 5] [--workers 2] [--offsets fresh] [--json FILE]
+    python bench/demo_runs.py [--runs 10] [--workers 2] [--offsets seeded|fresh] [--json FILE]
 
 Runs go `--workers` at a time (the simulated node measures on its own clock, so runs
 side by side do not change each other's figures).  Prints one Markdown row per run and
@@ -110,7 +110,7 @@ def one_run(index: int, base: Path, offsets: str | None = None) -> dict[str, Any
     playbook = PLAYBOOK
     if offsets:  # the shipped playbook with only its launch_offsets line changed
         playbook = cwd / PLAYBOOK.name
-        text, n = re.subn(r"(?m)^(\s+launch_offsets:) seeded\b", rf"\1 {offsets}", PLAYBOOK.read_text())
+        text, n = re.subn(r"(?m)^(\s+launch_offsets:) (?:seeded|fresh)\b", rf"\1 {offsets}", PLAYBOOK.read_text())
         assert n == 1, "the playbook's node.launch_offsets line"
         playbook.write_text(text)
     run = _cli(cwd, "run", str(playbook), "--db", "c.db", "-q")
@@ -150,14 +150,14 @@ def one_run(index: int, base: Path, offsets: str | None = None) -> dict[str, Any
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument(
         "--offsets",
         choices=["seeded", "fresh"],
         default=None,
-        help="override node.launch_offsets (fresh: every launch draws its own offset, as on a real node)",
+        help="override node.launch_offsets (the playbook ships fresh: every launch draws its own offset, as on a real node; seeded: replayed from node.seed)",
     )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="demo-runs-") as tmp, ThreadPoolExecutor(args.workers) as pool:
