@@ -32,7 +32,7 @@ the minimum effect from its margin at a noisier-side per-launch noise <= 1.5% th
 (`campaign.verdict.settings.RuleSettings`).
 
     python bench/verdict_lab.py [--campaigns 80] [--draws 0,1000] [--cases 25] [--structures offset,...]
-                                [--driver auto|graph|direct] [--ablate]
+                                [--driver auto|graph|direct] [--ablate] [--repeats-max N]
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ import time
 from collections.abc import Iterable
 from multiprocessing import Pool
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -380,6 +382,11 @@ def print_ablation(rows: list[dict], draws: list[int], left_out: list[str]) -> N
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--playbook", default=str(PLAYBOOK))
+    ap.add_argument(
+        "--repeats-max",
+        type=int,
+        help="the playbook's verdict.repeats.max replaced (e.g. 6, the schema's default; the demo playbook ships 12)",
+    )
     ap.add_argument("--campaigns", type=int, default=80, help="lab campaigns (nodes) per noise structure and draw")
     ap.add_argument(
         "--first-campaign",
@@ -420,6 +427,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := set(left_out) - set(COMPONENTS):
         ap.error(f"--ablate: unknown component(s) {', '.join(sorted(unknown))} (choose from {', '.join(COMPONENTS)})")
     variants = ("", *left_out)
+    tmp = tempfile.TemporaryDirectory(prefix="verdict-lab-pb-")
+    if args.repeats_max:  # the playbook with only verdict.repeats.max changed
+        data = yaml.safe_load(Path(args.playbook).read_text())
+        data["verdict"].setdefault("repeats", {})["max"] = args.repeats_max
+        args.playbook = str(Path(tmp.name) / Path(args.playbook).name)
+        Path(args.playbook).write_text(yaml.safe_dump(data, sort_keys=False))
     if args.ablate:
         pols = ["adaptive"]
     jobs: list[Job] = [

@@ -305,3 +305,21 @@ def test_the_ablation_prints_each_part_left_out_beside_the_shipped_rule_for_both
     assert "rounds [1000]" in lines[1]
     with pytest.raises(SystemExit):
         main(["--ablate", "no_such_part"])
+
+
+def test_repeats_max_replaces_the_playbooks_and_nothing_else(tmp_path):
+    """`--repeats-max 3`: no experiment measures more than 3 rounds, where the shipped
+    playbook's maximum lets some go further."""
+    import json
+
+    from bench.verdict_lab import main
+
+    def rounds(*extra: str) -> list[int]:
+        out = tmp_path / f"rows{len(extra)}.json"
+        args = ["--campaigns", "1", "--structures", "offset", "--policies", "adaptive", "--driver", "direct"]
+        main([*args, "--workers", "1", "--json", str(out), *extra])
+        return [r["rounds"] for r in json.loads(out.read_text())["rows"]]
+
+    shipped, capped = rounds(), rounds("--repeats-max", "3")
+    assert max(shipped) > 3 and max(capped) == 3
+    assert len(shipped) == len(capped) == 25
