@@ -13,7 +13,10 @@ offset ~ N(0, p) per launch, shared by every level and workload; jitter_l per le
 launch, from the requests the level runs (4% / sqrt(requests) in `jitter`, 0.5%
 elsewhere); slow: 1 launch in 30 is 8% slow (`heavy_tail`); drift: a linear trend of up
 to 1%/hour of node time (`drift`); a candidate twice as noisy as the baseline in offset
-and jitter (`noisy_candidate`).  Every launch is drawn from an RNG seeded by the case,
+and jitter (`noisy_candidate`); noise that moves between experiments (`moving`: each
+experiment's launches, both sides, scatter exp(N(0, 0.5)) times the node's offset and
+jitter, as when other jobs come and go on the machine: what the noise model's moderated
+prior and its Bartlett gate are for).  Every launch is drawn from an RNG seeded by the case,
 the side and the round (`LabNode._key`), so the graph driver and the direct driver see
 the same numbers launch by launch, and two rules see the same numbers round by round.
 """
@@ -55,7 +58,7 @@ __all__ = [
 
 Level = tuple[str, int]
 CASE_FLAG = "lab-case"
-STRUCTURES = ("offset", "jitter", "heavy_tail", "drift", "noisy_candidate")
+STRUCTURES = ("offset", "jitter", "heavy_tail", "drift", "noisy_candidate", "moving")
 LAUNCH_NODE_S = 300.0  # node seconds one launch (start + every workload) takes
 
 
@@ -69,6 +72,7 @@ class Structure:
     slow_pct: float = 8.0
     drift_pct_per_h: float = 0.0
     candidate_scale: float = 1.0
+    moving_sd: float = 0.0  # log-SD of each experiment's noise factor (`moving`)
 
     @classmethod
     def draw(cls, name: str, rng: random.Random, offset_pct: float | None = None) -> Structure:
@@ -83,6 +87,8 @@ class Structure:
             return cls(name, p, drift_pct_per_h=rng.uniform(-1.0, 1.0))
         if name == "noisy_candidate":
             return cls(name, p, candidate_scale=2.0)
+        if name == "moving":
+            return cls(name, p, moving_sd=0.5)
         raise ValueError(f"unknown noise structure {name!r} (choose from {', '.join(STRUCTURES)})")
 
 
@@ -199,10 +205,11 @@ def truth_label(case: Case, m: float) -> str:
     return "dead_end" if lo <= -m else "win" if hi >= m else "null"
 
 
-def launch_var(s: Structure, requests: int, candidate: bool) -> float:
+def launch_var(s: Structure, requests: int, candidate: bool, factor: float = 1.0) -> float:
     """One launch's true variance (log scale) at a level with `requests` requests: offset
-    + jitter (+ the heavy tail's mixture), a candidate's scaled (`LabNode.draw`)."""
-    scale = s.candidate_scale if candidate else 1.0
+    + jitter (+ the heavy tail's mixture), a candidate's scaled, and both by the
+    experiment's noise factor (`LabNode.factor`, `LabNode.draw`)."""
+    scale = (s.candidate_scale if candidate else 1.0) * factor
     j = (4.0 / math.sqrt(requests) if s.per_request else s.jitter_pct) / 100
     var = ((s.offset_pct / 100) ** 2 + j * j) * scale * scale
     if s.slow_every:
@@ -223,7 +230,7 @@ class LabNode:
             raise ValueError(f"draws: 'paired' or 'sequential', not {draws!r}")
         self.draws = draws
         self.launches = 0
-        self._case: int | None = None  # the case whose rounds the node measures now
+        self.measuring: int | None = None  # the case whose rounds the node measures now
         self._count: dict[tuple[str, int | None], int] = {}
         self.truth = {
             (w.name, c): 1000.0 * c / (1.0 + c / 40.0) / (1.0 + 0.1 * i)
@@ -236,9 +243,18 @@ class LabNode:
         # the prompt sets the playbook names: the graph reads only launches of today's work
         self.prompts = {w.name: build_prompt_set(w).hash for w in workloads}
 
-    def noise_pct(self, lv: Level) -> float:
-        """The noisier side's per-launch standard deviation at a level, percent."""
-        return 100 * math.sqrt(max(launch_var(self.structure, self.requests[lv], c) for c in (False, True)))
+    def noise_pct(self, lv: Level, case: int | None = None) -> float:
+        """The noisier side's per-launch standard deviation at a level (in that case's
+        experiment), percent."""
+        f = self.factor(case)
+        return 100 * math.sqrt(max(launch_var(self.structure, self.requests[lv], c, f) for c in (False, True)))
+
+    def factor(self, case: int | None) -> float:
+        """How much noisier than the node's own noise a case's experiment runs (`moving`;
+        1 elsewhere, and for the start baseline)."""
+        if not self.structure.moving_sd or case is None:
+            return 1.0
+        return math.exp(random.Random(f"{self.seed}:moving:{case}").gauss(0.0, self.structure.moving_sd))
 
     def fingerprint(self) -> Fingerprint:
         return Fingerprint(gpu="lab", gpu_count=8, arch="lab", cuda="12.8", engine="lab")
@@ -247,8 +263,11 @@ class LabNode:
         """One launch: every level's figure (see the module doc)."""
         s, k = self.structure, self.launches
         self.launches += 1
+        if case is not None:
+            self.measuring = case
         rng = random.Random(self._key(case, k))
-        scale = s.candidate_scale if case is not None else 1.0
+        # a baseline launch belongs to the experiment whose rounds the node measures now
+        scale = (s.candidate_scale if case is not None else 1.0) * self.factor(self.measuring)
         shift = rng.gauss(0.0, s.offset_pct / 100 * scale)
         shift += s.drift_pct_per_h / 100 * k * LAUNCH_NODE_S / 3600
         if s.slow_every and rng.random() < 1.0 / s.slow_every:
@@ -268,9 +287,7 @@ class LabNode:
         so the cases found then still replay)."""
         if self.draws == "sequential":
             return f"{self.seed}:{k}"
-        if case is not None:
-            self._case = case
-        side = ("c" if case is not None else "b", self._case)
+        side = ("c" if case is not None else "b", self.measuring)
         n = self._count.get(side, 0)
         self._count[side] = n + 1
         return f"{self.seed}:{side[0]}{side[1]}:{n}"

@@ -38,13 +38,14 @@ ROUNDS = 6
 
 
 def _launch_var(node: LabNode, lv: Level, candidate: bool) -> float:
-    """One launch's true variance (log scale) at a level: offset + jitter (+ heavy tail)."""
-    return launch_var(node.structure, node.requests[lv], candidate)
+    """One launch's true variance (log scale) at a level, in the experiment the node
+    measures now: offset + jitter (+ heavy tail)."""
+    return launch_var(node.structure, node.requests[lv], candidate, node.factor(node.measuring))
 
 
 def _jitter_var(node: LabNode, lv: Level, candidate: bool) -> float:
     s = node.structure
-    scale = s.candidate_scale if candidate else 1.0
+    scale = (s.candidate_scale if candidate else 1.0) * node.factor(node.measuring)
     j = (4.0 / math.sqrt(node.requests[lv]) if s.per_request else s.jitter_pct) / 100
     return (j * scale) ** 2
 

@@ -197,9 +197,10 @@ def run_graph(
     return out
 
 
-def case_row(node: LabNode, c: Case, m: float) -> dict:
+def case_row(node: LabNode, c: Case, m: float, index: int | None = None) -> dict:
     """What a case is scored by: its truth, its stratum, the deciding test's distance to its
-    margin (x m) and the noisier side's per-launch SD at that test's level (`deciding`)."""
+    margin (x m) and the noisier side's per-launch SD at that test's level (`deciding`) in
+    case `index`'s experiment."""
     got = deciding(c, m)
     return {
         "case": c.kind,
@@ -207,7 +208,7 @@ def case_row(node: LabNode, c: Case, m: float) -> dict:
         "stratum": stratum(c, m),
         "owed": verdict_is_owed(c, m),
         "distance": got[0] if got else None,
-        "noise_pct": node.noise_pct(got[1]) if got else None,
+        "noise_pct": node.noise_pct(got[1], index) if got else None,
     }
 
 
@@ -251,7 +252,7 @@ def _job(args: Job) -> dict:
                 "kind": kind,
                 "wrong": verdict_is_wrong(c, kind, m),
                 "rounds": rounds,
-                **case_row(node, c, m),
+                **case_row(node, c, m, i),
             }
         )
     return {"rows": rows}

@@ -98,6 +98,7 @@ def test_the_oracles_standard_errors_are_the_generators():
         Structure("offset", 1.2),
         Structure("jitter", 0.8, per_request=True),
         Structure("noisy_candidate", 1.0, candidate_scale=2.0),
+        Structure("moving", 1.0, moving_sd=0.5),
     ):
         for case in (uniform, growing):
             node = LabNode(f"se:{st.name}:{case.kind}", st, [case], wl)
@@ -323,3 +324,26 @@ def test_repeats_max_replaces_the_playbooks_and_nothing_else(tmp_path):
     shipped, capped = rounds(), rounds("--repeats-max", "3")
     assert max(shipped) > 3 and max(capped) == 3
     assert len(shipped) == len(capped) == 25
+
+
+def test_moving_noise_scatters_each_experiment_by_its_own_factor():
+    """`moving`: each experiment's launches, both sides, scatter by the node's noise times
+    that experiment's factor; the start baseline's by the node's own."""
+    import math
+    import statistics
+
+    from bench.lab_engine import Case, Structure
+
+    pb = load_playbook(str(PLAYBOOK))
+    wl = workloads_of(pb)
+    lv = (wl[0].name, wl[0].concurrency[0])
+    node = LabNode("moving-test", Structure("moving", 1.0, moving_sd=0.5), [Case("null")] * 40, wl)
+    start = [math.log(node.draw(None)[lv]) for _ in range(300)]
+    assert statistics.stdev(start) == pytest.approx(0.01 * math.hypot(1.0, 0.5), rel=0.15)
+    factors = [node.factor(i) for i in range(40)]
+    assert max(factors) / min(factors) > 2  # experiments differ
+    for i in (factors.index(min(factors)), factors.index(max(factors))):
+        base = [math.log(node.draw(None if k % 2 else i)[lv]) for k in range(600)][1::2]
+        want = 0.01 * math.hypot(1.0, 0.5) * factors[i]
+        assert statistics.stdev(base) == pytest.approx(want, rel=0.15)
+        assert node.noise_pct(lv, i) == pytest.approx(100 * want, rel=1e-9)
