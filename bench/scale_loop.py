@@ -2,7 +2,8 @@
 
 The campaign is built by `scale_build`; then K more hypotheses go through the loop's
 own graph nodes (propose, gate, apply, measure per side and round as the router sends
-them, verdict, record), called as the graph calls them.  The node is `BenchNode`: it
+them, verdict, record), called as the graph calls them, under a playbook that sets every
+budget `record` checks (node hours and scheduler-queue hours, neither reached).  The node is `BenchNode`: it
 answers a launch at once with figures like the build's, so what the clock sees is the
 loop's own work (reads, noise model, verdict, writes), not a server's.  The journal's
 per-verdict update is timed apart (`bench/scale.py`'s update).  Process CPU time, not
@@ -17,8 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scale_build import FP, PLAYBOOK, _level, _truth
-
+from bench.scale_build import FP, PLAYBOOK, _level, _truth
 from campaign.domain.measurement import Measurement
 from campaign.domain.models import EffectiveConfig, Fingerprint, SweepResult, WorkloadSpec
 from campaign.domain.prompts import build_prompt_set
@@ -68,7 +68,9 @@ class BenchNode:
             for w in workloads
         }
         outputs = [f"answer {i}" for i in range(len(correctness_prompts))] if correctness_prompts else None
-        return Measurement(sweeps=sweeps, outputs=outputs, command=f"bench launch {label}", node_seconds=90.0)
+        return Measurement(
+            sweeps=sweeps, outputs=outputs, command=f"bench launch {label}", node_seconds=90.0, queue_seconds=30.0
+        )
 
 
 def _experiment(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[str, Any]:
@@ -88,7 +90,7 @@ def _experiment(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[st
 def loop_cpu(db: Path, cid: str, k: int) -> dict[str, float]:
     """Median process CPU seconds of one experiment through the loop's nodes (K timed,
     after one that warms imports and caches), and its spread."""
-    pb = Playbook.model_validate(PLAYBOOK)
+    pb = Playbook.model_validate({**PLAYBOOK, "budget": {"max_hours": 1e6, "max_queue_hours": 1e6}})
     node = BenchNode(seed=k)
     with Store(db) as store:
         camp = store.get_campaign(cid)
