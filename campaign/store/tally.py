@@ -20,7 +20,7 @@ import sqlite3
 
 from campaign.ports.records import Tally
 
-__all__ = ["DDL", "Tally", "ensure", "on_finish", "on_late_verdict", "on_reset", "read", "recount"]
+__all__ = ["DDL", "Tally", "current", "ensure", "on_finish", "on_late_verdict", "on_reset", "read", "recount"]
 
 DDL = (
     "CREATE TABLE IF NOT EXISTS loop_tally (campaign_id TEXT PRIMARY KEY, experiments_done INTEGER NOT NULL, "
@@ -79,6 +79,12 @@ def read(conn: sqlite3.Connection, campaign_id: str) -> Tally | None:
     """The kept counts, or None when this campaign has none yet (`Store.loop_tally` then
     counts and keeps them)."""
     return _row(conn, campaign_id)
+
+
+def current(conn: sqlite3.Connection, campaign_id: str) -> Tally:
+    """The kept counts, or (none kept yet) the same counted from the records: for a reader,
+    which writes nothing.  The one read of a campaign's node and queue seconds."""
+    return _row(conn, campaign_id) or recount(conn, campaign_id)
 
 
 def ensure(conn: sqlite3.Connection, campaign_id: str) -> Tally:
