@@ -28,7 +28,7 @@ from campaign.loop.nodes import Nodes
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.store import Store
 
-__all__ = ["BenchNode", "loop_cpu"]
+__all__ = ["BenchNode", "decided", "loop_cpu", "start_state"]
 
 EFFECTS = [1.04, 1.0, 0.95, 1.003]  # a win, two inconclusives, a dead end
 
@@ -73,8 +73,21 @@ class BenchNode:
         )
 
 
-def _experiment(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[str, Any]:
-    """One hypothesis through the loop's nodes, as the graph routes it."""
+def start_state(store: Store, cid: str) -> dict[str, Any]:
+    """The graph's state after the campaign's baseline: what the first `propose` sees."""
+    base = store.get_experiment(store.get_campaign(cid).baseline_experiment_id or "")
+    return {
+        "campaign_id": cid,
+        "baseline_id": base.id,
+        "fingerprint_id": base.fingerprint_id,
+        "baseline_config": base.config.model_dump(),
+        "baseline_patches": [],
+    }
+
+
+def decided(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[str, Any]:
+    """One hypothesis through the loop's nodes up to its verdict, as the graph routes it
+    (`record` is next)."""
     state = {**state, **nodes.propose(state)}  # type: ignore[arg-type]
     state.update(nodes.gate(state))  # type: ignore[arg-type]
     state.update(nodes.apply(state))  # type: ignore[arg-type]
@@ -83,6 +96,11 @@ def _experiment(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[st
         if routing.after_measure(state, max_rounds) == "verdict":  # type: ignore[arg-type]
             break
     state.update(nodes.verdict(state))  # type: ignore[arg-type]
+    return state
+
+
+def _experiment(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[str, Any]:
+    state = decided(nodes, state, max_rounds)
     state.update(nodes.record(state))  # type: ignore[arg-type]
     return state
 
@@ -93,15 +111,7 @@ def loop_cpu(db: Path, cid: str, k: int) -> dict[str, float]:
     pb = Playbook.model_validate({**PLAYBOOK, "budget": {"max_hours": 1e6, "max_queue_hours": 1e6}})
     node = BenchNode(seed=k)
     with Store(db) as store:
-        camp = store.get_campaign(cid)
-        base = store.get_experiment(camp.baseline_experiment_id or "")
-        state: dict[str, Any] = {
-            "campaign_id": cid,
-            "baseline_id": base.id,
-            "fingerprint_id": base.fingerprint_id,
-            "baseline_config": base.config.model_dump(),
-            "baseline_patches": [],
-        }
+        state = start_state(store, cid)
         names = [f"loop-bench-{i}" for i in range(k + 1)]
         for i, name in enumerate(names):
             store.upsert_hypothesis(cid, HypothesisSpec(name=name, flags={"loop-bench-knob": i}))

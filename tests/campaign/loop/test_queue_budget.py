@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import scale_build
-from bench.scale_loop import BenchNode
-from campaign.loop import routing
+from bench.scale_loop import BenchNode, decided, start_state
 from campaign.loop.deps import Deps
 from campaign.loop.nodes import Nodes
 from campaign.playbook.schema import HypothesisSpec, Playbook
@@ -42,25 +41,10 @@ class _Counting:
 
 def _decided(store: Store, cid: str, pb: Playbook) -> tuple[Nodes, _Counting, dict[str, Any]]:
     """One more hypothesis through propose .. verdict on the built campaign; `record` is next."""
-    base = store.get_experiment(store.get_campaign(cid).baseline_experiment_id or "")
     store.upsert_hypothesis(cid, HypothesisSpec(name="queued", flags={"queued-knob": 1}))
     counted = _Counting(store)
     nodes = Nodes(Deps(playbook=pb, store=counted, nodes=[BenchNode(seed=1)], journal_path=None))  # type: ignore[arg-type]
-    state: dict[str, Any] = {
-        "campaign_id": cid,
-        "baseline_id": base.id,
-        "fingerprint_id": base.fingerprint_id,
-        "baseline_config": base.config.model_dump(),
-        "baseline_patches": [],
-    }
-    for step in (nodes.propose, nodes.gate, nodes.apply):
-        state.update(step(state))  # type: ignore[arg-type]
-    while True:
-        state.update(nodes.measure(state))  # type: ignore[arg-type]
-        if routing.after_measure(state, pb.verdict.repeats.max) == "verdict":  # type: ignore[arg-type]
-            break
-    state.update(nodes.verdict(state))  # type: ignore[arg-type]
-    return nodes, counted, state
+    return nodes, counted, decided(nodes, start_state(store, cid), pb.verdict.repeats.max)
 
 
 def test_record_reads_the_queue_hours_without_reading_every_experiment(tmp_path: Path) -> None:
