@@ -2,7 +2,8 @@
 
 The campaign is built by `scale_build`; then K more hypotheses go through the loop's
 own graph nodes (propose, gate, apply, measure per side and round as the router sends
-them, verdict, record), called as the graph calls them.  The node is `BenchNode`: it
+them, verdict, record), called as the graph calls them, under a playbook that sets every
+budget `record` checks (node hours and scheduler-queue hours, neither reached).  The node is `BenchNode`: it
 answers a launch at once with figures like the build's, so what the clock sees is the
 loop's own work (reads, noise model, verdict, writes), not a server's.  The journal's
 per-verdict update is timed apart (`bench/scale.py`'s update).  Process CPU time, not
@@ -17,8 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scale_build import FP, PLAYBOOK, _level, _truth
-
+from bench.scale_build import FP, PLAYBOOK, _level, _truth
 from campaign.domain.measurement import Measurement
 from campaign.domain.models import EffectiveConfig, Fingerprint, SweepResult, WorkloadSpec
 from campaign.domain.prompts import build_prompt_set
@@ -28,7 +28,7 @@ from campaign.loop.nodes import Nodes
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.store import Store
 
-__all__ = ["BenchNode", "loop_cpu"]
+__all__ = ["BenchNode", "decided", "loop_cpu", "start_state"]
 
 EFFECTS = [1.04, 1.0, 0.95, 1.003]  # a win, two inconclusives, a dead end
 
@@ -68,11 +68,26 @@ class BenchNode:
             for w in workloads
         }
         outputs = [f"answer {i}" for i in range(len(correctness_prompts))] if correctness_prompts else None
-        return Measurement(sweeps=sweeps, outputs=outputs, command=f"bench launch {label}", node_seconds=90.0)
+        return Measurement(
+            sweeps=sweeps, outputs=outputs, command=f"bench launch {label}", node_seconds=90.0, queue_seconds=30.0
+        )
 
 
-def _experiment(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[str, Any]:
-    """One hypothesis through the loop's nodes, as the graph routes it."""
+def start_state(store: Store, cid: str) -> dict[str, Any]:
+    """The graph's state after the campaign's baseline: what the first `propose` sees."""
+    base = store.get_experiment(store.get_campaign(cid).baseline_experiment_id or "")
+    return {
+        "campaign_id": cid,
+        "baseline_id": base.id,
+        "fingerprint_id": base.fingerprint_id,
+        "baseline_config": base.config.model_dump(),
+        "baseline_patches": [],
+    }
+
+
+def decided(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[str, Any]:
+    """One hypothesis through the loop's nodes up to its verdict, as the graph routes it
+    (`record` is next)."""
     state = {**state, **nodes.propose(state)}  # type: ignore[arg-type]
     state.update(nodes.gate(state))  # type: ignore[arg-type]
     state.update(nodes.apply(state))  # type: ignore[arg-type]
@@ -81,6 +96,11 @@ def _experiment(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[st
         if routing.after_measure(state, max_rounds) == "verdict":  # type: ignore[arg-type]
             break
     state.update(nodes.verdict(state))  # type: ignore[arg-type]
+    return state
+
+
+def _experiment(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[str, Any]:
+    state = decided(nodes, state, max_rounds)
     state.update(nodes.record(state))  # type: ignore[arg-type]
     return state
 
@@ -88,18 +108,10 @@ def _experiment(nodes: Nodes, state: dict[str, Any], max_rounds: int) -> dict[st
 def loop_cpu(db: Path, cid: str, k: int) -> dict[str, float]:
     """Median process CPU seconds of one experiment through the loop's nodes (K timed,
     after one that warms imports and caches), and its spread."""
-    pb = Playbook.model_validate(PLAYBOOK)
+    pb = Playbook.model_validate({**PLAYBOOK, "budget": {"max_hours": 1e6, "max_queue_hours": 1e6}})
     node = BenchNode(seed=k)
     with Store(db) as store:
-        camp = store.get_campaign(cid)
-        base = store.get_experiment(camp.baseline_experiment_id or "")
-        state: dict[str, Any] = {
-            "campaign_id": cid,
-            "baseline_id": base.id,
-            "fingerprint_id": base.fingerprint_id,
-            "baseline_config": base.config.model_dump(),
-            "baseline_patches": [],
-        }
+        state = start_state(store, cid)
         names = [f"loop-bench-{i}" for i in range(k + 1)]
         for i, name in enumerate(names):
             store.upsert_hypothesis(cid, HypothesisSpec(name=name, flags={"loop-bench-knob": i}))

@@ -110,13 +110,19 @@ def recorded_failure(store: LoopStore, experiment: str) -> Failure | None:
     return Failure.model_validate_json(first.content) if first else None
 
 
-def node_seconds_of(store: LoopStore, experiment: str) -> float:
-    return round(sum(t.node_seconds for t in store.launch_times(experiment)), 3)
-
-
-def queue_seconds_of(store: LoopStore, experiment: str) -> float:
-    """Time spent waiting for an allocation (Slurm queue), recorded apart from node time."""
-    return round(sum(t.queue_seconds for t in store.launch_times(experiment)), 3)
+def finish_recorded(store: LoopStore, experiment: str) -> None:
+    """Make the experiment final with what its launches recorded: the first failure, and
+    its node and scheduler-queue seconds summed (the store keeps the campaign's totals
+    from these; a resumed node finishes it again with the same figures: a no-op)."""
+    failure = recorded_failure(store, experiment)
+    times = store.launch_times(experiment)
+    store.finish_experiment(
+        experiment,
+        "failed" if failure else "finished",
+        failure=failure,
+        node_seconds=round(sum(t.node_seconds for t in times), 3),
+        queue_seconds=round(sum(t.queue_seconds for t in times), 3),
+    )
 
 
 def correctness_of(

@@ -72,7 +72,7 @@ class FanOut:
         store = self.d.store
         cid = state["campaign_id"]
         results = state.get("results") or []
-        hours = store.loop_tally(cid).node_seconds / 3600
+        counts = store.loop_tally(cid)
         summary = ", ".join(f"{r['hypothesis']} on {r['node']}: {r['kind']}" for r in results)
         store.add_event(
             cid,
@@ -80,7 +80,13 @@ class FanOut:
             f"batch of {len(results)} finished: {summary}",
             key="batch:" + ",".join(sorted(r["experiment_id"] for r in results)),
         )
-        return merge_results(state, results, self.d.playbook, hours_spent=hours)
+        return merge_results(
+            state,
+            results,
+            self.d.playbook,
+            hours_spent=counts.node_seconds / 3600,
+            queue_hours=counts.queue_seconds / 3600,
+        )
 
     # ---------------------------------------------------------------- wiring
     def after_propose(self, state: ParallelState) -> Any:

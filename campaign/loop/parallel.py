@@ -69,7 +69,7 @@ class BranchOutput(TypedDict, total=False):
 
 
 def merge_results(
-    state: CampaignState, results: list[BranchResult], pb: Playbook, *, hours_spent: float
+    state: CampaignState, results: list[BranchResult], pb: Playbook, *, hours_spent: float, queue_hours: float = 0.0
 ) -> dict[str, Any]:
     """Fold a batch's verdicts into the counters in queue order, as if they had run one
     after the other, then apply the review/budget policy once."""
@@ -84,7 +84,12 @@ def merge_results(
         if r.get("adopted_config"):
             update.update(baseline_config=r["adopted_config"], need_baseline=r.get("need_baseline"))
     update.update(experiments_done=done, no_win_streak=nws, dead_end_streak=des, current=None, batch=[], results=None)
-    halt = halt_after_verdict({**state, **update}, pb, hours_spent=hours_spent)  # type: ignore[typeddict-item]
+    halt = halt_after_verdict(
+        {**state, **update},  # type: ignore[typeddict-item]
+        pb,
+        hours_spent=hours_spent,
+        queue_hours=queue_hours,
+    )
     if halt:
         update["halt"] = halt
     return update

@@ -91,6 +91,7 @@ class ExperimentRecord(BaseModel):
     started_at: float
     finished_at: float | None
     node_seconds: float
+    queue_seconds: float = 0.0  # waiting for an allocation (a Slurm queue): not node time
     adopted: bool
 
 
@@ -128,14 +129,15 @@ class EventRecord(BaseModel):
 class Tally(BaseModel):
     """What `record` decides with: candidates recorded (the budget), ideas since the last
     win and dead ends among them (both since the last approved review gate or environment
-    change), and the node seconds of every finished experiment."""
+    change), and the node and scheduler-queue seconds of every finished experiment."""
 
     experiments_done: int = 0
     no_win: int = 0
     dead_end: int = 0
     node_seconds: float = 0.0
+    queue_seconds: float = 0.0
 
-    @field_validator("node_seconds")
+    @field_validator("node_seconds", "queue_seconds")
     @classmethod
     def _microseconds(cls, v: float) -> float:
         """Kept to the microsecond: a sum kept step by step and one summed by the database

@@ -183,6 +183,7 @@ class LoopStore(VerdictHistory, JournalReader, Protocol):
         status: ExperimentStatus = "finished",
         failure: Failure | None = None,
         node_seconds: float = 0.0,
+        queue_seconds: float = 0.0,
     ) -> ExperimentRecord:
         """Final from here on (immutable)."""
         ...

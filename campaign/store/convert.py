@@ -100,6 +100,7 @@ def experiment_record(row: ExperimentRow) -> ExperimentRecord:
         started_at=row.started_at,
         finished_at=row.finished_at,
         node_seconds=row.node_seconds,
+        queue_seconds=row.queue_seconds,
         adopted=row.adopted,
     )
 

@@ -30,7 +30,7 @@ from campaign.store import changes, showcache, tally
 from campaign.store.dialect import PgConn, translate
 from campaign.store.models import SCHEMA_VERSION, TABLES, MetaRow
 
-MIGRATABLE = frozenset({"1", "2"})  # versions campaign.store.migrate brings up to date
+MIGRATABLE = frozenset({"1", "2", "3"})  # versions campaign.store.migrate brings up to date
 
 BUSY_TIMEOUT_MS = 10_000
 #: the PostgreSQL advisory lock that serialises creating the schema and the checkpointer's tables

@@ -121,20 +121,23 @@ class ExperimentsMixin:
         status: ExperimentStatus = "finished",
         failure: Failure | None = None,
         node_seconds: float = 0.0,
+        queue_seconds: float = 0.0,
     ) -> ExperimentRecord:
         """Make the experiment final.  Again with the same status, failure and
-        node_seconds: no-op; with anything different: ImmutableRecordError."""
+        seconds: no-op (a resumed node); with anything different: ImmutableRecordError."""
         _check_choice(status, ("finished", "failed"), "status")
         failure_json = canonical(failure) if failure is not None else None
         with write_session(self._engine) as s:
             row = require_experiment(s, experiment_id)
             if row.status in _TERMINAL:
-                if (row.status, row.failure_json, row.node_seconds) == (status, failure_json, node_seconds):
+                same = (row.status, row.failure_json, row.node_seconds, row.queue_seconds)
+                if same == (status, failure_json, node_seconds, queue_seconds):
                     return experiment_record(row)
                 raise ImmutableRecordError(
                     f"experiment {experiment_id} is already {row.status}; refusing to record it as {status} with other content"
                 )
             row.status, row.failure_json, row.node_seconds = status, failure_json, node_seconds
+            row.queue_seconds = queue_seconds
             row.finished_at = time.time()
             s.add(row)
             s.flush()

@@ -10,6 +10,12 @@ and the CLI make replace the single-column ones.
 
 2 -> 3: the change sequence (`campaign.store.changes`): a table and the triggers that
 stamp an experiment whenever a record its journal section shows is written.
+
+3 -> 4: an experiment's scheduler-queue seconds are kept on its row beside its node
+seconds (summed from its launches' `queue_seconds` artifacts, as `finish_experiment`
+is given them), so the loop's running tally holds both; the kept tallies are counted
+again from the records on their next read.  Idempotent, like every step: a file
+migrated halfway (or by hand) ends the same.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from sqlmodel import Session
 
 from campaign.domain.models import LevelResult
 from campaign.store.models import SCHEMA_VERSION, ArtifactRow, ExperimentRow, HypothesisRow, MetaRow, RunSideRow
-from campaign.store.pack import PACK_TEXT_FROM, pack_levels, pack_text
+from campaign.store.pack import PACK_TEXT_FROM, pack_levels, pack_text, unpack_text
 
 __all__ = ["migrate"]
 
@@ -78,9 +84,9 @@ def _v1_to_v2(session: Session) -> None:
             index.create(conn, checkfirst=True)
 
 
-def _add_column(conn: Any, table: str, column: str) -> None:
+def _add_column(conn: Any, table: str, column: str, kind: str = "BLOB") -> None:
     if column not in {c["name"] for c in inspect(conn).get_columns(table)}:
-        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} BLOB"))
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
 def _v2_to_v3(session: Session) -> None:
@@ -89,7 +95,29 @@ def _v2_to_v3(session: Session) -> None:
     changes.install(session.connection())
 
 
-_STEPS = {"1": ("2", _v1_to_v2), "2": ("3", _v2_to_v3)}
+def _v3_to_v4(session: Session) -> None:
+    conn = session.connection()
+    _add_column(conn, "experiments", "queue_seconds", "FLOAT NOT NULL DEFAULT 0")
+    queued: dict[str, float] = defaultdict(float)
+    found = conn.execute(
+        text(
+            "SELECT a.experiment_id, a.content, a.content_z FROM artifacts a JOIN experiments e "
+            "ON e.id = a.experiment_id WHERE a.kind = 'queue_seconds' AND e.status IN ('finished', 'failed') "
+            "ORDER BY a.experiment_id, a.seq"
+        )
+    )
+    for exp_id, plain, packed in found:
+        queued[exp_id] += float(unpack_text(plain, packed))
+    for exp_id, seconds in queued.items():
+        conn.execute(
+            text("UPDATE experiments SET queue_seconds = :q WHERE id = :id"), {"q": round(seconds, 3), "id": exp_id}
+        )
+    if inspect(conn).has_table("loop_tally"):
+        _add_column(conn, "loop_tally", "queue_seconds", "FLOAT NOT NULL DEFAULT 0")
+        conn.execute(text("DELETE FROM loop_tally"))  # counted again on the next read (campaign.store.tally)
+
+
+_STEPS = {"1": ("2", _v1_to_v2), "2": ("3", _v2_to_v3), "3": ("4", _v3_to_v4)}
 
 
 def migrate(session: Session, found: str) -> None:

@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 
 #: bump when a table changes; an older database is migrated on open (campaign.store.migrate),
 #: one with another version is refused.  2: runs packed per side and round, long text compressed.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _text() -> Any:
@@ -85,6 +85,7 @@ class ExperimentRow(SQLModel, table=True):
     started_at: float
     finished_at: float | None = None
     node_seconds: float = 0.0
+    queue_seconds: float = 0.0  # summed from its launches when it became final, like node_seconds
     adopted: bool = False
 
 

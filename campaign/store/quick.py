@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["SCHEMA_VERSION", "campaign_list", "open_current", "stale_journals"]
 
-SCHEMA_VERSION = "3"  # campaign.store.models.SCHEMA_VERSION (checked by tests/campaign/store)
+SCHEMA_VERSION = "4"  # campaign.store.models.SCHEMA_VERSION (checked by tests/campaign/store)
 
 
 def open_current(

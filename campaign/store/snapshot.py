@@ -14,7 +14,7 @@ from typing import Any
 from campaign.domain.models import Fingerprint
 from campaign.domain.records import Verdict
 from campaign.domain.source import PatchRecord
-from campaign.store import logread
+from campaign.store import logread, tally
 from campaign.store.convert import (
     campaign_record,
     experiment_record,
@@ -209,25 +209,23 @@ def read_snapshot(
         planner_cost=logread.planner_cost(conn, campaign_id) if only is None else {},
         planner_calls=logread.planner_calls(conn, campaign_id) if only is None else [],
         totals=totals,
+        node_seconds=tally.current(conn, campaign_id).node_seconds,
         deploy=read_deploy(conn, campaign_id) if only is None else None,
         wins_not_adopted=read_wins_not_adopted(conn, campaign_id) if only is None else [],
     )
 
 
 def _campaign_totals(conn: sqlite3.Connection, campaign_id: str) -> dict[str, Any]:
-    """What a view of a window still shows of the whole campaign: the node time of every
-    experiment, and the first candidate of each environment (`same as experiment N`).
-    Aggregates in SQL: no row reaches Python per experiment."""
-    (node_seconds,) = conn.execute(
-        "SELECT coalesce(sum(node_seconds), 0) FROM experiments WHERE campaign_id = ?", (campaign_id,)
-    ).fetchone()
+    """What a view of a window still shows of the whole campaign: the first candidate of
+    each environment (`same as experiment N`).  Aggregated in SQL: no row reaches Python
+    per experiment."""
     first = conn.execute(
         "SELECT fingerprint_id, id FROM (SELECT fingerprint_id, id, row_number() OVER "
         "(PARTITION BY fingerprint_id ORDER BY started_at, id) AS n FROM experiments WHERE campaign_id = ? "
         "AND role = 'candidate' AND fingerprint_id IS NOT NULL) AS firsts WHERE n = 1",
         (campaign_id,),
     )
-    return {"node_seconds": float(node_seconds), "environment_first": {r[0]: r[1] for r in first}}
+    return {"environment_first": {r[0]: r[1] for r in first}}
 
 
 __all__ = ["read_runs", "read_snapshot", "read_verdicts"]

@@ -1,7 +1,7 @@
 """The loop's running counts per campaign, kept in step with the records they count.
 
 Why: after every verdict `record` needs the budget's count, the review policy's streaks
-and the node hours; counting them from the records reads every experiment, so each
+and the node and scheduler-queue hours; counting them from the records reads every experiment, so each
 experiment cost more than the one before and a campaign's cost grew with its square.
 The counts change only when an experiment becomes final, a review gate is approved or
 the environment changes, and each of those writes updates this campaign's `loop_tally`
@@ -20,13 +20,14 @@ import sqlite3
 
 from campaign.ports.records import Tally
 
-__all__ = ["DDL", "Tally", "ensure", "on_finish", "on_late_verdict", "on_reset", "read", "recount"]
+__all__ = ["DDL", "Tally", "current", "ensure", "on_finish", "on_late_verdict", "on_reset", "read", "recount"]
 
 DDL = (
     "CREATE TABLE IF NOT EXISTS loop_tally (campaign_id TEXT PRIMARY KEY, experiments_done INTEGER NOT NULL, "
-    "no_win INTEGER NOT NULL, dead_end INTEGER NOT NULL, node_seconds REAL NOT NULL)"
+    "no_win INTEGER NOT NULL, dead_end INTEGER NOT NULL, node_seconds REAL NOT NULL, "
+    "queue_seconds REAL NOT NULL DEFAULT 0)"
 )
-_FIELDS = "experiments_done, no_win, dead_end, node_seconds"
+_FIELDS = "experiments_done, no_win, dead_end, node_seconds, queue_seconds"
 _RESETS = """
 SELECT coalesce(max(t), 0) FROM (
   SELECT max(coalesce(decided_at, 0)) AS t FROM reviews
@@ -43,9 +44,9 @@ ORDER BY coalesce(e.finished_at, 0), e.started_at, e.id
 
 def recount(conn: sqlite3.Connection, campaign_id: str) -> Tally:
     """The counts from the records alone (what the row must always equal)."""
-    done, seconds = conn.execute(
+    done, seconds, queued = conn.execute(
         "SELECT coalesce(sum(CASE WHEN role = 'candidate' AND status IN ('finished', 'failed') THEN 1 ELSE 0 END), 0), "
-        "coalesce(sum(node_seconds), 0) FROM experiments WHERE campaign_id = ?",
+        "coalesce(sum(node_seconds), 0), coalesce(sum(queue_seconds), 0) FROM experiments WHERE campaign_id = ?",
         (campaign_id,),
     ).fetchone()
     since = conn.execute(_RESETS, {"c": campaign_id}).fetchone()[0]
@@ -54,7 +55,7 @@ def recount(conn: sqlite3.Connection, campaign_id: str) -> Tally:
         if kind is None:
             continue
         no_win, dead_end = (0, 0) if kind == "win" else (no_win + 1, dead_end + (kind == "dead_end"))
-    return Tally(experiments_done=done, no_win=no_win, dead_end=dead_end, node_seconds=seconds)
+    return Tally(experiments_done=done, no_win=no_win, dead_end=dead_end, node_seconds=seconds, queue_seconds=queued)
 
 
 def _row(conn: sqlite3.Connection, campaign_id: str) -> Tally | None:
@@ -68,9 +69,9 @@ def _row(conn: sqlite3.Connection, campaign_id: str) -> Tally | None:
 def _write(conn: sqlite3.Connection, campaign_id: str, t: Tally) -> None:
     conn.execute(DDL)
     conn.execute(
-        f"INSERT INTO loop_tally (campaign_id, {_FIELDS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id) "
+        f"INSERT INTO loop_tally (campaign_id, {_FIELDS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (campaign_id) "
         "DO UPDATE SET " + ", ".join(f"{f} = EXCLUDED.{f}" for f in _FIELDS.split(", ")),
-        (campaign_id, t.experiments_done, t.no_win, t.dead_end, t.node_seconds),
+        (campaign_id, t.experiments_done, t.no_win, t.dead_end, t.node_seconds, t.queue_seconds),
     )
 
 
@@ -78,6 +79,12 @@ def read(conn: sqlite3.Connection, campaign_id: str) -> Tally | None:
     """The kept counts, or None when this campaign has none yet (`Store.loop_tally` then
     counts and keeps them)."""
     return _row(conn, campaign_id)
+
+
+def current(conn: sqlite3.Connection, campaign_id: str) -> Tally:
+    """The kept counts, or (none kept yet) the same counted from the records: for a reader,
+    which writes nothing.  The one read of a campaign's node and queue seconds."""
+    return _row(conn, campaign_id) or recount(conn, campaign_id)
 
 
 def ensure(conn: sqlite3.Connection, campaign_id: str) -> Tally:
@@ -92,14 +99,15 @@ def ensure(conn: sqlite3.Connection, campaign_id: str) -> Tally:
 
 def on_finish(conn: sqlite3.Connection, experiment_id: str) -> None:
     """An experiment has just become final (in this transaction, written before the call)."""
-    campaign_id, role, status, seconds = conn.execute(
-        "SELECT campaign_id, role, status, node_seconds FROM experiments WHERE id = ?", (experiment_id,)
+    campaign_id, role, status, seconds, queued = conn.execute(
+        "SELECT campaign_id, role, status, node_seconds, queue_seconds FROM experiments WHERE id = ?", (experiment_id,)
     ).fetchone()
     t = _row(conn, campaign_id)
     if t is None:  # counted from the records, this experiment included
         ensure(conn, campaign_id)
         return
     t.node_seconds += seconds or 0.0
+    t.queue_seconds += queued or 0.0
     if role == "candidate" and status in ("finished", "failed"):
         t.experiments_done += 1
         found = conn.execute("SELECT kind FROM verdicts WHERE experiment_id = ?", (experiment_id,)).fetchone()

@@ -112,6 +112,7 @@ class CampaignSnapshot(BaseModel):
     planner_cost: dict[str, float] = Field(default_factory=dict)
     planner_calls: list[PlannerCall] = Field(default_factory=list)
     totals: dict[str, Any] | None = None  # a window's view: campaign-wide figures from SQL
+    node_seconds: float = 0.0  # the whole campaign's, from its running tally (campaign.store.tally)
     deploy: DeployView | None = None  # campaign-wide, read in SQL (`campaign.store.deploy`)
     wins_not_adopted: list[WinNotAdopted] = Field(default_factory=list)
 
@@ -381,7 +382,7 @@ def build_view(snap: CampaignSnapshot, memo: Any = None) -> CampaignView:
         planner_cost=snap.planner_cost,
         planner_calls=snap.planner_calls,
         planner_notes=[e.message for e in snap.events if e.kind == PLANNER_EVENT],
-        node_seconds=snap.totals["node_seconds"] if snap.totals else sum(e.node_seconds for e in snap.experiments),
+        node_seconds=snap.node_seconds,
         environment_first=None
         if snap.totals is None
         else {

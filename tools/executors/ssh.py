@@ -1,10 +1,8 @@
-"""Run the campaign's processes on a remote GPU node over the system OpenSSH client.
+"""Run the campaign's processes on a remote GPU node over the system OpenSSH client:
+the `ssh` node kind (its playbook spec and its executor).
 
-The system `ssh` (not a Python library) so that whatever already reaches the node
-works unchanged: ~/.ssh/config, keys, the agent, ProxyJump.  One ControlMaster per
-executor (socket in a short /tmp path: sun_path is ~100 bytes) makes each call a
-few milliseconds; it persists 10 min after its last use, so a killed controller
-does not leak it for long.  Long-lived processes are started detached (`setsid`) under a
+The connection itself (one ControlMaster, scripts, forwards) is
+`tools.executors.ssh_transport`'s.  Long-lived processes are started detached (`setsid`) under a
 watcher (remote_shell.WATCHER) that records pid and exit status next to the log, so nothing
 depends on the ssh channel staying open, and a fresh executor (after the controller
 died) can still poll, read and stop them from the handle alone.  Stop signals the
@@ -14,24 +12,21 @@ remote group by pid: signals sent over an ssh channel are refused for root.
 from __future__ import annotations
 
 import os
-import secrets
 import shlex
-import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import IO, Any, ClassVar, Literal
+from typing import IO, ClassVar, Literal
 
 from pydantic import Field
 
 from campaign.domain.errors import UserError
 from campaign.domain.models import CommandResult, ProcessHandle
-from campaign.domain.redact import redact_argv, redact_text
+from campaign.domain.redact import redact_argv
 from campaign.playbook.nodes import NodeSpecBase, SimulatedNodeSpec
-from tools.executors.base import LAUNCH_TOKEN_ENV, NodeError
+from tools.executors.base import LAUNCH_TOKEN_ENV
 from tools.executors.remote_shell import (
     KILLED,
     MAX_LOG_CHUNK,
@@ -47,6 +42,9 @@ from tools.executors.remote_shell import (
     rc_path,
     watcher_argv,
 )
+from tools.executors.ssh_transport import SshError, SshTransport
+
+__all__ = ["SshError", "SshExecutor", "SshNodeSpec"]
 
 #: shell functions: is a pid / a process group alive (zombies are not), via procps `ps`.
 _ALIVE = (
@@ -112,11 +110,7 @@ class SshNodeSpec(NodeSpecBase):
         )
 
 
-class SshError(NodeError):
-    """The node could not be reached or the ssh transport itself failed (exit 255)."""
-
-
-class SshExecutor:
+class SshExecutor(SshTransport):
     """An `Executor` for one host reachable with `ssh`."""
 
     kind = "ssh"
@@ -132,16 +126,9 @@ class SshExecutor:
         python: str = "python3",
         connect_timeout_s: float = 15.0,
     ) -> None:
-        self.target = host
-        self.user, self.port, self.identity_file = user, port, identity_file
-        self.ssh_options = list(ssh_options)
+        super().__init__(host, user, port, identity_file, ssh_options, connect_timeout_s)
         self.workdir_setting, self.python = workdir, python
         self._workdir: str | None = None  # resolved and checked on first use
-        self.connect_timeout_s = connect_timeout_s
-        self._control_dir = f"/tmp/cmp-ssh-{os.getuid()}-{secrets.token_hex(4)}"  # made by connect()
-        self.control_path = os.path.join(self._control_dir, "m")
-        self._address: str | None = None
-        self._tunnels: dict[int, int] = {}
 
     @classmethod
     def from_spec(cls, spec: SshNodeSpec) -> SshExecutor:
@@ -164,93 +151,6 @@ class SshExecutor:
             python=spec.python,
         )
 
-    # ----------------------------------------------------------------- transport
-    def _common(self) -> list[str]:
-        opts = [
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            f"ConnectTimeout={int(self.connect_timeout_s)}",
-            "-o",
-            "ServerAliveInterval=15",
-            "-o",
-            "ServerAliveCountMax=4",
-            "-o",
-            f"ControlPath={self.control_path}",
-        ]
-        if self.port:
-            opts += ["-p", str(self.port)]
-        if self.identity_file:
-            opts += ["-i", self.identity_file]
-        if self.user:
-            opts += ["-l", self.user]
-        return opts + self.ssh_options
-
-    def ssh_argv(self, *extra: str) -> list[str]:
-        """An `ssh` command line that goes through this executor's master."""
-        return ["ssh", *self._common(), "-o", "ControlMaster=no", *extra, self.target]
-
-    def master_alive(self) -> bool:
-        if not os.path.exists(self.control_path):
-            return False
-        check = subprocess.run(["ssh", *self._common(), "-O", "check", self.target], capture_output=True, timeout=10)
-        return check.returncode == 0
-
-    def connect(self) -> None:
-        """Start the ControlMaster (idempotent).  Its stderr goes to a file: a
-        backgrounded master holding a pipe would hang the caller's read."""
-        if self.master_alive():
-            return
-        os.makedirs(self._control_dir, mode=0o700, exist_ok=True)
-        err_path = os.path.join(self._control_dir, "master.err")
-        with open(err_path, "wb") as err:
-            proc = subprocess.run(
-                [
-                    "ssh",
-                    *self._common(),
-                    "-o",
-                    "ControlMaster=yes",
-                    "-o",
-                    "ControlPersist=600",
-                    "-N",
-                    "-f",
-                    self.target,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                timeout=self.connect_timeout_s + 15,
-            )
-        if proc.returncode != 0:
-            with open(err_path, "rb") as f:
-                message = redact_text(f.read().decode(errors="replace").strip())
-            raise SshError(f"ssh {self.target}: cannot connect (exit {proc.returncode}): {message}")
-
-    def _ssh(
-        self, script: str, *, timeout: float, stdin: bytes | int | IO[bytes] | None = None
-    ) -> subprocess.CompletedProcess[bytes]:
-        """Run a shell script on the node; bytes out.  Raises SshError on transport failure."""
-        self.connect()
-        argv = self.ssh_argv("-T") + ["--", script]
-        kw: dict[str, Any] = (
-            {"input": stdin}
-            if isinstance(stdin, bytes)
-            else {"stdin": stdin if stdin is not None else subprocess.DEVNULL}
-        )
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout, **kw)
-        if proc.returncode == 255:
-            raise SshError(f"ssh {self.target}: {redact_text(proc.stderr.decode(errors='replace').strip())}")
-        return proc
-
-    def _sh(self, script: str, *, timeout: float = 30.0, stdin: bytes | None = None) -> str:
-        proc = self._ssh(script, timeout=timeout, stdin=stdin)
-        if proc.returncode != 0:
-            raise SshError(
-                f"ssh {self.target}: remote command failed ({proc.returncode}): "
-                f"{redact_text(proc.stderr.decode(errors='replace').strip())}"
-            )
-        return proc.stdout.decode(errors="replace")
-
     def _abs(self, path: str) -> str:
         return path if PurePosixPath(path).is_absolute() else str(PurePosixPath(self.workdir) / path)
 
@@ -271,17 +171,6 @@ class SshExecutor:
         return self._workdir
 
     # ----------------------------------------------------------------- Executor
-    @property
-    def host(self) -> str:
-        """The address servers on the node listen on, resolved like ssh does (`ssh -G`)."""
-        if self._address is None:
-            out = subprocess.run(
-                ["ssh", "-G", *self._common(), self.target], capture_output=True, text=True, timeout=10
-            ).stdout
-            names = [ln.split(None, 1)[1] for ln in out.splitlines() if ln.startswith("hostname ")]
-            self._address = names[0].strip() if names else self.target
-        return self._address
-
     def run(
         self, argv: list[str], *, timeout: float = 60.0, env: dict[str, str] | None = None, cwd: str | None = None
     ) -> CommandResult:
@@ -455,24 +344,6 @@ class SshExecutor:
         code = "import socket; s=socket.socket(); s.bind(('',0)); print(s.getsockname()[1])"
         return int(self._sh(f"{shlex.quote(self.python)} -c {shlex.quote(code)}").strip())
 
-    def tunnel(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
-        """Forward a local port to `remote_host:remote_port` as seen from the node
-        (through the master), so a load sweep can run on the controller."""
-        if remote_port in self._tunnels:
-            return self._tunnels[remote_port]
-        self.connect()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            local_port: int = s.getsockname()[1]
-        spec = f"127.0.0.1:{local_port}:{remote_host}:{remote_port}"
-        proc = subprocess.run(
-            ["ssh", *self._common(), "-O", "forward", "-L", spec, self.target], capture_output=True, timeout=30
-        )
-        if proc.returncode != 0:
-            raise SshError(f"ssh {self.target}: cannot forward {spec}: {proc.stderr.decode(errors='replace').strip()}")
-        self._tunnels[remote_port] = local_port
-        return local_port
-
     def queue_wait_s(self, handle: ProcessHandle) -> float | None:
         return None  # a process over ssh starts at once
 
@@ -495,13 +366,6 @@ class SshExecutor:
             )
             for g in groups
         ]
-
-    def close(self) -> None:
-        """Stop the master (and with it every tunnel); processes on the node keep running."""
-        if os.path.exists(self.control_path):
-            subprocess.run(["ssh", *self._common(), "-O", "exit", self.target], capture_output=True, timeout=15)
-        self._tunnels.clear()
-        shutil.rmtree(self._control_dir, ignore_errors=True)
 
     def __enter__(self) -> SshExecutor:
         return self

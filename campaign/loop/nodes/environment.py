@@ -9,8 +9,8 @@ from campaign.domain.models import EffectiveConfig
 from campaign.domain.source import PatchFailed
 from campaign.loop import source
 from campaign.loop.experiment import (
+    finish_recorded,
     node_noise,
-    node_seconds_of,
     record_measurement,
     recorded_failure,
     workloads_of,
@@ -133,10 +133,7 @@ class EnvironmentNodes(NodeFamily):
                 )
                 if m.failure:
                     break
-            failure = recorded_failure(store, eid)
-            store.finish_experiment(
-                eid, "failed" if failure else "finished", failure=failure, node_seconds=node_seconds_of(store, eid)
-            )
+            finish_recorded(store, eid)
         failure = recorded_failure(store, eid)
         if failure is not None:
             reason = f"the baseline does not run: {failure.failure_class.value}: {failure.summary}"

@@ -13,11 +13,10 @@ from campaign.loop.experiment import (
     confound_changes,
     confound_check,
     correctness_of,
+    finish_recorded,
     hypothesis_config,
     node_noise,
-    node_seconds_of,
     provenance_notes,
-    queue_seconds_of,
     record_measurement,
     recorded_failure,
     workloads_of,
@@ -194,10 +193,7 @@ class ExperimentNodes(NodeFamily):
             raise RuntimeError(f"graph: record ran before the verdict of {eid}")
         spec = self._spec(cid, cur["hypothesis"])
         adopt = v.kind == "win" and spec.adopt_if_win
-        failure = recorded_failure(store, eid)
-        store.finish_experiment(
-            eid, "failed" if failure else "finished", failure=failure, node_seconds=node_seconds_of(store, eid)
-        )
+        finish_recorded(store, eid)
         if adopt:
             store.set_adopted(eid, True)
         store.set_hypothesis_status(cid, spec.name, "done")
@@ -233,17 +229,11 @@ class ExperimentNodes(NodeFamily):
             from campaign.loop.planner_bridge import analyze_with_planner
 
             analyze_with_planner(self.d, cid, eid)
-        node_hours = counts.node_seconds / 3600
-        queue_hours = (
-            sum(queue_seconds_of(store, e.id) for e in store.list_experiments(cid)) / 3600
-            if pb.budget.max_queue_hours
-            else 0.0
-        )
         halt = halt_after_verdict(
             {**state, **update},  # type: ignore[typeddict-item]
             pb,
-            hours_spent=node_hours,
-            queue_hours=queue_hours,
+            hours_spent=counts.node_seconds / 3600,
+            queue_hours=counts.queue_seconds / 3600,
         )
         if halt:
             update["halt"] = halt

@@ -87,6 +87,14 @@ def test_merge_counts_in_queue_order_and_applies_the_policy_once():
     assert up["halt"]["kind"] == "review" and "3 experiments in a row" in up["halt"]["reason"]
 
 
+def test_merge_applies_the_queue_budget_like_the_serial_record():
+    pb = _pb(budget={"max_experiments": 50, "max_queue_hours": 2})
+    batch = [{"node_index": 0, "kind": "inconclusive"}]
+    assert "halt" not in merge_results({}, batch, pb, hours_spent=0, queue_hours=1.5)
+    up = merge_results({}, batch, pb, hours_spent=0, queue_hours=2.5)
+    assert "max_queue_hours=2" in up["halt"]["reason"]
+
+
 def test_merge_carries_an_adopted_config():
     up = merge_results(
         {},

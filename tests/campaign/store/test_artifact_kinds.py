@@ -8,7 +8,7 @@ from typing import get_args
 
 from campaign.domain.measurement import Measurement
 from campaign.domain.models import EffectiveConfig, Failure, FailureClass
-from campaign.loop.experiment import node_seconds_of, queue_seconds_of, record_measurement
+from campaign.loop.experiment import finish_recorded, record_measurement
 from campaign.ports.records import ArtifactKind, ExperimentArtifactKind, LaunchArtifactKind, LaunchTimeKind
 from campaign.store import Store
 
@@ -45,8 +45,9 @@ def test_a_slurm_measurement_records_its_queue_wait_apart_from_node_time(tmp_pat
     )
     record_measurement(store, exp.id, "candidate", 0, m, "slurm-0")
     record_measurement(store, exp.id, "candidate", 0, m, "slurm-0")  # a resumed node writes it again
-    assert queue_seconds_of(store, exp.id) == 27.5
-    assert node_seconds_of(store, exp.id) == 12.5
+    finish_recorded(store, exp.id)
+    done = store.get_experiment(exp.id)
+    assert (done.queue_seconds, done.node_seconds) == (27.5, 12.5)
 
 
 def test_a_long_patch_record_reads_back_from_the_packed_column(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench import scale_build
 from campaign.store import Store
+from campaign.store.models import SCHEMA_VERSION
 from tests.pgdb import execute
 
 
@@ -77,4 +78,4 @@ def test_a_schema_2_database_gets_the_change_sequence_on_open(tmp_path: Path) ->
         store.set_adopted(order[1])
         assert _since(store, cid, seq)[0] == {order[1]}
     with sqlite3.connect(db) as con:
-        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)

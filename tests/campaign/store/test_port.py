@@ -8,7 +8,7 @@ from pathlib import Path
 
 from campaign.domain.models import EffectiveConfig
 from campaign.domain.records import Verdict
-from campaign.loop.experiment import node_seconds_of, queue_seconds_of, reported_pairs
+from campaign.loop.experiment import finish_recorded, reported_pairs
 from campaign.playbook.schema import HypothesisSpec, Playbook
 from campaign.ports.records import ExperimentRecord, HypothesisRecord, LaunchArtifact, LaunchTime
 from campaign.store import Store
@@ -49,7 +49,9 @@ def test_a_database_written_before_the_port_reads_back_typed(tmp_path: Path) -> 
         LaunchTime(side="baseline", repeat=0, node_seconds=10.25),
         LaunchTime(side="candidate", repeat=1, node_seconds=30.5, queue_seconds=4.0),
     ]
-    assert (node_seconds_of(store, eid), queue_seconds_of(store, eid)) == (40.75, 4.0)
+    finish_recorded(store, eid)
+    done = store.get_experiment(eid)
+    assert (done.node_seconds, done.queue_seconds) == (40.75, 4.0)
     [(base, cand)] = reported_pairs(store, eid, None)
     assert (base.flags, cand.flags) == ({"a": 1}, {"a": 2})
 

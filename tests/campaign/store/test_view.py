@@ -313,3 +313,19 @@ def test_updated_is_when_the_campaign_last_recorded_something(backend_db: str) -
     store.finish_experiment(exp.id, node_seconds=1.0)
     finished = store.get_experiment(exp.id).finished_at
     assert finished is not None and store.view(cid).updated_at == finished
+
+
+def test_every_view_reads_the_campaign_node_time_from_the_loop_tally(
+    campaign: tuple[Store, str, dict[str, str]], backend_db: str
+) -> None:
+    """One read of a campaign's node time: the whole view, a window's view and the loop's
+    budget figure agree, kept or (a campaign the loop never counted) counted from the records."""
+    from tests.pgdb import execute
+
+    store, cid, ids = campaign
+    assert store.recount_tally(cid).node_seconds == 490.0
+    execute(backend_db, "DELETE FROM loop_tally")  # none kept: the views count from the records
+    assert store.view(cid).node_seconds == store.view(cid, window=[ids["win"]]).node_seconds == 490.0
+    assert store.loop_tally(cid).node_seconds == 490.0  # kept from here on
+    execute(backend_db, "UPDATE loop_tally SET node_seconds = 7200")  # what the loop's budget reads
+    assert store.view(cid).node_seconds == store.view(cid, window=[ids["win"]]).node_seconds == 7200.0
