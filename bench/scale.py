@@ -280,6 +280,7 @@ def measure(n: int, base: Path, plots: bool = True, prebuilt: Path | None = None
     if prebuilt is not None and (prebuilt / f"n{n}.db").is_file():  # the same build, made before (deterministic)
         shutil.copyfile(prebuilt / f"n{n}.db", db)
         cid = f"scale-{n}"
+        subprocess.run([*py, "_migrate", str(db)], check=True)  # an older build's schema, as `campaign` would
     else:
         wall, rss, cid = run_measured([*py, "_build", str(db), str(n)])
         row["build_s"] = round(wall, 1)
@@ -369,6 +370,11 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "_build":
         op_build(args[1], int(args[2]))
+        return 0
+    if args and args[0] == "_migrate":  # opening a Store brings an older build to the current schema
+        from campaign.store import Store
+
+        Store(Path(args[1])).close()
         return 0
     if args and args[0] == "_render":
         op_render(args[1], args[2], args[3], args[4] == "1")
