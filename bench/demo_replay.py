@@ -64,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--repeats-max", default="6,12", help="comma-separated repeats.max values to compare")
     args = ap.parse_args(argv)
+    try:
+        tops = [int(x) for x in args.repeats_max.split(",")]
+    except ValueError:
+        ap.error(f"--repeats-max: {args.repeats_max!r} is not a comma-separated list of round counts (e.g. 6,12)")
+    if any(t < 2 for t in tops):
+        ap.error(f"--repeats-max: each value must be at least repeats.min, 2 (got {args.repeats_max})")
     pb = load_playbook(str(PLAYBOOK))
     wl = workloads_of(pb)
     cases = true_effects()

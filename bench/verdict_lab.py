@@ -67,6 +67,7 @@ from bench.lab_engine import (
     verdict_is_wrong,
 )
 from bench.lab_oracle import run_oracle
+from campaign.domain.errors import UserError
 from campaign.domain.models import LevelResult, WorkloadSpec
 from campaign.domain.records import LevelSamples
 from campaign.loop.experiment import workloads_of
@@ -428,12 +429,17 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := set(left_out) - set(COMPONENTS):
         ap.error(f"--ablate: unknown component(s) {', '.join(sorted(unknown))} (choose from {', '.join(COMPONENTS)})")
     variants = ("", *left_out)
-    tmp = tempfile.TemporaryDirectory(prefix="verdict-lab-pb-")
-    if args.repeats_max:  # the playbook with only verdict.repeats.max changed
+    tmp = tempfile.TemporaryDirectory(prefix="verdict-lab-pb-") if args.repeats_max else None
+    if tmp is not None:  # the playbook with only verdict.repeats.max changed
         data = yaml.safe_load(Path(args.playbook).read_text())
         data["verdict"].setdefault("repeats", {})["max"] = args.repeats_max
         args.playbook = str(Path(tmp.name) / Path(args.playbook).name)
         Path(args.playbook).write_text(yaml.safe_dump(data, sort_keys=False))
+    try:  # bad input: one line here, not a traceback from a worker
+        load_playbook(args.playbook)
+    except UserError as e:
+        print(f"--repeats-max {args.repeats_max}: {e}" if tmp else str(e), file=sys.stderr)
+        return 2
     if args.ablate:
         pols = ["adaptive"]
     jobs: list[Job] = [

@@ -20,3 +20,13 @@ def test_the_replay_prints_one_row_per_policy(capsys):
     rows = [line for line in out.splitlines() if line.startswith("| adaptive") or line.startswith("| fixed")]
     assert [r.split(" | ")[0] for r in rows] == ["| adaptive, repeats.max 6", "| fixed 6 rounds"]
     assert "1.45x m above the no-loss margin" in out
+
+
+def test_a_bad_repeats_max_is_one_line_and_exit_2(capsys):
+    import pytest
+
+    for bad in ("x", "1"):
+        with pytest.raises(SystemExit) as got:
+            main(["--runs", "1", "--repeats-max", bad])
+        assert got.value.code == 2
+        assert ": error: --repeats-max:" in capsys.readouterr().err.splitlines()[-1]

@@ -347,3 +347,12 @@ def test_moving_noise_scatters_each_experiment_by_its_own_factor():
         want = 0.01 * math.hypot(1.0, 0.5) * factors[i]
         assert statistics.stdev(base) == pytest.approx(want, rel=0.15)
         assert node.noise_pct(lv, i) == pytest.approx(100 * want, rel=1e-9)
+
+
+def test_a_repeats_max_below_the_minimum_is_one_line_and_exit_2(capsys):
+    from bench.verdict_lab import main
+
+    args = ["--campaigns", "1", "--structures", "offset", "--policies", "adaptive", "--driver", "direct"]
+    assert main([*args, "--repeats-max", "1", "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("--repeats-max 1:") and "repeats.min (2)" in err
