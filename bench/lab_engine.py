@@ -16,7 +16,7 @@ to 1%/hour of node time (`drift`); a candidate twice as noisy as the baseline in
 and jitter (`noisy_candidate`); noise that moves between experiments (`moving`: each
 experiment's launches, both sides, scatter exp(N(0, 0.5)) times the node's offset and
 jitter, as when other jobs come and go on the machine: what the noise model's moderated
-prior and its Bartlett gate are for).  Every launch is drawn from an RNG seeded by the case,
+prior is for).  Every launch is drawn from an RNG seeded by the case,
 the side and the round (`LabNode._key`), so the graph driver and the direct driver see
 the same numbers launch by launch, and two rules see the same numbers round by round.
 """

@@ -16,7 +16,13 @@ Stopping rule (adaptive policy), checked after every interleaved round:
    that regime ("wins single stream, loses the sweep") is what the reader needs, so
    measure on until it is shown or out of reach;
 4. `repeats.max` reached: stop;
-5. otherwise project to `repeats.max`: the same estimates, each side's variance over
+5. a level already wins and none loses, so only the no-loss half of a WIN is open:
+   measure on, to `repeats.max` if need be.  The error spending holds the no-loss test's
+   level over all the planned looks whatever the rule stops on, so measuring on costs
+   rounds, never wrong WINs beyond that level; stopping would leave a real win
+   INCONCLUSIVE on one unlucky early estimate (the demo's CUDA 13 wins sit 1.3-1.5x the
+   minimum effect above the no-loss margin at the sweep's top);
+6. otherwise project to `repeats.max`: the same estimates, each side's variance over
    max launches and the df the pooled noise would then have (its real df: the node's
    prior plus the side's own launches), at the last look's level; try the centre as
    measured and moved one of today's standard errors either way (the edge of a one-sided
@@ -204,6 +210,14 @@ def round_decision(
         return RoundDecision(more=False, why=f"decisive after {rounds}")
     if rounds_done >= n_max:
         return RoundDecision(more=False, why=f"repeats.max={n_max} reached without a decisive verdict")
+    if any(c.winner == "candidate" for c in a.comparisons) and not any(c.winner == "baseline" for c in a.comparisons):
+        # a win is shown and only the no-loss half is open: measured on, never stopped as futile
+        return RoundDecision(
+            more=True,
+            why=f"round {rounds_done + 1}: a win is shown, but a loss beyond the margin is not "
+            f"yet ruled out everywhere; measured on up to round {n_max}",
+            because="a win was shown, with a loss not yet ruled out",
+        )
     for shift in (0.0, PROJECTION_SHIFT_SE, -PROJECTION_SHIFT_SE):
         if _decisive(samples, spec, noise, project_to=n_max, shift_se=shift, homogeneous=homog, settings=settings):
             return RoundDecision(

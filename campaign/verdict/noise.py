@@ -43,7 +43,6 @@ from scipy import stats as _scipy_stats
 from campaign.playbook.schema import RepeatsSpec
 from campaign.verdict.components import JITTER_SHRINK_DF, Component, Table, decompose_cols, level_jitter
 from campaign.verdict.moderation import prior_df
-from campaign.verdict.pair_jitter import MIN_DF, cross_products, pair_jitter
 from campaign.verdict.screen import Scale, robust_scale, screen
 from campaign.verdict.settings import SHIPPED, RuleSettings
 from campaign.verdict.shared_offsets import shared_offsets
@@ -65,19 +64,12 @@ class WorkloadNoise(BaseModel):
     rows: Component = Field(default_factory=Component)
     res: Component = Field(default_factory=Component)
     cols: list[float] = Field(default_factory=list)
-    #: the screened tables' cross products about their level means, summed, and their df
-    #: (`campaign.verdict.pair_jitter`); empty: not collected (the screening scale's pool)
-    cross: list[list[float]] = Field(default_factory=list)
-    cross_df: int = 0
     launches: int = 0
 
     def jitter(self) -> list[float]:
-        """Each level's jitter variance s_e,l^2: from the pairs of levels once there are
-        `pair_jitter.MIN_DF` of them, else the moment estimator (`level_jitter`)."""
+        """Each level's jitter variance s_e,l^2 (the moment estimator, `level_jitter`)."""
         if self.res.df == 0 or not self.cols:
             return [0.0] * self.levels
-        if self.cross and self.cross_df >= MIN_DF and self.levels > 2:
-            return pair_jitter(self.cross, self.cross_df)
         return level_jitter(self.cols, self.res.df)
 
     @property
@@ -176,7 +168,7 @@ def estimate(
     `aligned`: per group, whether row i of every table is the same launch (default:
     yes); only such groups show how much of a launch's offset the workloads share
     (`campaign.verdict.shared_offsets`).  `settings`: the rule's components (the stall
-    screen, the pairwise jitter, the moderated prior and its Bartlett gate)."""
+    screen, the moderated prior)."""
     tables: dict[str, list[Table]] = {}
     group_of: dict[str, list[int]] = {}
     levels: dict[str, int] = {}
@@ -191,7 +183,6 @@ def estimate(
             group_of.setdefault(name, []).append(g)
     means: dict[int, dict[str, list[float]]] = {}
     parts: dict[str, list[tuple[int, Component, Component, list[float]]]] = {}
-    crosses: dict[str, list[list[list[float]]]] = {}
     stalled_cells = stalled_launches = 0
     for name, ts in tables.items():
         # the node's robust scale from every table (a median is not moved by a few stalls),
@@ -204,7 +195,6 @@ def estimate(
                 means.setdefault(g, {})[name] = [math.fsum(row) / len(row) for row in sc.table]
             rows, res, cols = decompose_cols(sc.table)
             parts.setdefault(name, []).append((len(sc.table), rows, _less_df(res, sc.cells), cols))
-            crosses.setdefault(name, []).append(cross_products(sc.table))
     out = NodeNoise(stalled_cells=stalled_cells, stalled_launches=stalled_launches)
     launches, left_out = 0, 0
     for name, items in parts.items():
@@ -213,16 +203,13 @@ def estimate(
         for _, rows, _, _ in items:
             total_rows = total_rows.plus(rows)
         w.cols = [0.0] * w.levels
-        w.cross = [[0.0] * w.levels for _ in range(w.levels)]
-        for (n, rows, res, cols), cross in zip(items, crosses[name]):
+        for n, rows, res, cols in items:
             others = Component(ss=total_rows.ss - rows.ss, df=total_rows.df - rows.df)
             if len(items) > 2 and _outlier(rows, others):
                 left_out += 1
                 continue
             w.rows, w.res, w.launches = w.rows.plus(rows), w.res.plus(res), w.launches + n
             w.cols = [a + b for a, b in zip(w.cols, cols)]
-            w.cross = [[x + y for x, y in zip(ra, rb)] for ra, rb in zip(w.cross, cross)]
-            w.cross_df += n - 1 if settings.pair_jitter else 0  # under pair_jitter.MIN_DF: the moment estimator
         out.workloads[name] = w
         launches = max(launches, w.launches)
     out.launches, out.tables = launches, sum(len(v) for v in parts.values()) // max(1, len(parts))
@@ -239,7 +226,7 @@ def estimate(
         shared.append(
             [Component(ss=math.fsum(c * wt for c, wt in zip(cols, weights)), df=res.df) for _, _, res, cols in items]
         )
-    out.prior_df = prior_df(shared, bartlett=settings.bartlett) if settings.moderated_prior else None
+    out.prior_df = prior_df(shared) if settings.moderated_prior else None
     out.shared = shared_offsets(
         list(means.values()), {name: w.offset_var() for name, w in out.workloads.items() if w.usable}
     )
@@ -253,8 +240,7 @@ def _less_df(c: Component, cells: int) -> Component:
 
 def _pool(tables: Sequence[Table], width: int, scale: Scale | None, on: bool = True) -> WorkloadNoise:
     """Every table's components summed, each table screened on `scale` (None: on its own).
-    Its jitter is the moment estimator's (no cross products): the screening scale errs
-    wide, so only a cell far outside it is called a stall."""
+    The screening scale errs wide, so only a cell far outside it is called a stall."""
     w = WorkloadNoise(levels=width, cols=[0.0] * width)
     for table in tables:
         sc = screen(table, scale, on=on)

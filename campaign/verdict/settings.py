@@ -27,11 +27,6 @@ class RuleSettings(BaseModel):
     #: the limma-style moderated prior df of the node's noise where it moves between
     #: experiments; off: the node's noise counts at its full df.
     moderated_prior: bool = True
-    #: Bartlett's test gating the moderated prior; off: the prior df is estimated always.
-    bartlett: bool = True
-    #: each level's jitter from the launches' pairwise cross products; off: the moment
-    #: estimator from the residual alone.
-    pair_jitter: bool = True
     #: the stall screens (cells and launches replaced or dropped, a disagreeing pair
     #: measured a third time); off: every launch counts as measured.
     stall_screen: bool = True

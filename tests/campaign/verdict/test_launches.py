@@ -123,6 +123,27 @@ def test_stopping_spends_rounds_only_where_they_decide():
     assert round_decision([], fixed, 1, confounded=False, noise=noise).more
 
 
+def test_a_shown_win_is_measured_on_while_only_its_no_loss_half_is_open():
+    """The demo's misses: a CUDA 13 win (+12% single stream, +0.9% at the sweep's top)
+    whose top levels came out low after 4 of 12 rounds.  The projection found no shift
+    that made it decisive by round 12, and the rule stopped it INCONCLUSIVE as futile;
+    a shown win with only the no-loss half open is now measured on instead."""
+    spec = SPEC.model_copy(update={"repeats": SPEC.repeats.model_copy(update={"max": 12})})
+    noise = _history(random.Random(8))
+    samples = _samples(random.Random(30), 4, lambda c: 12.0 if c == 0 else 0.9)
+    v = judge(samples, spec, noise)
+    assert v.kind == "inconclusive" and "not ruled out" in v.reason, v.reason
+    d = round_decision(samples, spec, 4, confounded=False, noise=noise)
+    assert d.more and "a win is shown" in d.why, d.why
+    assert not round_decision(
+        samples,
+        spec.model_copy(update={"repeats": spec.repeats.model_copy(update={"max": 4})}),
+        4,
+        confounded=False,
+        noise=noise,
+    ).more
+
+
 @pytest.mark.parametrize("rounds", [2, 5])
 def test_the_first_experiments_interval_covers_a_null_as_often_as_it_claims(rounds):
     """A workload's common effect has the variance of its launch rows: its df are the
@@ -279,7 +300,9 @@ def test_every_component_the_ablation_leaves_out_changes_what_the_rule_computes(
         )
 
     shipped = computed(SHIPPED)
-    assert shipped[0] is not None and shipped[1] is None and shipped[2] and shipped[5]
+    # the moving node's prior counts for a few df; the calm node's keeps (nearly) all its own
+    assert shipped[0] is not None and shipped[0] < 10 and (shipped[1] is None or shipped[1] > 100)
+    assert shipped[2] and shipped[5]
     for component in COMPONENTS:
         assert computed(RuleSettings.model_validate({component: False})) != shipped, component
     with pytest.raises(ValidationError):
