@@ -56,7 +56,8 @@ def test_no_wrong_verdict_at_one_percent_launch_noise():
         scores[policy] = score(rows)
     sc, fixed = scores["adaptive"], scores["fixed-6"]
     assert sc["n"] == 100 and sc["wrong"] == 0
-    assert sc["missed"] < fixed["missed"] and sc["rounds"] < 0.85 * fixed["rounds"], (sc, fixed)
+    # 5.19 rounds at the demo's max 12 (a shown win is measured on while its no-loss half is open)
+    assert sc["missed"] < fixed["missed"] and sc["rounds"] < 0.9 * fixed["rounds"], (sc, fixed)
 
 
 def test_the_truth_is_the_generators_effect_against_the_minimum_effect():
@@ -178,8 +179,8 @@ def test_the_rounds_line_says_why_the_graph_measured_past_the_minimum():
     assert results[2] == ("dead_end", 3) and stopped[2] == (
         "decisive after 3 rounds; measured on for round 3: a verdict was within reach by round 6"
     )
-    assert results[9] == ("win", 4) and stopped[9] == (
-        "decisive after 4 rounds; measured on for rounds 3-4: a verdict was within reach by round 6"
+    assert results[9] == ("win", 5) and stopped[9] == (
+        "decisive after 5 rounds; measured on for rounds 3-5: a verdict was within reach by round 6"
     )
 
 
