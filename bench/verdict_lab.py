@@ -469,9 +469,15 @@ def main(argv: list[str] | None = None) -> int:
         ok = print_table(rows, structures, pols, draws, args.campaigns)
         print()
         print_strata(rows, pols, draws)
+        unchecked = [p for p in ("fixed-6", "oracle-6") if p not in pols]
         print(
             f"targets (adaptive, every structure and draw: wrong <= 0.5%; near-margin wrong <= the oracle's; "
             f"missed strong <= the oracle's + 3 points; rounds <= 0.6x fixed-6): {'met' if ok else 'NOT met'}"
+            + (
+                f" (the bars that need {' and '.join(unchecked)} not checked: add {','.join(unchecked)} to --policies)"
+                if unchecked and "adaptive" in pols
+                else ""
+            )
         )
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}))

@@ -282,6 +282,20 @@ def test_the_lab_prints_two_draws_side_by_side(capsys):
     assert "| near_margin | oracle-6 |" in out and "campaigns 1000-1000" in out
 
 
+def test_the_targets_line_says_which_bars_it_could_not_check(capsys):
+    """The adaptive rule alone cannot be held to fixed 6's rounds or the oracle's misses:
+    the line said "met" all the same."""
+    from bench.verdict_lab import main
+
+    args = ["--campaigns", "1", "--cases", "2", "--structures", "offset", "--draws", "0", "--workers", "1"]
+    main([*args, "--policies", "adaptive", "--driver", "direct"])
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("targets") and "fixed-6 and oracle-6 not checked" in line, line
+    main([*args, "--policies", "adaptive,fixed-6,oracle-6", "--driver", "direct"])
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("targets") and "not checked" not in line, line
+
+
 def test_the_ablation_prints_each_part_left_out_beside_the_shipped_rule_for_both_draws(capsys):
     from bench.verdict_lab import main
 
