@@ -88,14 +88,16 @@ def _final_problems(a: dict[str, list[dict[str, Any]]]) -> tuple[list[str], str]
             bad.append(f"{name} (CUDA 13) {last.get('verdict')}")
     eagle = a.get("eagle3", [{}])[-1]
     m = eagle.get("metrics") or {}
-    single = (m.get("single_stream") or {}).get("1", {}).get("delta_pct")
-    sweep = [lv.get("delta_pct") for lv in (m.get("parallel") or {}).values()]
+    one = (m.get("single_stream") or {}).get("1", {})
+    single = one.get("delta_pct")
+    sweep = list((m.get("parallel") or {}).values())
+    # the story is the verdict's: the single stream shown faster (its winner), every level of
+    # the sweep shown slower; a faster centre alone is not "wins the single stream"
     story = (
         eagle.get("verdict") == "dead_end"
-        and single is not None
-        and single > 0
+        and one.get("winner") == "candidate"
         and bool(sweep)
-        and all(d is not None and d < 0 for d in sweep)
+        and all(lv.get("winner") == "baseline" for lv in sweep)
     )
     if not story:
         bad.append(f"eagle3 (CUDA 13) {eagle.get('verdict')}: {eagle.get('reason')}")
