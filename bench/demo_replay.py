@@ -77,16 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     offset = pb.node.launch_offset_pct  # type: ignore[union-attr]
     for name, case in cases.items():
         lo = min(case.effects.values())
-        print(f"{name}: true effect {min(case.effects.values()):+.1f}% .. {max(case.effects.values()):+.1f}%", end="")
+        print(f"{name}: true effect {lo:+.1f}% .. {max(case.effects.values()):+.1f}%", end="")
         print(
             f" (lowest {lo:+.1f}%: {(lo + pb.verdict.min_effect_pct) / pb.verdict.min_effect_pct:.2f}x m above the no-loss margin)"
         )
     print(f"\n| policy | {' | '.join(names)} | all WIN | mean rounds |")
     print(f"|---|{'---:|' * len(names)}---:|---:|")
-    specs = [
-        (f"adaptive, repeats.max {top}", {"max": top}, "adaptive")
-        for top in (int(x) for x in args.repeats_max.split(","))
-    ]
+    specs = [(f"adaptive, repeats.max {top}", {"max": top}, "adaptive") for top in tops]
     specs.append(("fixed 6 rounds", {"min": 6, "max": 6}, "fixed"))
     for label, repeats, policy in specs:
         spec = pb.verdict.model_copy(

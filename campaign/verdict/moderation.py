@@ -38,9 +38,7 @@ def prior_df(groups: Sequence[Sequence[_SumOfSquares]]) -> float | None:
     excess of its variance over trigamma(d_g / 2) is trigamma(d0 / 2).  A node whose
     noise is the same in every experiment gives no excess: None (the prior keeps all its
     df).  A node whose noise moves with the load of the machine gives a small d0, and
-    each experiment's own spread counts for more.  (A Bartlett test gating the estimate
-    was left out: in the verdict lab's ablation it changed no missed verdict by half a
-    point on any noise structure, docs/benchmarks/verdict-lab.md.)"""
+    each experiment's own spread counts for more."""
     usable = [
         g for g in ([(c.ss / c.df, c.df) for c in group if c.df > 0 and c.ss > 0] for group in groups) if len(g) >= 2
     ]
