@@ -150,7 +150,7 @@ def one_run(index: int, base: Path, offsets: str | None = None) -> dict[str, Any
     return row
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--workers", type=int, default=2)
@@ -161,7 +161,9 @@ def main() -> int:
         default=None,
         help="override node.launch_offsets (the playbook ships fresh: every launch draws its own offset, as on a real node; seeded: replayed from node.seed)",
     )
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.runs < 1 or args.workers < 1:
+        ap.error(f"--runs and --workers: at least 1 each (got --runs {args.runs} --workers {args.workers})")
     with tempfile.TemporaryDirectory(prefix="demo-runs-") as tmp, ThreadPoolExecutor(args.workers) as pool:
         rows = list(pool.map(lambda i: one_run(i, Path(tmp), args.offsets), range(1, args.runs + 1)))
     print("| run | wall | experiments | EAGLE-3 single stream, CUDA 13 | the seeds' story |")

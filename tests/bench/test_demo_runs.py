@@ -27,3 +27,14 @@ def test_eagle3_must_be_shown_to_win_the_single_stream_not_only_measure_faster()
     assert bad == []
     bad, _ = _final_problems(_attempts({"delta_pct": 5.5, "winner": "candidate"}, sweep_winner="tie"))
     assert bad and "eagle3" in bad[0]
+
+
+def test_no_runs_is_refused_not_counted(capsys):
+    """`--runs 0` printed "0 of 0 runs told the seeds' story" and exit 0."""
+    import pytest
+
+    from bench.demo_runs import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--runs", "0"])
+    assert e.value.code == 2 and "--runs" in capsys.readouterr().err
