@@ -10,7 +10,10 @@ through the CLI in fresh processes.  A run tells the story when:
 - after the CUDA 13 resume: FlashInfer all-reduce fusion and torch symmetric memory WIN;
   EAGLE-3 DEAD END winning the fixed-prompt single stream and losing the sweep at every C.
 
-    python bench/demo_runs.py [--runs 10] [--workers 2] [--offsets seeded|fresh] [--json FILE]
+    python bench/demo_runs.py [--runs 10] [--workers 2] [--offsets seeded|fresh] [--json FILE] [--keep DIR]
+
+`--keep DIR` keeps each run's directory (`DIR/run-N`: its database `c.db` and its journal)
+so a count can be audited afterwards; without it the runs go to a temporary directory.
 
 Runs go `--workers` at a time (the simulated node measures on its own clock, so runs
 side by side do not change each other's figures).  Prints one Markdown row per run and
@@ -156,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument(
+        "--keep", type=Path, default=None, help="keep each run's directory (database, journal) as DIR/run-N"
+    )
+    ap.add_argument(
         "--offsets",
         choices=["seeded", "fresh"],
         default=None,
@@ -164,8 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.runs < 1 or args.workers < 1:
         ap.error(f"--runs and --workers: at least 1 each (got --runs {args.runs} --workers {args.workers})")
+    if args.keep is not None:
+        taken = [f"run-{i}" for i in range(1, args.runs + 1) if (args.keep / f"run-{i}").exists()]
+        if taken:
+            ap.error(f"--keep {args.keep}: {', '.join(taken)} already there; name an empty or new directory")
+        args.keep.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="demo-runs-") as tmp, ThreadPoolExecutor(args.workers) as pool:
-        rows = list(pool.map(lambda i: one_run(i, Path(tmp), args.offsets), range(1, args.runs + 1)))
+        base = args.keep if args.keep is not None else Path(tmp)
+        rows = list(pool.map(lambda i: one_run(i, base, args.offsets), range(1, args.runs + 1)))
     print("| run | wall | experiments | EAGLE-3 single stream, CUDA 13 | the seeds' story |")
     print("|---:|---:|---:|---:|---|")
     for r in rows:

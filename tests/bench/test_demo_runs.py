@@ -38,3 +38,16 @@ def test_no_runs_is_refused_not_counted(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--runs", "0"])
     assert e.value.code == 2 and "--runs" in capsys.readouterr().err
+
+
+def test_keep_refuses_a_directory_that_already_holds_a_run(tmp_path, capsys):
+    """`--keep DIR` must not mix a new count's runs with an earlier count's databases."""
+    import pytest
+
+    from bench.demo_runs import main
+
+    (tmp_path / "run-2").mkdir()
+    with pytest.raises(SystemExit) as e:
+        main(["--runs", "3", "--keep", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "run-2" in err and "--keep" in err
