@@ -3,7 +3,9 @@ the attempts as `campaign show --json` gives them)."""
 
 from __future__ import annotations
 
-from bench.demo_runs import _final_problems
+import pytest
+
+from bench.demo_runs import _final_problems, main
 
 
 def _attempts(single: dict[str, object], sweep_winner: str = "baseline") -> dict[str, list[dict[str, object]]]:
@@ -31,10 +33,6 @@ def test_eagle3_must_be_shown_to_win_the_single_stream_not_only_measure_faster()
 
 def test_no_runs_is_refused_not_counted(capsys):
     """`--runs 0` printed "0 of 0 runs told the seeds' story" and exit 0."""
-    import pytest
-
-    from bench.demo_runs import main
-
     with pytest.raises(SystemExit) as e:
         main(["--runs", "0"])
     assert e.value.code == 2 and "--runs" in capsys.readouterr().err
@@ -42,10 +40,6 @@ def test_no_runs_is_refused_not_counted(capsys):
 
 def test_keep_refuses_a_directory_that_already_holds_a_run(tmp_path, capsys):
     """`--keep DIR` must not mix a new count's runs with an earlier count's databases."""
-    import pytest
-
-    from bench.demo_runs import main
-
     (tmp_path / "run-2").mkdir()
     with pytest.raises(SystemExit) as e:
         main(["--runs", "3", "--keep", str(tmp_path)])
